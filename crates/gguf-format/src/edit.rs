@@ -1,0 +1,71 @@
+//! Rewriting a file with changed metadata, atomically.
+
+use std::path::Path;
+
+use crate::error::{Error, Result};
+use crate::fsutil::write_atomic;
+use crate::mmap::MappedGguf;
+use crate::writer::{GgufBuilder, OwnedValue};
+
+/// One change to a file's metadata.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Edit {
+    /// Set a key (replace in place, or append).
+    Set(String, OwnedValue),
+    /// Remove a key; an error if it is absent.
+    Remove(String),
+    /// Rename a key, keeping its value and position.
+    Rename(String, String),
+}
+
+impl Edit {
+    /// Applies the edit to a builder.
+    pub fn apply(&self, builder: &mut GgufBuilder<'_>) -> Result<()> {
+        match self {
+            Edit::Set(k, v) => {
+                builder.set(k, v.clone());
+            }
+            Edit::Remove(k) => {
+                if !builder.remove(k) {
+                    return Err(Error::MissingKey { key: k.clone() });
+                }
+            }
+            Edit::Rename(from, to) => {
+                builder.rename(from, to)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Writes `output` as a copy of `input` with `edits` applied to its metadata.
+///
+/// The new file goes to a temporary file beside `output` and is renamed into place only when
+/// complete, so a failure at any point leaves `output` as it was; `output` may be `input`
+/// itself (an in-place edit). Tensor data is copied unchanged, laid out as llama.cpp expects.
+/// `progress` is called with (bytes of tensor data copied, total).
+pub fn edit_metadata(
+    input: &Path,
+    output: &Path,
+    edits: &[Edit],
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<()> {
+    let mapped = MappedGguf::open(input)?;
+    let file = mapped.file();
+    let mut builder = GgufBuilder::from_file(file);
+    for edit in edits {
+        edit.apply(&mut builder).map_err(|e| e.in_file(input))?;
+    }
+    let total: u64 = file.tensors().iter().map(|t| t.size).sum();
+    write_atomic(output, |out| {
+        let mut tensors = builder.write(out)?;
+        let mut done = 0;
+        for t in file.tensors() {
+            tensors.write_tensor(file.tensor_data(t))?;
+            done += t.size;
+            progress(done, total);
+        }
+        tensors.finish()?;
+        Ok(())
+    })
+}
