@@ -1,1 +1,346 @@
-fn main() {}
+//! The `gguf` command.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+use gguf_cli::{inspect, models};
+use gguf_format::edit::{edit_metadata, Edit};
+use gguf_format::split::{self, SplitLimit, SplitSet};
+use gguf_format::{GgufFile, OwnedValue, Value, ValueType};
+use indicatif::{ProgressBar, ProgressStyle};
+
+#[derive(Parser)]
+#[command(name = "gguf", version, about = "Inspect, validate, edit, split and fetch GGUF model files")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print a file's header, metadata and tensor table.
+    Inspect(InspectArgs),
+    /// Check a file (or split set) and report whether llama.cpp can load it.
+    Validate(ValidateArgs),
+    /// Fetch a known real model into the cache.
+    Pull(PullArgs),
+    /// Change metadata keys, writing a new file atomically.
+    Edit(EditArgs),
+    /// Cut a model into parts like llama.cpp's gguf-split.
+    Split(SplitArgs),
+    /// Join a split set back into one file like `gguf-split --merge`.
+    Merge(MergeArgs),
+}
+
+#[derive(Args)]
+struct InspectArgs {
+    /// A .gguf path or a known model name (see `gguf pull --list`).
+    file: String,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Show whole arrays and strings instead of the first elements.
+    #[arg(long)]
+    full: bool,
+}
+
+#[derive(Args)]
+struct ValidateArgs {
+    /// A .gguf path (any part of a split set) or a known model name.
+    file: String,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct PullArgs {
+    /// Model names; `all` for every known model.
+    names: Vec<String>,
+    /// List the known models and where they are cached.
+    #[arg(long)]
+    list: bool,
+    /// Hash a cached copy again before trusting it.
+    #[arg(long)]
+    verify: bool,
+}
+
+#[derive(Args)]
+struct EditArgs {
+    /// The file to edit.
+    input: PathBuf,
+    /// Where to write the result.
+    #[arg(short, long, required_unless_present = "in_place", conflicts_with = "in_place")]
+    output: Option<PathBuf>,
+    /// Replace the input (through a temporary file and an atomic rename).
+    #[arg(long)]
+    in_place: bool,
+    /// Overwrite an existing output file.
+    #[arg(long)]
+    force: bool,
+    /// Set a key: `KEY=VALUE` keeps the existing key's type, `KEY:TYPE=VALUE` names it
+    /// (u8 i8 u16 i16 u32 i32 u64 i64 f32 f64 bool string).
+    #[arg(long = "set", value_name = "KEY[:TYPE]=VALUE")]
+    set: Vec<String>,
+    /// Remove a key.
+    #[arg(long = "remove", value_name = "KEY")]
+    remove: Vec<String>,
+    /// Rename a key: `OLD=NEW`.
+    #[arg(long = "rename", value_name = "OLD=NEW")]
+    rename: Vec<String>,
+}
+
+#[derive(Args)]
+struct SplitArgs {
+    /// The model to split.
+    input: String,
+    /// Output prefix: parts are PREFIX-00001-of-0000N.gguf.
+    output_prefix: String,
+    /// At most N tensors per part (the default, 128, as gguf-split).
+    #[arg(long, value_name = "N", conflicts_with = "max_size")]
+    max_tensors: Option<usize>,
+    /// At most this much tensor data per part: a number with M or G (decimal, as gguf-split).
+    #[arg(long, value_name = "SIZE")]
+    max_size: Option<String>,
+    /// Put only metadata in the first part.
+    #[arg(long)]
+    no_tensor_first_split: bool,
+}
+
+#[derive(Args)]
+struct MergeArgs {
+    /// Any part of the split set (normally PREFIX-00001-of-0000N.gguf).
+    first_part: PathBuf,
+    /// The merged file (must not exist).
+    output: PathBuf,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Inspect(a) => cmd_inspect(a),
+        Command::Validate(a) => cmd_validate(a),
+        Command::Pull(a) => cmd_pull(a),
+        Command::Edit(a) => cmd_edit(a),
+        Command::Split(a) => cmd_split(a),
+        Command::Merge(a) => cmd_merge(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn cmd_inspect(a: InspectArgs) -> Result<()> {
+    let path = models::resolve(&a.file)?;
+    let mapped = GgufFile::open(&path)?;
+    let file = mapped.file();
+    if a.json {
+        println!("{}", inspect::file_json(file, a.full));
+    } else {
+        print!("{}", inspect::file_text(file, &path.display().to_string(), a.full));
+    }
+    Ok(())
+}
+
+fn cmd_validate(a: ValidateArgs) -> Result<()> {
+    let path = models::resolve(&a.file)?;
+    let set = SplitSet::open(&path)?;
+    let mut warnings = Vec::new();
+    for part in set.parts() {
+        let f = part.file();
+        let name = part.path().display();
+        if f.version() < 2 {
+            warnings.push(format!("{name}: GGUF v1; llama.cpp reads only v2 and v3"));
+        }
+        if f.byte_order() == gguf_format::ByteOrder::Big {
+            warnings.push(format!("{name}: big-endian; llama.cpp on little-endian machines refuses it"));
+        }
+        if !f.has_canonical_layout() {
+            warnings.push(format!(
+                "{name}: tensor offsets are not packed in order; llama.cpp's loader requires each tensor to start where the previous one ends (padded)"
+            ));
+        }
+        for kv in f.metadata() {
+            if let Value::Array(arr) = kv.value {
+                if arr.element_type() == ValueType::Array {
+                    warnings.push(format!("{name}: key '{}' holds nested arrays, which llama.cpp rejects", kv.key));
+                }
+            }
+        }
+        for t in f.tensors() {
+            if t.name.len() > gguf_format::MAX_TENSOR_NAME_BYTES {
+                warnings.push(format!("{name}: tensor name '{}' is longer than ggml's 63 bytes", t.name));
+            }
+        }
+    }
+    if a.json {
+        let out = serde_json::json!({
+            "valid": true,
+            "parts": set.parts().len(),
+            "tensors": set.tensor_count(),
+            "llama_cpp_compatible": warnings.is_empty(),
+            "warnings": warnings,
+        });
+        println!("{out}");
+    } else {
+        println!(
+            "{}: valid GGUF ({} part(s), {} tensors)",
+            path.display(),
+            set.parts().len(),
+            set.tensor_count()
+        );
+        for w in &warnings {
+            println!("warning: {w}");
+        }
+    }
+    Ok(())
+}
+
+fn cmd_pull(a: PullArgs) -> Result<()> {
+    if a.list || a.names.is_empty() {
+        for m in models::MODELS {
+            let state = if m.cached().is_some() { "cached" } else { "not cached" };
+            println!("{:14} {:10} {}  ({})", m.name, state, m.description, m.cached_path().display());
+        }
+        return Ok(());
+    }
+    let wanted: Vec<&models::KnownModel> = if a.names.iter().any(|n| n == "all") {
+        models::MODELS.iter().collect()
+    } else {
+        a.names
+            .iter()
+            .map(|n| models::find(n).with_context(|| format!("unknown model '{n}' (see `gguf pull --list`)")))
+            .collect::<Result<_>>()?
+    };
+    for m in wanted {
+        let p = models::pull(m, a.verify)?;
+        println!("{}", p.display());
+    }
+    Ok(())
+}
+
+fn progress_bar(what: &str) -> ProgressBar {
+    let bar = ProgressBar::new(0).with_style(
+        ProgressStyle::with_template("{msg} [{bar:30}] {bytes}/{total_bytes} {eta}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    bar.set_message(what.to_string());
+    bar
+}
+
+fn parse_typed_value(text: &str, ty: ValueType) -> Result<OwnedValue> {
+    let bad = || format!("'{text}' is not a valid {ty}");
+    Ok(match ty {
+        ValueType::U8 => OwnedValue::U8(text.parse().with_context(bad)?),
+        ValueType::I8 => OwnedValue::I8(text.parse().with_context(bad)?),
+        ValueType::U16 => OwnedValue::U16(text.parse().with_context(bad)?),
+        ValueType::I16 => OwnedValue::I16(text.parse().with_context(bad)?),
+        ValueType::U32 => OwnedValue::U32(text.parse().with_context(bad)?),
+        ValueType::I32 => OwnedValue::I32(text.parse().with_context(bad)?),
+        ValueType::U64 => OwnedValue::U64(text.parse().with_context(bad)?),
+        ValueType::I64 => OwnedValue::I64(text.parse().with_context(bad)?),
+        ValueType::F32 => OwnedValue::F32(text.parse().with_context(bad)?),
+        ValueType::F64 => OwnedValue::F64(text.parse().with_context(bad)?),
+        ValueType::Bool => OwnedValue::Bool(text.parse().with_context(bad)?),
+        ValueType::String => OwnedValue::from(text),
+        ValueType::Array => bail!("--set cannot write arrays; only scalar and string values"),
+    })
+}
+
+fn value_type_named(name: &str) -> Result<ValueType> {
+    (0..13)
+        .filter_map(ValueType::from_id)
+        .find(|t| t.name() == name || (name == "str" && *t == ValueType::String))
+        .with_context(|| format!("unknown value type '{name}'"))
+}
+
+fn cmd_edit(a: EditArgs) -> Result<()> {
+    let output = a.output.clone().unwrap_or_else(|| a.input.clone());
+    if !a.in_place && output.exists() && !a.force {
+        bail!("{} already exists; pass --force to overwrite it", output.display());
+    }
+    let mapped = GgufFile::open(&a.input)?;
+    let file = mapped.file();
+    let mut edits = Vec::new();
+    for s in &a.set {
+        let (lhs, value) = s.split_once('=').with_context(|| format!("--set '{s}': expected KEY[:TYPE]=VALUE"))?;
+        let (key, ty) = match lhs.rsplit_once(':') {
+            Some((k, t)) => (k, value_type_named(t)?),
+            None => {
+                let existing = file.value(lhs).with_context(|| {
+                    format!("--set '{s}': key '{lhs}' is new, so name its type as {lhs}:TYPE=VALUE")
+                })?;
+                (lhs, existing.value_type())
+            }
+        };
+        edits.push(Edit::Set(key.to_string(), parse_typed_value(value, ty)?));
+    }
+    for k in &a.remove {
+        edits.push(Edit::Remove(k.clone()));
+    }
+    for r in &a.rename {
+        let (from, to) = r.split_once('=').with_context(|| format!("--rename '{r}': expected OLD=NEW"))?;
+        edits.push(Edit::Rename(from.to_string(), to.to_string()));
+    }
+    if edits.is_empty() {
+        bail!("nothing to do: give --set, --remove or --rename");
+    }
+    drop(mapped);
+    let bar = progress_bar("writing");
+    edit_metadata(&a.input, &output, &edits, &mut |done, total| {
+        bar.set_length(total);
+        bar.set_position(done);
+    })?;
+    bar.finish_and_clear();
+    eprintln!("wrote {}", output.display());
+    Ok(())
+}
+
+/// Parses gguf-split's sizes: a number followed by M (10^6) or G (10^9).
+fn parse_split_size(text: &str) -> Result<u64> {
+    let (digits, unit) = text.split_at(text.len().saturating_sub(1));
+    let scale = match unit {
+        "M" | "m" => 1_000_000,
+        "G" | "g" => 1_000_000_000,
+        _ => bail!("--max-size '{text}': expected a number followed by M or G, e.g. 2G"),
+    };
+    let n: u64 = digits.parse().with_context(|| format!("--max-size '{text}': bad number"))?;
+    n.checked_mul(scale).filter(|&v| v > 0).context("--max-size must be above zero and fit 64 bits")
+}
+
+fn cmd_split(a: SplitArgs) -> Result<()> {
+    let input = models::resolve(&a.input)?;
+    let limit = match (&a.max_size, a.max_tensors) {
+        (Some(s), _) => SplitLimit::MaxBytes(parse_split_size(s)?),
+        (None, Some(n)) => SplitLimit::MaxTensors(n),
+        (None, None) => SplitLimit::MaxTensors(128),
+    };
+    let bar = progress_bar("splitting");
+    let paths = split::write_split(&input, &a.output_prefix, limit, a.no_tensor_first_split, &mut |d, t| {
+        bar.set_length(t);
+        bar.set_position(d);
+    })?;
+    bar.finish_and_clear();
+    for p in paths {
+        println!("{}", p.display());
+    }
+    Ok(())
+}
+
+fn cmd_merge(a: MergeArgs) -> Result<()> {
+    let bar = progress_bar("merging");
+    split::merge(&a.first_part, &a.output, &mut |d, t| {
+        bar.set_length(t);
+        bar.set_position(d);
+    })?;
+    bar.finish_and_clear();
+    println!("{}", Path::new(&a.output).display());
+    Ok(())
+}
