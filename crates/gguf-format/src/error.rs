@@ -13,13 +13,12 @@ use crate::value::ValueType;
 #[non_exhaustive]
 pub enum Error {
     /// Another error, in the file at `path`.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {error}", path.display())]
     File {
         /// The file being read or written.
         path: PathBuf,
-        /// What went wrong in it.
-        #[source]
-        source: Box<Error>,
+        /// What went wrong in it (not a `source()`: the message already includes it).
+        error: Box<Error>,
     },
 
     /// The operating system refused a read, write, map or rename.
@@ -40,7 +39,7 @@ pub enum Error {
     },
 
     /// The first four bytes are not `GGUF`.
-    #[error("at byte 0: not a GGUF file: expected magic \"GGUF\", found {found:02x?}{hint}")]
+    #[error("at byte 0: not a GGUF file: expected magic \"GGUF\", found \"{}\"{hint}", found.escape_ascii())]
     BadMagic {
         /// The bytes found.
         found: Vec<u8>,
@@ -271,7 +270,7 @@ impl Error {
             Error::File { .. } => self,
             other => Error::File {
                 path: path.into(),
-                source: Box::new(other),
+                error: Box::new(other),
             },
         }
     }

@@ -212,7 +212,7 @@ fn validate_elements(
             if let Some(i) = bytes.iter().position(|&b| b > 1) {
                 return Err(Error::InvalidBool {
                     offset: start.offset() + i as u64,
-                    what: format!("element {} of {}", i, what()),
+                    what: format!("{}[{}]", what(), i),
                     byte: bytes[i],
                 });
             }
@@ -222,7 +222,7 @@ fn validate_elements(
     // Strings and arrays: every element takes at least a length field, so this loop ends
     // after at most remaining/4 rounds whatever `len` claims.
     for i in 0..len {
-        let elem_what = || format!("element {} of {}", i, what());
+        let elem_what = || format!("{}[{}]", what(), i);
         read_value(c, elem, &elem_what, depth)?;
     }
     Ok(())
