@@ -51,7 +51,10 @@ fn all_types_builder() -> Result<GgufBuilder<'static>> {
             "test.array.nested",
             OwnedArray::new(
                 ValueType::Array,
-                vec![OwnedValue::from(vec![1i32, 2]), OwnedValue::from(vec![3i32])],
+                vec![
+                    OwnedValue::from(vec![1i32, 2]),
+                    OwnedValue::from(vec![3i32]),
+                ],
             )?,
         )
         .set("tokenizer.ggml.seperator_token_id", 7u32)
@@ -109,7 +112,7 @@ impl Raw {
         self.u32(ty).u64(offset)
     }
     fn pad(&mut self, align: usize) -> &mut Self {
-        while self.0.len() % align != 0 {
+        while !self.0.len().is_multiple_of(align) {
             self.0.push(0);
         }
         self
@@ -137,20 +140,47 @@ fn corrupt_files() -> Vec<(&'static str, Vec<u8>)> {
     }
     nested.u32(ValueType::U8.id()).u64(0);
     vec![
-        ("bad-magic.gguf", Raw::default().bytes(b"GGUX").u32(3).u64(0).u64(0).done()),
-        ("legacy-ggjt.gguf", Raw::default().bytes(b"tjgg").u32(3).done()),
-        ("truncated-header.gguf", Raw::default().bytes(b"GGUF").u32(3).u32(0).done()),
-        ("bad-version.gguf", Raw::default().bytes(b"GGUF").u32(4).u64(0).u64(0).done()),
+        (
+            "bad-magic.gguf",
+            Raw::default().bytes(b"GGUX").u32(3).u64(0).u64(0).done(),
+        ),
+        (
+            "legacy-ggjt.gguf",
+            Raw::default().bytes(b"tjgg").u32(3).done(),
+        ),
+        (
+            "truncated-header.gguf",
+            Raw::default().bytes(b"GGUF").u32(3).u32(0).done(),
+        ),
+        (
+            "bad-version.gguf",
+            Raw::default().bytes(b"GGUF").u32(4).u64(0).u64(0).done(),
+        ),
         ("huge-kv-count.gguf", Raw::header(0, 1 << 62).done()),
-        ("huge-string-length.gguf", Raw::header(0, 1).u64(u64::MAX).bytes(b"key").done()),
-        ("unknown-value-type.gguf", Raw::header(0, 1).string(b"k").u32(13).u32(0).done()),
-        ("invalid-bool.gguf", Raw::header(0, 1).string(b"flag").u32(7).bytes(&[2]).done()),
-        ("invalid-utf8-key.gguf", Raw::header(0, 1).string(b"k\xff").u32(0).bytes(&[1]).done()),
+        (
+            "huge-string-length.gguf",
+            Raw::header(0, 1).u64(u64::MAX).bytes(b"key").done(),
+        ),
+        (
+            "unknown-value-type.gguf",
+            Raw::header(0, 1).string(b"k").u32(13).u32(0).done(),
+        ),
+        (
+            "invalid-bool.gguf",
+            Raw::header(0, 1).string(b"flag").u32(7).bytes(&[2]).done(),
+        ),
+        (
+            "invalid-utf8-key.gguf",
+            Raw::header(0, 1).string(b"k\xff").u32(0).bytes(&[1]).done(),
+        ),
         (
             "duplicate-key.gguf",
             Raw::header(0, 2).kv_u32("a.b", 1).kv_u32("a.b", 2).done(),
         ),
-        ("bad-alignment.gguf", Raw::header(0, 1).kv_u32("general.alignment", 48).done()),
+        (
+            "bad-alignment.gguf",
+            Raw::header(0, 1).kv_u32("general.alignment", 48).done(),
+        ),
         (
             "alignment-wrong-type.gguf",
             Raw::header(0, 1)
@@ -161,16 +191,33 @@ fn corrupt_files() -> Vec<(&'static str, Vec<u8>)> {
         ),
         (
             "huge-array-length.gguf",
-            Raw::header(0, 1).string(b"arr").u32(9).u32(4).u64(1 << 60).done(),
+            Raw::header(0, 1)
+                .string(b"arr")
+                .u32(9)
+                .u32(4)
+                .u64(1 << 60)
+                .done(),
         ),
         ("deep-nested-array.gguf", nested.done()),
-        ("too-many-dims.gguf", one_tensor("t", &[1, 1, 1, 1, 1], 0, 0, 4)),
+        (
+            "too-many-dims.gguf",
+            one_tensor("t", &[1, 1, 1, 1, 1], 0, 0, 4),
+        ),
         ("unknown-ggml-type.gguf", one_tensor("t", &[4], 99, 0, 64)),
         ("retired-ggml-type.gguf", one_tensor("t", &[32], 31, 0, 64)),
-        ("bad-block-shape.gguf", one_tensor("t", &[33], GgmlType::Q8_0.id(), 0, 64)),
+        (
+            "bad-block-shape.gguf",
+            one_tensor("t", &[33], GgmlType::Q8_0.id(), 0, 64),
+        ),
         ("misaligned-tensor.gguf", one_tensor("t", &[4], 0, 8, 64)),
-        ("tensor-out-of-bounds.gguf", one_tensor("t", &[64], 0, 0, 16)),
-        ("shape-overflow.gguf", one_tensor("t", &[u64::MAX / 2, 4], 0, 0, 16)),
+        (
+            "tensor-out-of-bounds.gguf",
+            one_tensor("t", &[64], 0, 0, 16),
+        ),
+        (
+            "shape-overflow.gguf",
+            one_tensor("t", &[u64::MAX / 2, 4], 0, 0, 16),
+        ),
         (
             "overlapping-tensors.gguf",
             Raw::header(2, 0)
@@ -200,7 +247,10 @@ pub fn generate() -> Result<BTreeMap<String, Vec<u8>>> {
     for version in [1, 2] {
         let mut b = base.clone();
         b.version(version)?;
-        files.insert(format!("all-types-v{version}.gguf"), write_with_pattern(&b)?);
+        files.insert(
+            format!("all-types-v{version}.gguf"),
+            write_with_pattern(&b)?,
+        );
     }
     let mut be = base.clone();
     be.byte_order(ByteOrder::Big);
@@ -219,9 +269,19 @@ pub fn generate() -> Result<BTreeMap<String, Vec<u8>>> {
     let source = scratch.join("source.gguf");
     std::fs::write(&source, &files["all-types-v3.gguf"])?;
     let prefix = scratch.join("split").to_string_lossy().into_owned();
-    let parts = write_split(&source, &prefix, SplitLimit::MaxTensors(2), false, &mut |_, _| {})?;
+    let parts = write_split(
+        &source,
+        &prefix,
+        SplitLimit::MaxTensors(2),
+        false,
+        &mut |_, _| {},
+    )?;
     for p in parts {
-        let name = p.file_name().context("part name")?.to_string_lossy().into_owned();
+        let name = p
+            .file_name()
+            .context("part name")?
+            .to_string_lossy()
+            .into_owned();
         files.insert(name, std::fs::read(&p)?);
     }
     std::fs::remove_dir_all(&scratch)?;

@@ -63,10 +63,20 @@ fn ci() -> Result<()> {
     models()?;
     eprintln!("==> fixtures --check");
     fixtures::run(&root(), true)?;
-    run("cargo fmt --check", cargo().args(["fmt", "--all", "--", "--check"]))?;
+    run(
+        "cargo fmt --check",
+        cargo().args(["fmt", "--all", "--", "--check"]),
+    )?;
     run(
         "cargo clippy",
-        cargo().args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]),
+        cargo().args([
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ]),
     )?;
     run("cargo test", cargo().args(["test", "--workspace"]))?;
     run(

@@ -134,8 +134,17 @@ pub fn value_text(value: &Value<'_>, full: bool) -> String {
         Value::Array(a) => {
             let n = if full { usize::MAX } else { 8 };
             let items: Vec<String> = a.iter().take(n).map(|v| value_text(&v, false)).collect();
-            let more = if (a.len() as usize) > items.len() { ", ..." } else { "" };
-            format!("[{} x {}] [{}{more}]", a.len(), a.element_type(), items.join(", "))
+            let more = if (a.len() as usize) > items.len() {
+                ", ..."
+            } else {
+                ""
+            };
+            format!(
+                "[{} x {}] [{}{more}]",
+                a.len(),
+                a.element_type(),
+                items.join(", ")
+            )
         }
         other => value_json(&other, None).to_string(),
     }
@@ -170,7 +179,12 @@ pub fn file_text(file: &GgufFile<'_>, name: &str, full: bool) -> String {
         human_bytes(data_bytes)
     );
     let _ = writeln!(out, "\nMetadata:");
-    let width = file.metadata().iter().map(|kv| kv.key.len()).max().unwrap_or(0);
+    let width = file
+        .metadata()
+        .iter()
+        .map(|kv| kv.key.len())
+        .max()
+        .unwrap_or(0);
     for kv in file.metadata() {
         let _ = writeln!(
             out,
@@ -181,7 +195,12 @@ pub fn file_text(file: &GgufFile<'_>, name: &str, full: bool) -> String {
         );
     }
     let _ = writeln!(out, "\nTensors:");
-    let width = file.tensors().iter().map(|t| t.name.len()).max().unwrap_or(0);
+    let width = file
+        .tensors()
+        .iter()
+        .map(|t| t.name.len())
+        .max()
+        .unwrap_or(0);
     for t in file.tensors() {
         let _ = writeln!(
             out,
@@ -200,7 +219,11 @@ pub fn file_text(file: &GgufFile<'_>, name: &str, full: bool) -> String {
     }
     let _ = writeln!(out, "\nBy type:");
     for (t, (count, bytes)) in by_type {
-        let share = if data_bytes > 0 { bytes as f64 * 100.0 / data_bytes as f64 } else { 0.0 };
+        let share = if data_bytes > 0 {
+            bytes as f64 * 100.0 / data_bytes as f64
+        } else {
+            0.0
+        };
         let _ = writeln!(
             out,
             "  {:7}  {count:5} tensors  {:>10}  {share:5.1}%",

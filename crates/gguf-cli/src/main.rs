@@ -12,7 +12,11 @@ use gguf_format::{GgufFile, OwnedValue, Value, ValueType};
 use indicatif::{ProgressBar, ProgressStyle};
 
 #[derive(Parser)]
-#[command(name = "gguf", version, about = "Inspect, validate, edit, split and fetch GGUF model files")]
+#[command(
+    name = "gguf",
+    version,
+    about = "Inspect, validate, edit, split and fetch GGUF model files"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -72,7 +76,12 @@ struct EditArgs {
     /// The file to edit.
     input: PathBuf,
     /// Where to write the result.
-    #[arg(short, long, required_unless_present = "in_place", conflicts_with = "in_place")]
+    #[arg(
+        short,
+        long,
+        required_unless_present = "in_place",
+        conflicts_with = "in_place"
+    )]
     output: Option<PathBuf>,
     /// Replace the input (through a temporary file and an atomic rename).
     #[arg(long)]
@@ -143,7 +152,10 @@ fn cmd_inspect(a: InspectArgs) -> Result<()> {
     if a.json {
         println!("{}", inspect::file_json(file, a.full));
     } else {
-        print!("{}", inspect::file_text(file, &path.display().to_string(), a.full));
+        print!(
+            "{}",
+            inspect::file_text(file, &path.display().to_string(), a.full)
+        );
     }
     Ok(())
 }
@@ -159,7 +171,9 @@ fn cmd_validate(a: ValidateArgs) -> Result<()> {
             warnings.push(format!("{name}: GGUF v1; llama.cpp reads only v2 and v3"));
         }
         if f.byte_order() == gguf_format::ByteOrder::Big {
-            warnings.push(format!("{name}: big-endian; llama.cpp on little-endian machines refuses it"));
+            warnings.push(format!(
+                "{name}: big-endian; llama.cpp on little-endian machines refuses it"
+            ));
         }
         if !f.has_canonical_layout() {
             warnings.push(format!(
@@ -169,13 +183,19 @@ fn cmd_validate(a: ValidateArgs) -> Result<()> {
         for kv in f.metadata() {
             if let Value::Array(arr) = kv.value {
                 if arr.element_type() == ValueType::Array {
-                    warnings.push(format!("{name}: key '{}' holds nested arrays, which llama.cpp rejects", kv.key));
+                    warnings.push(format!(
+                        "{name}: key '{}' holds nested arrays, which llama.cpp rejects",
+                        kv.key
+                    ));
                 }
             }
         }
         for t in f.tensors() {
             if t.name.len() > gguf_format::MAX_TENSOR_NAME_BYTES {
-                warnings.push(format!("{name}: tensor name '{}' is longer than ggml's 63 bytes", t.name));
+                warnings.push(format!(
+                    "{name}: tensor name '{}' is longer than ggml's 63 bytes",
+                    t.name
+                ));
             }
         }
     }
@@ -205,8 +225,18 @@ fn cmd_validate(a: ValidateArgs) -> Result<()> {
 fn cmd_pull(a: PullArgs) -> Result<()> {
     if a.list || a.names.is_empty() {
         for m in models::MODELS {
-            let state = if m.cached().is_some() { "cached" } else { "not cached" };
-            println!("{:14} {:10} {}  ({})", m.name, state, m.description, m.cached_path().display());
+            let state = if m.cached().is_some() {
+                "cached"
+            } else {
+                "not cached"
+            };
+            println!(
+                "{:14} {:10} {}  ({})",
+                m.name,
+                state,
+                m.description,
+                m.cached_path().display()
+            );
         }
         return Ok(());
     }
@@ -215,7 +245,10 @@ fn cmd_pull(a: PullArgs) -> Result<()> {
     } else {
         a.names
             .iter()
-            .map(|n| models::find(n).with_context(|| format!("unknown model '{n}' (see `gguf pull --list`)")))
+            .map(|n| {
+                models::find(n)
+                    .with_context(|| format!("unknown model '{n}' (see `gguf pull --list`)"))
+            })
             .collect::<Result<_>>()?
     };
     for m in wanted {
@@ -264,13 +297,18 @@ fn value_type_named(name: &str) -> Result<ValueType> {
 fn cmd_edit(a: EditArgs) -> Result<()> {
     let output = a.output.clone().unwrap_or_else(|| a.input.clone());
     if !a.in_place && output.exists() && !a.force {
-        bail!("{} already exists; pass --force to overwrite it", output.display());
+        bail!(
+            "{} already exists; pass --force to overwrite it",
+            output.display()
+        );
     }
     let mapped = GgufFile::open(&a.input)?;
     let file = mapped.file();
     let mut edits = Vec::new();
     for s in &a.set {
-        let (lhs, value) = s.split_once('=').with_context(|| format!("--set '{s}': expected KEY[:TYPE]=VALUE"))?;
+        let (lhs, value) = s
+            .split_once('=')
+            .with_context(|| format!("--set '{s}': expected KEY[:TYPE]=VALUE"))?;
         let (key, ty) = match lhs.rsplit_once(':') {
             Some((k, t)) => (k, value_type_named(t)?),
             None => {
@@ -286,7 +324,9 @@ fn cmd_edit(a: EditArgs) -> Result<()> {
         edits.push(Edit::Remove(k.clone()));
     }
     for r in &a.rename {
-        let (from, to) = r.split_once('=').with_context(|| format!("--rename '{r}': expected OLD=NEW"))?;
+        let (from, to) = r
+            .split_once('=')
+            .with_context(|| format!("--rename '{r}': expected OLD=NEW"))?;
         edits.push(Edit::Rename(from.to_string(), to.to_string()));
     }
     if edits.is_empty() {
@@ -311,8 +351,12 @@ fn parse_split_size(text: &str) -> Result<u64> {
         "G" | "g" => 1_000_000_000,
         _ => bail!("--max-size '{text}': expected a number followed by M or G, e.g. 2G"),
     };
-    let n: u64 = digits.parse().with_context(|| format!("--max-size '{text}': bad number"))?;
-    n.checked_mul(scale).filter(|&v| v > 0).context("--max-size must be above zero and fit 64 bits")
+    let n: u64 = digits
+        .parse()
+        .with_context(|| format!("--max-size '{text}': bad number"))?;
+    n.checked_mul(scale)
+        .filter(|&v| v > 0)
+        .context("--max-size must be above zero and fit 64 bits")
 }
 
 fn cmd_split(a: SplitArgs) -> Result<()> {
@@ -323,10 +367,16 @@ fn cmd_split(a: SplitArgs) -> Result<()> {
         (None, None) => SplitLimit::MaxTensors(128),
     };
     let bar = progress_bar("splitting");
-    let paths = split::write_split(&input, &a.output_prefix, limit, a.no_tensor_first_split, &mut |d, t| {
-        bar.set_length(t);
-        bar.set_position(d);
-    })?;
+    let paths = split::write_split(
+        &input,
+        &a.output_prefix,
+        limit,
+        a.no_tensor_first_split,
+        &mut |d, t| {
+            bar.set_length(t);
+            bar.set_position(d);
+        },
+    )?;
     bar.finish_and_clear();
     for p in paths {
         println!("{}", p.display());

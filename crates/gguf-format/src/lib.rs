@@ -46,6 +46,5 @@ pub use reader::{GgufFile, KeyValue, TensorInfo, DEFAULT_ALIGNMENT, MAGIC, MAX_A
 pub use types::{GgmlType, TypeIdError};
 pub use value::{ArrayIter, ArrayView, ByteOrder, FromValue, Value, ValueType};
 pub use writer::{
-    GgufBuilder, MetaValue, OwnedArray, OwnedValue, TensorSpec, TensorWriter,
-    MAX_TENSOR_NAME_BYTES,
+    GgufBuilder, MetaValue, OwnedArray, OwnedValue, TensorSpec, TensorWriter, MAX_TENSOR_NAME_BYTES,
 };

@@ -42,7 +42,9 @@ impl MappedGguf {
     fn open_inner(path: &Path) -> Result<MappedGguf> {
         let handle = File::open(path)?;
         if handle.metadata()?.is_dir() {
-            return Err(Error::Io(std::io::Error::other("is a directory, not a file")));
+            return Err(Error::Io(std::io::Error::other(
+                "is a directory, not a file",
+            )));
         }
         // SAFETY: the map is read-only and private to this process. Another process that
         // truncates or rewrites the file while it is mapped would change bytes under us; that is

@@ -118,10 +118,7 @@ macro_rules! need {
     }};
 }
 
-fn read_bytes<'a>(
-    c: &mut Cursor<'a>,
-    what: &dyn Fn() -> String,
-) -> Result<(&'a [u8], u64)> {
+fn read_bytes<'a>(c: &mut Cursor<'a>, what: &dyn Fn() -> String) -> Result<(&'a [u8], u64)> {
     let len = need!(c, count, c.count_size(), || format!("length of {}", what()));
     let start = c.offset();
     match c.take(len) {
@@ -201,7 +198,7 @@ fn validate_elements(
     depth: u32,
 ) -> Result<()> {
     if let Some(size) = elem.fixed_size() {
-        let total = len.checked_mul(size as u64).unwrap_or(u64::MAX);
+        let total = len.saturating_mul(size as u64);
         let start = *c;
         let Some(bytes) = c.take(total) else {
             return Err(truncated(&start, total, || {
@@ -339,7 +336,9 @@ impl<'a> GgufFile<'a> {
             let info_offset = c.offset();
             let name = read_name(&mut c, &|| format!("name of tensor {i}"))?;
             let dims_offset = c.offset();
-            let n_dims = need!(&mut c, u32, 4, || format!("dimension count of tensor '{name}'"));
+            let n_dims = need!(&mut c, u32, 4, || format!(
+                "dimension count of tensor '{name}'"
+            ));
             if n_dims > 4 {
                 return Err(Error::TooManyDims {
                     offset: dims_offset,
@@ -364,7 +363,10 @@ impl<'a> GgufFile<'a> {
                         type_id,
                     })
                 }
-                Err(TypeIdError::Retired { name: type_name, replacement }) => {
+                Err(TypeIdError::Retired {
+                    name: type_name,
+                    replacement,
+                }) => {
                     return Err(Error::RetiredGgmlType {
                         offset: type_offset,
                         name: name.to_string(),
@@ -377,7 +379,7 @@ impl<'a> GgufFile<'a> {
             let offset = need!(&mut c, u64, 8, || format!("data offset of tensor '{name}'"));
             let shape = &ne[..n_dims as usize];
             let size = tensor_size_checked(name, ggml_type, shape, info_offset)?;
-            if offset % alignment != 0 {
+            if !offset.is_multiple_of(alignment) {
                 return Err(Error::MisalignedTensor {
                     offset: info_offset,
                     name: name.to_string(),
@@ -539,7 +541,9 @@ impl<'a> GgufFile<'a> {
     /// The bytes of a tensor of this file (validated on parse to lie inside the file).
     pub fn tensor_data(&self, info: &TensorInfo<'_>) -> &'a [u8] {
         let start = (self.data_offset + info.offset) as usize;
-        self.data.get(start..start + info.size as usize).unwrap_or(&[])
+        self.data
+            .get(start..start + info.size as usize)
+            .unwrap_or(&[])
     }
 
     /// Whether every tensor starts exactly where the previous one ends, padded to the
@@ -558,8 +562,11 @@ impl<'a> GgufFile<'a> {
 
 fn tensor_size_checked(name: &str, t: GgmlType, shape: &[u64], offset: u64) -> Result<u64> {
     t.tensor_size(shape).ok_or_else(|| {
-        let reason = if shape.first().is_some_and(|&ne0| ne0 % t.block_size() != 0) {
-            format!("ne[0] must be a multiple of the block size {}", t.block_size())
+        let reason = if shape.first().is_some_and(|&ne0| !ne0.is_multiple_of(t.block_size())) {
+            format!(
+                "ne[0] must be a multiple of the block size {}",
+                t.block_size()
+            )
         } else {
             "its size in bytes overflows 64 bits".to_string()
         };

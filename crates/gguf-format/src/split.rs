@@ -312,7 +312,11 @@ pub fn merge(first_part: &Path, output: &Path, progress: &mut dyn FnMut(u64, u64
     let meta = set.metadata();
     let mut builder = GgufBuilder::new();
     builder.byte_order(meta.byte_order());
-    for kv in meta.metadata().iter().filter(|kv| kv.key != keys::split::COUNT) {
+    for kv in meta
+        .metadata()
+        .iter()
+        .filter(|kv| kv.key != keys::split::COUNT)
+    {
         builder.set_value(kv.key, kv.value);
     }
     builder.set_value(keys::split::COUNT, Value::U16(0));

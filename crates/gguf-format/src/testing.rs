@@ -13,7 +13,10 @@ pub fn tiny_file() -> Vec<u8> {
             "tokenizer.ggml.tokens",
             OwnedValue::from(vec!["<s>", "hello", "world"]),
         )
-        .set("tokenizer.ggml.scores", OwnedValue::from(vec![0.0f32, -1.0, -2.0]));
+        .set(
+            "tokenizer.ggml.scores",
+            OwnedValue::from(vec![0.0f32, -1.0, -2.0]),
+        );
     b.add_tensor("token_embd.weight", GgmlType::F32, &[8, 3])
         .and_then(|b| b.add_tensor("output_norm.weight", GgmlType::F32, &[8]))
         .expect("valid tensors");

@@ -160,14 +160,38 @@ impl GgmlType {
         const Q4_2_3: &str =
             "it was dropped in 2023 (ggml quantization version 2): requantize from the original weights";
         match id {
-            4 => Err(TypeIdError::Retired { name: "Q4_2", replacement: Q4_2_3 }),
-            5 => Err(TypeIdError::Retired { name: "Q4_3", replacement: Q4_2_3 }),
-            31 => Err(TypeIdError::Retired { name: "Q4_0_4_4", replacement: REPACKED }),
-            32 => Err(TypeIdError::Retired { name: "Q4_0_4_8", replacement: REPACKED }),
-            33 => Err(TypeIdError::Retired { name: "Q4_0_8_8", replacement: REPACKED }),
-            36 => Err(TypeIdError::Retired { name: "IQ4_NL_4_4", replacement: REPACKED_NL }),
-            37 => Err(TypeIdError::Retired { name: "IQ4_NL_4_8", replacement: REPACKED_NL }),
-            38 => Err(TypeIdError::Retired { name: "IQ4_NL_8_8", replacement: REPACKED_NL }),
+            4 => Err(TypeIdError::Retired {
+                name: "Q4_2",
+                replacement: Q4_2_3,
+            }),
+            5 => Err(TypeIdError::Retired {
+                name: "Q4_3",
+                replacement: Q4_2_3,
+            }),
+            31 => Err(TypeIdError::Retired {
+                name: "Q4_0_4_4",
+                replacement: REPACKED,
+            }),
+            32 => Err(TypeIdError::Retired {
+                name: "Q4_0_4_8",
+                replacement: REPACKED,
+            }),
+            33 => Err(TypeIdError::Retired {
+                name: "Q4_0_8_8",
+                replacement: REPACKED,
+            }),
+            36 => Err(TypeIdError::Retired {
+                name: "IQ4_NL_4_4",
+                replacement: REPACKED_NL,
+            }),
+            37 => Err(TypeIdError::Retired {
+                name: "IQ4_NL_4_8",
+                replacement: REPACKED_NL,
+            }),
+            38 => Err(TypeIdError::Retired {
+                name: "IQ4_NL_8_8",
+                replacement: REPACKED_NL,
+            }),
             _ => Err(TypeIdError::Unknown),
         }
     }
@@ -193,7 +217,7 @@ impl GgmlType {
     /// Bytes of one row of `ne0` elements; `None` when `ne0` is not a whole number of blocks
     /// or the size overflows.
     pub const fn row_size(self, ne0: u64) -> Option<u64> {
-        if ne0 % self.block_size() != 0 {
+        if !ne0.is_multiple_of(self.block_size()) {
             return None;
         }
         (ne0 / self.block_size()).checked_mul(self.type_size())
@@ -267,7 +291,10 @@ mod tests {
     #[test]
     fn retired_and_unknown_ids() {
         for id in [4, 5, 31, 32, 33, 36, 37, 38] {
-            assert!(matches!(GgmlType::from_id(id), Err(TypeIdError::Retired { .. })), "{id}");
+            assert!(
+                matches!(GgmlType::from_id(id), Err(TypeIdError::Retired { .. })),
+                "{id}"
+            );
         }
         for id in [43, 100, u32::MAX] {
             assert_eq!(GgmlType::from_id(id), Err(TypeIdError::Unknown));

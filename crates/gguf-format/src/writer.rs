@@ -340,7 +340,9 @@ impl<'a> GgufBuilder<'a> {
     /// llama.cpp reads only 2 and 3.
     pub fn version(&mut self, version: u32) -> Result<&mut Self> {
         if !(1..=3).contains(&version) {
-            return Err(Error::Invalid(format!("cannot write GGUF version {version}")));
+            return Err(Error::Invalid(format!(
+                "cannot write GGUF version {version}"
+            )));
         }
         self.version = version;
         Ok(self)
@@ -381,11 +383,17 @@ impl<'a> GgufBuilder<'a> {
     /// exists.
     pub fn rename(&mut self, from: &str, to: &str) -> Result<&mut Self> {
         if self.get(to).is_some() {
-            return Err(Error::Invalid(format!("cannot rename '{from}' to '{to}': '{to}' exists")));
+            return Err(Error::Invalid(format!(
+                "cannot rename '{from}' to '{to}': '{to}' exists"
+            )));
         }
         match self.metadata.iter_mut().find(|(k, _)| k == from) {
             Some(slot) => slot.0 = to.to_string(),
-            None => return Err(Error::MissingKey { key: from.to_string() }),
+            None => {
+                return Err(Error::MissingKey {
+                    key: from.to_string(),
+                })
+            }
         }
         Ok(self)
     }
@@ -401,14 +409,22 @@ impl<'a> GgufBuilder<'a> {
     }
 
     /// Appends a tensor info; an error if the name exists or the shape is invalid.
-    pub fn add_tensor(&mut self, name: &str, ggml_type: GgmlType, shape: &[u64]) -> Result<&mut Self> {
+    pub fn add_tensor(
+        &mut self,
+        name: &str,
+        ggml_type: GgmlType,
+        shape: &[u64],
+    ) -> Result<&mut Self> {
         self.push_tensor(TensorSpec::new(name, ggml_type, shape)?)
     }
 
     /// Appends a tensor info; an error if the name exists.
     pub fn push_tensor(&mut self, spec: TensorSpec) -> Result<&mut Self> {
         if self.tensors.iter().any(|t| t.name == spec.name) {
-            return Err(Error::Invalid(format!("duplicate tensor name '{}'", spec.name)));
+            return Err(Error::Invalid(format!(
+                "duplicate tensor name '{}'",
+                spec.name
+            )));
         }
         self.tensors.push(spec);
         Ok(self)
@@ -502,7 +518,11 @@ impl<'a> GgufBuilder<'a> {
         enc.pad(alignment)?;
         Ok(TensorWriter {
             out: enc.out,
-            sizes: self.tensors.iter().map(|t| (t.name.clone(), t.size)).collect(),
+            sizes: self
+                .tensors
+                .iter()
+                .map(|t| (t.name.clone(), t.size))
+                .collect(),
             next: 0,
             alignment,
             header_bytes: enc.written,

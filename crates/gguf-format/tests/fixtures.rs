@@ -15,29 +15,55 @@ fn check_metadata(file: &GgufFile<'_>) {
     assert_eq!(file.get::<i32>("test.i32").unwrap(), -2_000_000_000);
     assert_eq!(file.get::<f32>("test.f32").unwrap(), 1.5);
     assert!(file.get::<bool>("test.bool").unwrap());
-    assert_eq!(file.get::<&str>("test.string").unwrap(), "h\u{e9}llo \u{2713}");
+    assert_eq!(
+        file.get::<&str>("test.string").unwrap(),
+        "h\u{e9}llo \u{2713}"
+    );
     assert_eq!(file.get::<u64>("test.u64").unwrap(), (1 << 63) + 5);
     assert_eq!(file.get::<i64>("test.i64").unwrap(), -(1 << 62));
     assert_eq!(file.get::<f64>("test.f64").unwrap(), -0.125);
-    assert_eq!(file.get_array::<u8>("test.array.u8").unwrap().collect::<Vec<_>>(), [1, 2, 3]);
-    assert_eq!(file.get_array::<i16>("test.array.i16").unwrap().collect::<Vec<_>>(), [-1, 0, 1]);
     assert_eq!(
-        file.get_array::<f32>("test.array.f32").unwrap().collect::<Vec<_>>(),
+        file.get_array::<u8>("test.array.u8")
+            .unwrap()
+            .collect::<Vec<_>>(),
+        [1, 2, 3]
+    );
+    assert_eq!(
+        file.get_array::<i16>("test.array.i16")
+            .unwrap()
+            .collect::<Vec<_>>(),
+        [-1, 0, 1]
+    );
+    assert_eq!(
+        file.get_array::<f32>("test.array.f32")
+            .unwrap()
+            .collect::<Vec<_>>(),
         [0.5, -2.0, 1e-5]
     );
     assert_eq!(
-        file.get_array::<bool>("test.array.bool").unwrap().collect::<Vec<_>>(),
+        file.get_array::<bool>("test.array.bool")
+            .unwrap()
+            .collect::<Vec<_>>(),
         [true, false, true]
     );
     assert_eq!(
-        file.get_array::<&str>("test.array.string").unwrap().collect::<Vec<_>>(),
+        file.get_array::<&str>("test.array.string")
+            .unwrap()
+            .collect::<Vec<_>>(),
         ["a", "", "\u{fc}"]
     );
     assert_eq!(
-        file.get_array::<u64>("test.array.u64").unwrap().collect::<Vec<_>>(),
+        file.get_array::<u64>("test.array.u64")
+            .unwrap()
+            .collect::<Vec<_>>(),
         [u64::MAX, 0]
     );
-    assert_eq!(file.get_array::<f64>("test.array.f64").unwrap().collect::<Vec<_>>(), [3.25]);
+    assert_eq!(
+        file.get_array::<f64>("test.array.f64")
+            .unwrap()
+            .collect::<Vec<_>>(),
+        [3.25]
+    );
     let empty: ArrayView = file.get("test.array.empty").unwrap();
     assert_eq!((empty.element_type(), empty.len()), (ValueType::U32, 0));
     let nested: Vec<Vec<i32>> = file
@@ -46,14 +72,22 @@ fn check_metadata(file: &GgufFile<'_>) {
         .map(|a| a.typed::<i32>().unwrap().collect())
         .collect();
     assert_eq!(nested, [vec![1, 2], vec![3]]);
-    assert_eq!(file.get::<u32>(gguf_format::keys::tokenizer::SEPARATOR_ID).unwrap(), 7);
+    assert_eq!(
+        file.get::<u32>(gguf_format::keys::tokenizer::SEPARATOR_ID)
+            .unwrap(),
+        7
+    );
     assert_eq!(file.arch_get::<u32>("block_count").unwrap(), 1);
     assert_eq!(file.get_usize("test.u16").unwrap(), 60000);
 }
 
 fn check_all_types(file: &GgufFile<'_>) {
     check_metadata(file);
-    let names: Vec<_> = file.tensors().iter().map(|t| (t.name, t.ggml_type, t.shape().to_vec())).collect();
+    let names: Vec<_> = file
+        .tensors()
+        .iter()
+        .map(|t| (t.name, t.ggml_type, t.shape().to_vec()))
+        .collect();
     assert_eq!(
         names,
         [
@@ -86,7 +120,11 @@ fn all_versions_and_byte_orders_read_the_same() {
     ] {
         let bytes = fixture(name);
         let file = GgufFile::parse(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
-        assert_eq!((file.version(), file.byte_order()), (version, order), "{name}");
+        assert_eq!(
+            (file.version(), file.byte_order()),
+            (version, order),
+            "{name}"
+        );
         check_all_types(&file);
         // Same values and the same tensor bytes as the v3 file, whatever the encoding.
         for kv in reference.metadata() {
@@ -94,7 +132,12 @@ fn all_versions_and_byte_orders_read_the_same() {
         }
         for t in reference.tensors() {
             let other = file.tensor(t.name).unwrap();
-            assert_eq!(file.tensor_data(other), reference.tensor_data(t), "{name}: {}", t.name);
+            assert_eq!(
+                file.tensor_data(other),
+                reference.tensor_data(t),
+                "{name}: {}",
+                t.name
+            );
         }
     }
 }
@@ -104,13 +147,22 @@ fn typed_access_errors_name_key_and_types() {
     let bytes = fixture("all-types-v3.gguf");
     let file = GgufFile::parse(&bytes).unwrap();
     let e = file.get::<u64>("test.u32").unwrap_err();
-    assert!(matches!(&e, Error::WrongType { key, expected, found } if key == "test.u32" && expected == "u64" && found == "u32"), "{e}");
-    assert_eq!(e.to_string(), "metadata key 'test.u32' has type u32, expected u64");
+    assert!(
+        matches!(&e, Error::WrongType { key, expected, found } if key == "test.u32" && expected == "u64" && found == "u32"),
+        "{e}"
+    );
+    assert_eq!(
+        e.to_string(),
+        "metadata key 'test.u32' has type u32, expected u64"
+    );
     let e = file.get::<u32>("no.such.key").unwrap_err();
     assert_eq!(e.to_string(), "metadata key 'no.such.key' is missing");
     assert!(file.get_opt::<u32>("no.such.key").unwrap().is_none());
     let e = file.get_array::<u32>("test.array.u8").err().unwrap();
-    assert_eq!(e.to_string(), "metadata key 'test.array.u8' has type u8, expected array of u32");
+    assert_eq!(
+        e.to_string(),
+        "metadata key 'test.array.u8' has type u8, expected array of u32"
+    );
     assert!(file.get_usize("test.i8").is_err());
 }
 
@@ -130,7 +182,11 @@ fn array_views_index_and_borrow() {
     }
     let be = fixture("all-types-be.gguf");
     let be = GgufFile::parse(&be).unwrap();
-    assert!(be.get::<ArrayView>("test.array.f32").unwrap().as_slice::<f32>().is_none());
+    assert!(be
+        .get::<ArrayView>("test.array.f32")
+        .unwrap()
+        .as_slice::<f32>()
+        .is_none());
 }
 
 #[test]
@@ -139,7 +195,7 @@ fn alignment_is_honoured() {
     let file = GgufFile::parse(&bytes).unwrap();
     assert_eq!(file.alignment(), 64);
     assert_eq!(file.data_offset() % 64, 0);
-    assert!(file.tensors().iter().all(|t| t.offset % 64 == 0));
+    assert!(file.tensors().iter().all(|t| t.offset.is_multiple_of(64)));
     check_all_types(&file);
     let no_tensors = fixture("no-tensors.gguf");
     let file = GgufFile::parse(&no_tensors).unwrap();
@@ -149,7 +205,13 @@ fn alignment_is_honoured() {
 
 #[test]
 fn writing_back_reproduces_every_v3_fixture_byte_for_byte() {
-    for name in ["all-types-v3.gguf", "all-types-be.gguf", "align-64.gguf", "no-tensors.gguf", "split-00001-of-00003.gguf"] {
+    for name in [
+        "all-types-v3.gguf",
+        "all-types-be.gguf",
+        "align-64.gguf",
+        "no-tensors.gguf",
+        "split-00001-of-00003.gguf",
+    ] {
         let bytes = fixture(name);
         let file = GgufFile::parse(&bytes).unwrap();
         let mut out = Vec::new();
@@ -180,10 +242,18 @@ fn split_set_reads_as_one_model() {
     let via_last = SplitSet::open(fixtures().join("split-00003-of-00003.gguf")).unwrap();
     assert_eq!(via_last.tensor_count(), 6);
     // Part layout follows gguf-split: split keys last, in its order, on every part.
-    let keys: Vec<&str> = set.parts()[1].file().metadata().iter().map(|kv| kv.key).collect();
+    let keys: Vec<&str> = set.parts()[1]
+        .file()
+        .metadata()
+        .iter()
+        .map(|kv| kv.key)
+        .collect();
     assert_eq!(keys, ["split.no", "split.tensors.count", "split.count"]);
     let first_keys: Vec<&str> = set.metadata().metadata().iter().map(|kv| kv.key).collect();
-    assert_eq!(first_keys[first_keys.len() - 3..], ["split.no", "split.tensors.count", "split.count"]);
+    assert_eq!(
+        first_keys[first_keys.len() - 3..],
+        ["split.no", "split.tensors.count", "split.count"]
+    );
     assert_eq!(set.metadata().get::<u16>("split.count").unwrap(), 3);
     assert_eq!(set.metadata().get::<i32>("split.tensors.count").unwrap(), 6);
     // ggml's writer drops trailing 1-dimensions, and so does our splitter.
@@ -219,12 +289,24 @@ fn every_corrupt_fixture_fails_with_its_error() {
     ];
     let dir = fixtures().join("corrupt");
     let on_disk = std::fs::read_dir(&dir).unwrap().count();
-    assert_eq!(on_disk, expected.len(), "every corrupt fixture needs an expected error here");
+    assert_eq!(
+        on_disk,
+        expected.len(),
+        "every corrupt fixture needs an expected error here"
+    );
     for (name, message) in expected {
         let path = dir.join(name);
-        let err = GgufFile::open(&path).err().unwrap_or_else(|| panic!("{name} parsed"));
+        let err = GgufFile::open(&path)
+            .err()
+            .unwrap_or_else(|| panic!("{name} parsed"));
         let text = err.to_string();
-        assert!(text.starts_with(&path.display().to_string()), "{name}: {text}");
-        assert!(text.contains(message), "{name}: got {text:?}, expected {message:?}");
+        assert!(
+            text.starts_with(&path.display().to_string()),
+            "{name}: {text}"
+        );
+        assert!(
+            text.contains(message),
+            "{name}: got {text:?}, expected {message:?}"
+        );
     }
 }

@@ -13,7 +13,9 @@ use gguf_format::{GgufBuilder, GgufFile, Value};
 use serde_json::Value as Json;
 
 fn script(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/py").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/py")
+        .join(name)
 }
 
 fn python_available() -> bool {
@@ -21,7 +23,10 @@ fn python_available() -> bool {
         .args(["-c", "import gguf, numpy"])
         .output()
         .is_ok_and(|o| o.status.success());
-    assert!(ok || !required(), "python3 with the gguf package is required (pip install gguf)");
+    assert!(
+        ok || !required(),
+        "python3 with the gguf package is required (pip install gguf)"
+    );
     if !ok {
         eprintln!("skipping: python3 -c 'import gguf' failed (pip install gguf)");
     }
@@ -29,8 +34,17 @@ fn python_available() -> bool {
 }
 
 fn python_dump(path: &Path) -> Json {
-    let out = Command::new("python3").arg(script("gguf_dump.py")).arg(path).output().unwrap();
-    assert!(out.status.success(), "gguf_dump.py {}: {}", path.display(), String::from_utf8_lossy(&out.stderr));
+    let out = Command::new("python3")
+        .arg(script("gguf_dump.py"))
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "gguf_dump.py {}: {}",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
@@ -52,7 +66,9 @@ fn element_types(v: Value<'_>, out: &mut Vec<String>) {
     out.push(v.value_type().name().to_string());
     if let Value::Array(a) = v {
         match a.iter().next() {
-            Some(first) if a.element_type() == gguf_format::ValueType::Array => element_types(first, out),
+            Some(first) if a.element_type() == gguf_format::ValueType::Array => {
+                element_types(first, out)
+            }
             _ => out.push(a.element_type().name().to_string()),
         }
     }
@@ -92,7 +108,12 @@ fn assert_same_as_reference(path: &Path) {
     for (r, t) in tensors.iter().zip(file.tensors()) {
         assert_eq!(r["name"], t.name, "{name}");
         assert_eq!(r["type"], t.ggml_type.name(), "{name}: {}", t.name);
-        assert_eq!(r["shape"], serde_json::json!(t.shape()), "{name}: {}", t.name);
+        assert_eq!(
+            r["shape"],
+            serde_json::json!(t.shape()),
+            "{name}: {}",
+            t.name
+        );
         assert_eq!(r["offset"], t.offset, "{name}: {}", t.name);
         assert_eq!(r["size"], t.size, "{name}: {}", t.name);
     }
@@ -103,7 +124,14 @@ fn fixtures_written_by_us_read_the_same_in_gguf_py() {
     if !python_available() {
         return;
     }
-    for name in ["all-types-v3.gguf", "all-types-v2.gguf", "all-types-be.gguf", "align-64.gguf", "split-00001-of-00003.gguf", "split-00002-of-00003.gguf"] {
+    for name in [
+        "all-types-v3.gguf",
+        "all-types-v2.gguf",
+        "all-types-be.gguf",
+        "align-64.gguf",
+        "split-00001-of-00003.gguf",
+        "split-00002-of-00003.gguf",
+    ] {
         assert_same_as_reference(&fixtures().join(name));
     }
 }
@@ -127,7 +155,11 @@ fn files_written_by_gguf_py_read_and_rewrite_byte_for_byte() {
     }
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("py.gguf");
-    let status = Command::new("python3").arg(script("gguf_write.py")).arg(&path).status().unwrap();
+    let status = Command::new("python3")
+        .arg(script("gguf_write.py"))
+        .arg(&path)
+        .status()
+        .unwrap();
     assert!(status.success());
     assert_same_as_reference(&path);
     let bytes = std::fs::read(&path).unwrap();
@@ -137,7 +169,10 @@ fn files_written_by_gguf_py_read_and_rewrite_byte_for_byte() {
     assert_eq!(file.get::<f32>("t.f32").unwrap(), 0.1);
     assert_eq!(file.tensor("a").unwrap().shape(), &[4, 3]);
     let a = file.tensor_data(file.tensor("a").unwrap());
-    let floats: Vec<f32> = a.chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+    let floats: Vec<f32> = a
+        .chunks(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
     assert_eq!(floats, (0..12).map(|i| i as f32).collect::<Vec<_>>());
     let mut out = Vec::new();
     let mut w = GgufBuilder::from_file(&file).write(&mut out).unwrap();
@@ -145,5 +180,8 @@ fn files_written_by_gguf_py_read_and_rewrite_byte_for_byte() {
         w.write_tensor(file.tensor_data(t)).unwrap();
     }
     w.finish().unwrap();
-    assert!(out == bytes, "our rewrite of a gguf-py file differs from it");
+    assert!(
+        out == bytes,
+        "our rewrite of a gguf-py file differs from it"
+    );
 }

@@ -40,7 +40,12 @@ fn every_truncation_fails_cleanly() {
     for name in VALID {
         let bytes = fixture(name);
         let file = GgufFile::parse(&bytes).unwrap();
-        let data_end = file.tensors().iter().map(|t| file.data_offset() + t.offset + t.size).max().unwrap_or(0);
+        let data_end = file
+            .tensors()
+            .iter()
+            .map(|t| file.data_offset() + t.offset + t.size)
+            .max()
+            .unwrap_or(0);
         for len in 0..bytes.len() {
             match GgufFile::parse(&bytes[..len]) {
                 Ok(f) => {
@@ -85,7 +90,9 @@ fn random_mutations_never_panic() {
 
 #[test]
 fn mutations_of_a_real_model_header_never_panic() {
-    let Some(path) = real_model("smollm2-135m") else { return };
+    let Some(path) = real_model("smollm2-135m") else {
+        return;
+    };
     let original = std::fs::read(path).unwrap();
     let header_len = GgufFile::parse(&original).unwrap().data_offset() as usize;
     let mut bytes = original.clone();
@@ -101,7 +108,9 @@ fn mutations_of_a_real_model_header_never_panic() {
 }
 
 mod roundtrip {
-    use gguf_format::{ByteOrder, GgmlType, GgufBuilder, GgufFile, OwnedArray, OwnedValue, ValueType};
+    use gguf_format::{
+        ByteOrder, GgmlType, GgufBuilder, GgufFile, OwnedArray, OwnedValue, ValueType,
+    };
     use proptest::prelude::*;
 
     fn scalar() -> impl Strategy<Value = OwnedValue> + Clone {
@@ -121,12 +130,17 @@ mod roundtrip {
         ]
     }
 
-    fn array_of(elem: impl Strategy<Value = OwnedValue> + Clone) -> impl Strategy<Value = OwnedValue> + Clone {
+    fn array_of(
+        elem: impl Strategy<Value = OwnedValue> + Clone,
+    ) -> impl Strategy<Value = OwnedValue> + Clone {
         proptest::collection::vec(elem, 1..6).prop_filter_map("one element type", |items| {
             let ty = items[0].value_type();
-            OwnedArray::new(ty, items.into_iter().filter(|v| v.value_type() == ty).collect())
-                .ok()
-                .map(OwnedValue::Array)
+            OwnedArray::new(
+                ty,
+                items.into_iter().filter(|v| v.value_type() == ty).collect(),
+            )
+            .ok()
+            .map(OwnedValue::Array)
         })
     }
 
@@ -140,13 +154,16 @@ mod roundtrip {
     }
 
     fn tensor() -> impl Strategy<Value = (GgmlType, Vec<u64>)> {
-        (0..GgmlType::ALL.len(), proptest::collection::vec(1u64..4, 0..4), 1u64..3).prop_map(
-            |(t, mut rest, blocks)| {
+        (
+            0..GgmlType::ALL.len(),
+            proptest::collection::vec(1u64..4, 0..4),
+            1u64..3,
+        )
+            .prop_map(|(t, mut rest, blocks)| {
                 let ty = GgmlType::ALL[t];
                 rest.insert(0, ty.block_size() * blocks);
                 (ty, rest)
-            },
-        )
+            })
     }
 
     proptest! {

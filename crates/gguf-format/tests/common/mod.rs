@@ -10,7 +10,8 @@ pub fn fixtures() -> PathBuf {
 
 pub fn fixture(name: &str) -> Vec<u8> {
     let path = fixtures().join(name);
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e} (run `cargo xtask fixtures`)", path.display()))
+    std::fs::read(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (run `cargo xtask fixtures`)", path.display()))
 }
 
 /// Whether a missing model or reference tool must fail the test rather than skip it (CI sets it).
@@ -33,7 +34,10 @@ pub fn real_model(name: &str) -> Option<PathBuf> {
         "{} is missing and GGUF_REQUIRE_MODELS=1: run `cargo xtask models`",
         path.display()
     );
-    eprintln!("skipping: {} not cached (run `cargo xtask models`)", path.display());
+    eprintln!(
+        "skipping: {} not cached (run `cargo xtask models`)",
+        path.display()
+    );
     None
 }
 

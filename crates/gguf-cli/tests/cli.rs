@@ -1,0 +1,227 @@
+//! The `gguf` binary end to end.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn gguf() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_gguf"))
+}
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures")
+        .join(name)
+}
+
+#[test]
+fn inspect_json_has_the_documented_shape() {
+    let out = gguf()
+        .args(["inspect", "--json"])
+        .arg(fixture("all-types-be.gguf"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        [
+            "version",
+            "byte_order",
+            "alignment",
+            "data_offset",
+            "tensor_count",
+            "metadata",
+            "tensors"
+        ]
+    );
+    assert_eq!(v["byte_order"], "big");
+    assert_eq!(v["version"], 3);
+    assert_eq!(v["tensor_count"], 6);
+    let meta = v["metadata"].as_array().unwrap();
+    let find = |k: &str| meta.iter().find(|m| m["key"] == k).unwrap().clone();
+    assert_eq!(
+        find("test.u64"),
+        serde_json::json!({"key": "test.u64", "type": "u64", "value": 9223372036854775813u64})
+    );
+    assert_eq!(find("test.f32")["value"], 1.5);
+    assert_eq!(
+        find("test.array.f32")["value"],
+        serde_json::json!([0.5, -2.0, 1e-5])
+    );
+    assert_eq!(
+        find("test.array.string"),
+        serde_json::json!({"key": "test.array.string", "type": "array", "element_type": "string", "len": 3, "value": ["a", "", "\u{fc}"]})
+    );
+    assert_eq!(
+        find("test.array.nested")["value"],
+        serde_json::json!([[1, 2], [3]])
+    );
+    let t = &v["tensors"][2];
+    assert_eq!(
+        *t,
+        serde_json::json!({"name": "q8_0", "type": "Q8_0", "shape": [64, 2], "offset": 64, "size": 136})
+    );
+}
+
+#[test]
+fn inspect_text_summarises() {
+    let out = gguf()
+        .arg("inspect")
+        .arg(fixture("all-types-v1.gguf"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("GGUF v1, little-endian, alignment 32"),
+        "{text}"
+    );
+    assert!(text.contains("test.array.string"));
+    assert!(text.contains("Q4_K"));
+    assert!(text.contains("By type:"));
+}
+
+#[test]
+fn errors_go_to_stderr_without_a_panic() {
+    let out = gguf()
+        .arg("inspect")
+        .arg(fixture("corrupt/tensor-out-of-bounds.gguf"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.starts_with("error: "), "{err}");
+    assert!(
+        err.contains("tensor-out-of-bounds.gguf: at byte 24: tensor 't' needs bytes 64..320"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"));
+    assert!(out.stdout.is_empty());
+    let out = gguf()
+        .args(["inspect", "no-such-model-or-file"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("not a known model name (known: smollm2-135m, gemma3-270m)"));
+}
+
+#[test]
+fn edit_split_merge_through_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let edited = dir.path().join("edited.gguf");
+    let out = gguf()
+        .arg("edit")
+        .arg(fixture("all-types-v3.gguf"))
+        .arg("-o")
+        .arg(&edited)
+        .args([
+            "--set",
+            "general.name=renamed",
+            "--set",
+            "new.key:u16=9",
+            "--remove",
+            "test.u8",
+            "--rename",
+            "test.i8=test.signed",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json = gguf()
+        .args(["inspect", "--json"])
+        .arg(&edited)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let keys: Vec<&str> = v["metadata"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        &keys[..3],
+        ["general.architecture", "general.name", "test.signed"]
+    );
+    assert_eq!(keys.last(), Some(&"new.key"));
+    assert_eq!(v["metadata"][1]["value"], "renamed");
+    // Editing refuses to overwrite without --force, and a failed edit leaves the output alone.
+    let before = std::fs::read(&edited).unwrap();
+    let out = gguf()
+        .arg("edit")
+        .arg(fixture("all-types-v3.gguf"))
+        .arg("-o")
+        .arg(&edited)
+        .args(["--remove", "x"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let out = gguf()
+        .arg("edit")
+        .arg(&edited)
+        .arg("--in-place")
+        .args(["--remove", "no.such.key"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("'no.such.key' is missing"));
+    assert_eq!(std::fs::read(&edited).unwrap(), before);
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        1,
+        "no temporary file left behind"
+    );
+
+    let prefix = dir.path().join("part");
+    let out = gguf()
+        .arg("split")
+        .arg(&edited)
+        .arg(&prefix)
+        .args(["--max-tensors", "4"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let first = dir.path().join("part-00001-of-00002.gguf");
+    let v = gguf()
+        .args(["validate", "--json"])
+        .arg(&first)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&v.stdout).unwrap();
+    assert_eq!(
+        (v["parts"].as_u64(), v["tensors"].as_u64()),
+        (Some(2), Some(6))
+    );
+    let merged = dir.path().join("merged.gguf");
+    let out = gguf()
+        .arg("merge")
+        .arg(&first)
+        .arg(&merged)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = gguf()
+        .arg("merge")
+        .arg(&first)
+        .arg(&first)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("refusing to write over it"));
+}
