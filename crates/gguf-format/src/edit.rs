@@ -56,16 +56,8 @@ pub fn edit_metadata(
     for edit in edits {
         edit.apply(&mut builder).map_err(|e| e.in_file(input))?;
     }
-    let total: u64 = file.tensors().iter().map(|t| t.size).sum();
     write_atomic(output, |out| {
-        let mut tensors = builder.write(out)?;
-        let mut done = 0;
-        for t in file.tensors() {
-            tensors.write_tensor(file.tensor_data(t))?;
-            done += t.size;
-            progress(done, total);
-        }
-        tensors.finish()?;
+        builder.write_from(file, out, progress)?;
         Ok(())
     })
 }

@@ -562,7 +562,10 @@ impl<'a> GgufFile<'a> {
 
 fn tensor_size_checked(name: &str, t: GgmlType, shape: &[u64], offset: u64) -> Result<u64> {
     t.tensor_size(shape).ok_or_else(|| {
-        let reason = if shape.first().is_some_and(|&ne0| !ne0.is_multiple_of(t.block_size())) {
+        let reason = if shape
+            .first()
+            .is_some_and(|&ne0| !ne0.is_multiple_of(t.block_size()))
+        {
             format!(
                 "ne[0] must be a multiple of the block size {}",
                 t.block_size()

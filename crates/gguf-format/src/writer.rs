@@ -531,6 +531,42 @@ impl<'a> GgufBuilder<'a> {
     }
 }
 
+impl GgufBuilder<'_> {
+    /// Writes the whole file, taking each tensor's data from the tensor of the same name in
+    /// `source` (typically the file this builder was made from). `progress` gets (bytes of
+    /// tensor data written, total).
+    ///
+    /// ```
+    /// # let bytes = gguf_format::testing::tiny_file();
+    /// use gguf_format::{GgufBuilder, GgufFile};
+    /// let file = GgufFile::parse(&bytes)?;
+    /// let copy = GgufBuilder::from_file(&file).write_from(&file, Vec::new(), &mut |_, _| {})?;
+    /// assert_eq!(copy, bytes);
+    /// # Ok::<(), gguf_format::Error>(())
+    /// ```
+    pub fn write_from<W: Write>(
+        &self,
+        source: &GgufFile<'_>,
+        out: W,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<W> {
+        let total: u64 = self.tensors.iter().map(|t| t.size).sum();
+        let mut done = 0;
+        let mut w = self.write(out)?;
+        for spec in &self.tensors {
+            let info = source
+                .tensor(&spec.name)
+                .ok_or_else(|| Error::MissingTensor {
+                    name: spec.name.clone(),
+                })?;
+            w.write_tensor(source.tensor_data(info))?;
+            done += spec.size;
+            progress(done, total);
+        }
+        w.finish()
+    }
+}
+
 /// Writes tensor data, in the order of the tensor infos, each padded to the alignment.
 ///
 /// Each tensor must get exactly its size in bytes; [`TensorWriter::finish`] checks that every

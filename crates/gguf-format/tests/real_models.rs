@@ -7,13 +7,10 @@ use gguf_format::split::{merge, write_split, SplitLimit, SplitSet};
 use gguf_format::{keys, ArrayView, GgmlType, GgufBuilder, GgufFile};
 
 fn rewrite(file: &GgufFile<'_>) -> Vec<u8> {
-    let mut out = Vec::with_capacity(file.bytes().len());
-    let mut w = GgufBuilder::from_file(file).write(&mut out).unwrap();
-    for t in file.tensors() {
-        w.write_tensor(file.tensor_data(t)).unwrap();
-    }
-    w.finish().unwrap();
-    out
+    let out = Vec::with_capacity(file.bytes().len());
+    GgufBuilder::from_file(file)
+        .write_from(file, out, &mut |_, _| {})
+        .unwrap()
 }
 
 #[test]
