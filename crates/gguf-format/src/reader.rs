@@ -584,7 +584,8 @@ fn tensor_size_checked(name: &str, t: GgmlType, shape: &[u64], offset: u64) -> R
 }
 
 fn check_overlaps(tensors: &[TensorInfo<'_>]) -> Result<()> {
-    let mut order: Vec<&TensorInfo> = tensors.iter().filter(|t| t.size > 0).collect();
+    let mut order: Vec<&TensorInfo> = Vec::with_capacity(tensors.len());
+    order.extend(tensors.iter().filter(|t| t.size > 0));
     order.sort_unstable_by_key(|t| t.offset);
     for pair in order.windows(2) {
         let (a, b) = (pair[0], pair[1]);
