@@ -144,3 +144,82 @@ fn smollm2_split_and_merge_round_trip() {
         assert_eq!(m.tensor_data(mt), original.file().tensor_data(t));
     }
 }
+
+fn sha256(path: &std::path::Path) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(std::fs::read(path).unwrap());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// SHA-256 of the files llama.cpp's own `llama-gguf-split` (llama.cpp 0c1e57098, from the
+/// llama-cpp-python 0.3.36 sdist) wrote for the same inputs and options; our splitter and
+/// merger must produce the very same bytes.
+#[test]
+fn split_and_merge_are_byte_identical_to_llama_cpp_gguf_split() {
+    struct Case {
+        model: &'static str,
+        limit: SplitLimit,
+        no_tensor_first_split: bool,
+        parts: &'static [&'static str],
+        merged: Option<&'static str>,
+    }
+    // `llama-gguf-split --split --split-max-size 40M`, then `--merge` of its parts.
+    let smol_40m = Case {
+        model: "smollm2-135m",
+        limit: SplitLimit::MaxBytes(40_000_000),
+        no_tensor_first_split: false,
+        parts: &[
+            "3f5ab9ffa02a0f8eb50435b7929dbbb5e5ecff012bd90426ccc5eb6b90f02e49",
+            "248ceca2b27c2b7eced896a10a3ddb7114b4da82d4e6c4b40272b459993fd369",
+            "4b40b6cdaa9b35a97fd697b3ca413ac89c1df12347da6916d72bc8cc56fa7bc9",
+        ],
+        merged: Some("2c7349e55c33f7982bfc974ab310c9a6c7de876027d7cbe0dd50a945e7ac7269"),
+    };
+    // `--split --split-max-tensors 100 --no-tensor-first-split`; merging gives the same file.
+    let smol_100 = Case {
+        model: "smollm2-135m",
+        limit: SplitLimit::MaxTensors(100),
+        no_tensor_first_split: true,
+        parts: &[
+            "39bb81fc7ff866014dfa33d6192961a4ae742ef812674adfe7d2f4405dfdaac3",
+            "e1a5d56d466df06163b486c746d0faeb067ce14c96af453b0379272ebf5e470e",
+            "73775f2a3239eadf6406bf5f4b18a43e1a37c5f2c5796f43125565002f84e711",
+            "39fe9475b8bb501caf659edda605a7ebc44a80d517255564188219b31c82ad60",
+        ],
+        merged: Some("2c7349e55c33f7982bfc974ab310c9a6c7de876027d7cbe0dd50a945e7ac7269"),
+    };
+    // `--split --split-max-size 100M` of Gemma 3.
+    let gemma_100m = Case {
+        model: "gemma3-270m",
+        limit: SplitLimit::MaxBytes(100_000_000),
+        no_tensor_first_split: false,
+        parts: &[
+            "0b9bbdd59c6ef08fc45b9803c39a802808cdbf8cf634238060a0dc6986bcf731",
+            "0d82191d4e97c6eb24d49823aa18dd635272ed1399de6e5842762864aba80747",
+            "0ea5235dea318b29073235edf1439ae8c5362270d4addf091aebefb6df3a7dae",
+        ],
+        merged: None,
+    };
+    for case in [smol_40m, smol_100, gemma_100m] {
+        let Some(path) = real_model(case.model) else {
+            continue;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let prefix = dir.path().join("p").to_string_lossy().into_owned();
+        let parts = write_split(
+            &path,
+            &prefix,
+            case.limit,
+            case.no_tensor_first_split,
+            &mut |_, _| {},
+        )
+        .unwrap();
+        let hashes: Vec<String> = parts.iter().map(|p| sha256(p)).collect();
+        assert_eq!(hashes, case.parts, "{} {:?}", case.model, case.limit);
+        if let Some(expected) = case.merged {
+            let merged = dir.path().join("merged.gguf");
+            merge(&parts[0], &merged, &mut |_, _| {}).unwrap();
+            assert_eq!(sha256(&merged), expected, "{} merged", case.model);
+        }
+    }
+}
