@@ -73,8 +73,8 @@ struct PullArgs {
 
 #[derive(Args)]
 struct EditArgs {
-    /// The file to edit.
-    input: PathBuf,
+    /// The file to edit (or a known model name, when writing to -o).
+    input: String,
     /// Where to write the result.
     #[arg(
         short,
@@ -295,14 +295,21 @@ fn value_type_named(name: &str) -> Result<ValueType> {
 }
 
 fn cmd_edit(a: EditArgs) -> Result<()> {
-    let output = a.output.clone().unwrap_or_else(|| a.input.clone());
+    let input = models::resolve(&a.input)?;
+    if a.in_place && models::find(&a.input).is_some() && !Path::new(&a.input).exists() {
+        bail!(
+            "refusing to edit the cached model {} in place; write a copy with -o",
+            a.input
+        );
+    }
+    let output = a.output.clone().unwrap_or_else(|| input.clone());
     if !a.in_place && output.exists() && !a.force {
         bail!(
             "{} already exists; pass --force to overwrite it",
             output.display()
         );
     }
-    let mapped = GgufFile::open(&a.input)?;
+    let mapped = GgufFile::open(&input)?;
     let file = mapped.file();
     let mut edits = Vec::new();
     for s in &a.set {
@@ -334,7 +341,7 @@ fn cmd_edit(a: EditArgs) -> Result<()> {
     }
     drop(mapped);
     let bar = progress_bar("writing");
-    edit_metadata(&a.input, &output, &edits, &mut |done, total| {
+    edit_metadata(&input, &output, &edits, &mut |done, total| {
         bar.set_length(total);
         bar.set_position(done);
     })?;

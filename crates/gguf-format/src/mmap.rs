@@ -52,11 +52,6 @@ impl MappedGguf {
         // this crate's own tools never write over a file they read (they write a new file and
         // rename it).
         let map = unsafe { Mmap::map(&handle)? };
-        #[cfg(unix)]
-        {
-            // Loading a model reads most of it; tell the kernel so it reads ahead.
-            let _ = map.advise(memmap2::Advice::WillNeed);
-        }
         // SAFETY: the slice points into the mapping, whose address does not change when
         // `MappedGguf` moves and which lives until `MappedGguf` is dropped, after `file`
         // (field order). `file` is only handed out through `file()`, which shortens its

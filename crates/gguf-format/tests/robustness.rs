@@ -223,6 +223,21 @@ mod roundtrip {
             for t in file.tensors() { w.write_tensor(file.tensor_data(t)).unwrap(); }
             w.finish().unwrap();
             prop_assert!(again == out);
+
+            // Converting to little-endian v3 keeps every value and tensor.
+            let mut b3 = GgufBuilder::from_file(&file);
+            b3.version(3).unwrap();
+            b3.byte_order(ByteOrder::Little);
+            let v3 = b3.write_from(&file, Vec::new(), &mut |_, _| {}).unwrap();
+            let converted = GgufFile::parse(&v3).unwrap();
+            prop_assert_eq!(converted.metadata().len(), file.metadata().len());
+            for (a, b) in converted.metadata().iter().zip(file.metadata()) {
+                prop_assert_eq!(a.key, b.key);
+                prop_assert_eq!(a.value, b.value);
+            }
+            for (a, b) in converted.tensors().iter().zip(file.tensors()) {
+                prop_assert_eq!(converted.tensor_data(a), file.tensor_data(b));
+            }
         }
     }
 }
