@@ -208,8 +208,10 @@ pub enum Error {
     },
 
     /// Two tensors share bytes.
-    #[error("tensors '{first}' (data bytes {first_start}..{first_end}) and '{second}' (from data byte {second_start}) overlap")]
+    #[error("at byte {offset}: tensor '{second}' (from data byte {second_start}) overlaps tensor '{first}' (data bytes {first_start}..{first_end})")]
     OverlappingTensors {
+        /// Where the info of the tensor that starts inside the other one is.
+        offset: u64,
         /// The tensor that starts first.
         first: String,
         /// Its start within the data section.

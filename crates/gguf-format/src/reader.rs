@@ -592,6 +592,7 @@ fn check_overlaps(tensors: &[TensorInfo<'_>]) -> Result<()> {
         let a_end = a.offset + a.size;
         if b.offset < a_end {
             return Err(Error::OverlappingTensors {
+                offset: b.info_offset,
                 first: a.name.to_string(),
                 first_start: a.offset,
                 first_end: a_end,

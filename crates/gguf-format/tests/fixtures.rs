@@ -281,7 +281,7 @@ fn every_corrupt_fixture_fails_with_its_error() {
         ("misaligned-tensor.gguf", "tensor 't' has data offset 8, not a multiple of the alignment 32"),
         ("tensor-out-of-bounds.gguf", "tensor 't' needs bytes 64..320 of the file but the file has 80 bytes"),
         ("shape-overflow.gguf", "overflows 64 bits"),
-        ("overlapping-tensors.gguf", "tensors 'a' (data bytes 0..64) and 'b' (from data byte 32) overlap"),
+        ("overlapping-tensors.gguf", "at byte 57: tensor 'b' (from data byte 32) overlaps tensor 'a' (data bytes 0..64)"),
         ("duplicate-tensor.gguf", "at byte 57: duplicate tensor name 'a' (first defined at byte 24)"),
     ];
     let dir = fixtures().join("corrupt");
