@@ -1,0 +1,321 @@
+//! Plain types, the legacy quants, the K-quants, the ternary types and FP4.
+
+use super::DequantFn;
+use crate::blocks::QK_K;
+use crate::fp::{e8m0_to_fp32_half, f16_at, ue4m3_to_fp32_half, KVALUES_FP4};
+use crate::GgmlType;
+
+pub(super) fn kernel(ty: GgmlType) -> Option<DequantFn> {
+    use GgmlType::*;
+    Some(match ty {
+        F32 => f32_,
+        F16 => f16_,
+        BF16 => bf16_,
+        F64 => f64_,
+        I8 => i8_,
+        I16 => i16_,
+        I32 => i32_,
+        I64 => i64_,
+        Q4_0 => q4_0,
+        Q4_1 => q4_1,
+        Q5_0 => q5_0,
+        Q5_1 => q5_1,
+        Q8_0 => q8_0,
+        Q8_1 => q8_1,
+        Q2_K => q2_k,
+        Q3_K => q3_k,
+        Q4_K => q4_k,
+        Q5_K => q5_k,
+        Q6_K => q6_k,
+        Q8_K => q8_k,
+        TQ1_0 => tq1_0,
+        TQ2_0 => tq2_0,
+        MXFP4 => mxfp4,
+        NVFP4 => nvfp4,
+        Q1_0 => q1_0,
+        Q2_0 => q2_0,
+        _ => return None,
+    })
+}
+
+macro_rules! plain {
+    ($name:ident, $n:expr, |$b:ident| $conv:expr) => {
+        fn $name(src: &[u8], dst: &mut [f32]) {
+            for (y, $b) in dst.iter_mut().zip(src.chunks_exact($n)) {
+                *y = $conv;
+            }
+        }
+    };
+}
+
+plain!(f32_, 4, |b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+plain!(f16_, 2, |b| f16_at(b));
+plain!(bf16_, 2, |b| f32::from_bits(
+    u32::from(u16::from_le_bytes([b[0], b[1]])) << 16
+));
+plain!(
+    f64_,
+    8,
+    |b| f64::from_le_bytes(b.try_into().unwrap_or([0; 8])) as f32
+);
+plain!(i8_, 1, |b| f32::from(b[0] as i8));
+plain!(i16_, 2, |b| f32::from(i16::from_le_bytes([b[0], b[1]])));
+plain!(i32_, 4, |b| i32::from_le_bytes([b[0], b[1], b[2], b[3]])
+    as f32);
+plain!(
+    i64_,
+    8,
+    |b| i64::from_le_bytes(b.try_into().unwrap_or([0; 8])) as f32
+);
+
+fn q4_0(src: &[u8], dst: &mut [f32]) {
+    for (b, y) in src.chunks_exact(18).zip(dst.chunks_exact_mut(32)) {
+        let d = f16_at(b);
+        let qs = &b[2..18];
+        for j in 0..16 {
+            y[j] = d * f32::from((qs[j] & 0x0F) as i8 - 8);
+            y[j + 16] = d * f32::from((qs[j] >> 4) as i8 - 8);
+        }
+    }
+}
+
+fn q4_1(src: &[u8], dst: &mut [f32]) {
+    for (b, y) in src.chunks_exact(20).zip(dst.chunks_exact_mut(32)) {
+        let (d, m) = (f16_at(b), f16_at(&b[2..]));
+        let qs = &b[4..20];
+        for j in 0..16 {
+            y[j] = d * f32::from(qs[j] & 0x0F) + m;
+            y[j + 16] = d * f32::from(qs[j] >> 4) + m;
+        }
+    }
+}
+
+/// The 5-bit value `i` of a Q5 block: a nibble of `qs` and bit `i` of `qh`.
+#[inline(always)]
+fn q5_value(qs: &[u8], qh: u32, i: usize) -> u8 {
+    let low = if i < 16 {
+        qs[i] & 0x0F
+    } else {
+        qs[i - 16] >> 4
+    };
+    low | ((((qh >> i) & 1) as u8) << 4)
+}
+
+fn q5_0(src: &[u8], dst: &mut [f32]) {
+    for (b, y) in src.chunks_exact(22).zip(dst.chunks_exact_mut(32)) {
+        let d = f16_at(b);
+        let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
+        for (i, y) in y.iter_mut().enumerate() {
+            *y = d * f32::from(q5_value(&b[6..22], qh, i) as i8 - 16);
+        }
+    }
+}
+
+fn q5_1(src: &[u8], dst: &mut [f32]) {
+    for (b, y) in src.chunks_exact(24).zip(dst.chunks_exact_mut(32)) {
+        let (d, m) = (f16_at(b), f16_at(&b[2..]));
+        let qh = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
+        for (i, y) in y.iter_mut().enumerate() {
+            *y = d * f32::from(q5_value(&b[8..24], qh, i)) + m;
+        }
+    }
+}
+
+fn q8_0(src: &[u8], dst: &mut [f32]) {
+    for (b, y) in src.chunks_exact(34).zip(dst.chunks_exact_mut(32)) {
+        let d = f16_at(b);
+        for (y, &q) in y.iter_mut().zip(&b[2..34]) {
+            *y = f32::from(q as i8) * d;
+        }
+    }
+}
+
+fn q8_1(src: &[u8], dst: &mut [f32]) {
+    for (b, y) in src.chunks_exact(36).zip(dst.chunks_exact_mut(32)) {
+        let d = f16_at(b);
+        for (y, &q) in y.iter_mut().zip(&b[4..36]) {
+            *y = f32::from(q as i8) * d;
+        }
+    }
+}
+
+fn q2_k(src: &[u8], dst: &mut [f32]) {
+    for (b, y) in src.chunks_exact(84).zip(dst.chunks_exact_mut(QK_K)) {
+        let (scales, qs) = (&b[0..16], &b[16..80]);
+        let (d, dmin) = (f16_at(&b[80..]), f16_at(&b[82..]));
+        for (e, y) in y.iter_mut().enumerate() {
+            let (half, shift, l) = (e / 128, (e / 32) % 4, e % 32);
+            let q = (qs[half * 32 + l] >> (2 * shift)) & 3;
+            let sc = scales[e / 16];
+            let dl = d * f32::from(sc & 0x0F);
+            let ml = dmin * f32::from(sc >> 4);
+            *y = dl * f32::from(q) - ml;
+        }
+    }
+}
+
+fn q3_k(src: &[u8], dst: &mut [f32]) {
+    for (b, y) in src.chunks_exact(110).zip(dst.chunks_exact_mut(QK_K)) {
+        let (hmask, qs, sc, d) = (&b[0..32], &b[32..96], &b[96..108], f16_at(&b[108..]));
+        let mut dl = [0f32; 16];
+        for (i, dl) in dl.iter_mut().enumerate() {
+            let low = if i < 8 { sc[i] & 0x0F } else { sc[i - 8] >> 4 };
+            let high = (sc[8 + i % 4] >> (2 * (i / 4))) & 3;
+            *dl = d * f32::from((low | (high << 4)) as i8 - 32);
+        }
+        for (e, y) in y.iter_mut().enumerate() {
+            let (half, shift, l) = (e / 128, (e / 32) % 4, e % 32);
+            let low = ((qs[half * 32 + l] >> (2 * shift)) & 3) as i8;
+            let hbit = (hmask[l] >> (e / 32)) & 1;
+            let q = low - (((hbit ^ 1) << 2) as i8);
+            *y = dl[e / 16] * f32::from(q);
+        }
+    }
+}
+
+/// The eight 6-bit (scale, min) pairs of a Q4_K/Q5_K block.
+#[inline(always)]
+pub(crate) fn k_scale_min(s: &[u8]) -> ([u8; 8], [u8; 8]) {
+    let mut sc = [0u8; 8];
+    let mut mn = [0u8; 8];
+    for j in 0..4 {
+        sc[j] = s[j] & 0x3F;
+        mn[j] = s[j + 4] & 0x3F;
+        sc[j + 4] = (s[j + 8] & 0x0F) | ((s[j] >> 2) & 0x30);
+        mn[j + 4] = (s[j + 8] >> 4) | ((s[j + 4] >> 2) & 0x30);
+    }
+    (sc, mn)
+}
+
+fn q4_k(src: &[u8], dst: &mut [f32]) {
+    for (b, y) in src.chunks_exact(144).zip(dst.chunks_exact_mut(QK_K)) {
+        let (d, dmin) = (f16_at(b), f16_at(&b[2..]));
+        let (sc, mn) = k_scale_min(&b[4..16]);
+        let qs = &b[16..144];
+        for (e, y) in y.iter_mut().enumerate() {
+            let (chunk, shift, l) = (e / 64, (e / 32) % 2, e % 32);
+            let q = (qs[chunk * 32 + l] >> (4 * shift)) & 0x0F;
+            let sb = e / 32;
+            *y = d * f32::from(sc[sb]) * f32::from(q) - dmin * f32::from(mn[sb]);
+        }
+    }
+}
+
+fn q5_k(src: &[u8], dst: &mut [f32]) {
+    for (b, y) in src.chunks_exact(176).zip(dst.chunks_exact_mut(QK_K)) {
+        let (d, dmin) = (f16_at(b), f16_at(&b[2..]));
+        let (sc, mn) = k_scale_min(&b[4..16]);
+        let (qh, qs) = (&b[16..48], &b[48..176]);
+        for (e, y) in y.iter_mut().enumerate() {
+            let (chunk, shift, l) = (e / 64, (e / 32) % 2, e % 32);
+            let low = (qs[chunk * 32 + l] >> (4 * shift)) & 0x0F;
+            let q = low | (((qh[l] >> (e / 32)) & 1) << 4);
+            let sb = e / 32;
+            *y = d * f32::from(sc[sb]) * f32::from(q) - dmin * f32::from(mn[sb]);
+        }
+    }
+}
+
+fn q6_k(src: &[u8], dst: &mut [f32]) {
+    for (b, y) in src.chunks_exact(210).zip(dst.chunks_exact_mut(QK_K)) {
+        let (ql, qh, scales, d) = (&b[0..128], &b[128..192], &b[192..208], f16_at(&b[208..]));
+        for (e, y) in y.iter_mut().enumerate() {
+            let half = e / 128;
+            let low = (ql[half * 64 + e % 64] >> (4 * ((e / 64) % 2))) & 0x0F;
+            let high = (qh[half * 32 + e % 32] >> (2 * ((e / 32) % 4))) & 3;
+            let q = (low | (high << 4)) as i8 - 32;
+            let ds = d * f32::from(scales[e / 16] as i8);
+            *y = ds * f32::from(q);
+        }
+    }
+}
+
+fn q8_k(src: &[u8], dst: &mut [f32]) {
+    for (b, y) in src.chunks_exact(292).zip(dst.chunks_exact_mut(QK_K)) {
+        let d = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        for (y, &q) in y.iter_mut().zip(&b[4..260]) {
+            *y = d * f32::from(q as i8);
+        }
+    }
+}
+
+fn tq1_0(src: &[u8], dst: &mut [f32]) {
+    const POW3: [u8; 5] = [1, 3, 9, 27, 81];
+    // A trit packed at position n of a base-3 byte, recovered as ggml does.
+    let trit = |byte: u8, n: usize| -> f32 {
+        let shifted = byte.wrapping_mul(POW3[n]);
+        f32::from(((u16::from(shifted) * 3) >> 8) as i8 - 1)
+    };
+    for (b, y) in src.chunks_exact(54).zip(dst.chunks_exact_mut(QK_K)) {
+        let (qs, qh, d) = (&b[0..48], &b[48..52], f16_at(&b[52..]));
+        for n in 0..5 {
+            for l in 0..32 {
+                y[n * 32 + l] = d * trit(qs[l], n);
+            }
+            for l in 0..16 {
+                y[160 + n * 16 + l] = d * trit(qs[32 + l], n);
+            }
+        }
+        for n in 0..4 {
+            for l in 0..4 {
+                y[240 + n * 4 + l] = d * trit(qh[l], n);
+            }
+        }
+    }
+}
+
+fn tq2_0(src: &[u8], dst: &mut [f32]) {
+    for (b, y) in src.chunks_exact(66).zip(dst.chunks_exact_mut(QK_K)) {
+        let (qs, d) = (&b[0..64], f16_at(&b[64..]));
+        for (e, y) in y.iter_mut().enumerate() {
+            let q = (qs[(e / 128) * 32 + e % 32] >> (2 * ((e / 32) % 4))) & 3;
+            *y = d * f32::from(q as i8 - 1);
+        }
+    }
+}
+
+fn mxfp4(src: &[u8], dst: &mut [f32]) {
+    for (b, y) in src.chunks_exact(17).zip(dst.chunks_exact_mut(32)) {
+        let d = e8m0_to_fp32_half(b[0]);
+        for l in 0..16 {
+            y[l] = d * f32::from(KVALUES_FP4[(b[1 + l] & 0x0F) as usize]);
+            y[l + 16] = d * f32::from(KVALUES_FP4[(b[1 + l] >> 4) as usize]);
+        }
+    }
+}
+
+fn nvfp4(src: &[u8], dst: &mut [f32]) {
+    for (b, y) in src.chunks_exact(36).zip(dst.chunks_exact_mut(64)) {
+        for s in 0..4 {
+            let d = ue4m3_to_fp32_half(b[s]);
+            let qs = &b[4 + s * 8..4 + s * 8 + 8];
+            for l in 0..8 {
+                y[s * 16 + l] = d * f32::from(KVALUES_FP4[(qs[l] & 0x0F) as usize]);
+                y[s * 16 + l + 8] = d * f32::from(KVALUES_FP4[(qs[l] >> 4) as usize]);
+            }
+        }
+    }
+}
+
+fn q1_0(src: &[u8], dst: &mut [f32]) {
+    for (b, y) in src.chunks_exact(18).zip(dst.chunks_exact_mut(128)) {
+        let d = f16_at(b);
+        for (j, y) in y.iter_mut().enumerate() {
+            *y = if (b[2 + j / 8] >> (j % 8)) & 1 == 1 {
+                d
+            } else {
+                -d
+            };
+        }
+    }
+}
+
+fn q2_0(src: &[u8], dst: &mut [f32]) {
+    for (b, y) in src.chunks_exact(18).zip(dst.chunks_exact_mut(64)) {
+        let d = f16_at(b);
+        for (j, y) in y.iter_mut().enumerate() {
+            let q = (b[2 + j / 4] >> (2 * (j % 4))) & 3;
+            *y = f32::from(q as i8 - 1) * d;
+        }
+    }
+}

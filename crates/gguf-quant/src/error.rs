@@ -1,0 +1,43 @@
+//! The one error type of this crate.
+
+use gguf_format::GgmlType;
+
+/// What can go wrong converting between ggml blocks and floats.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum QuantError {
+    /// The element count is not a whole number of the type's blocks.
+    #[error("{ty}: {elements} elements is not a multiple of the block size {block_size}")]
+    PartialBlock {
+        /// The type.
+        ty: GgmlType,
+        /// The element count asked for.
+        elements: usize,
+        /// The type's block size.
+        block_size: usize,
+    },
+    /// A byte slice does not hold exactly the blocks for the element count.
+    #[error("{ty}: {elements} elements take {expected} bytes, but the slice has {found}")]
+    WrongLength {
+        /// The type.
+        ty: GgmlType,
+        /// The element count.
+        elements: usize,
+        /// Bytes needed.
+        expected: usize,
+        /// Bytes given.
+        found: usize,
+    },
+    /// The operation has no implementation for this type (e.g. quantizing to an i-quant,
+    /// which needs an importance matrix in ggml too).
+    #[error("{op} is not available for {ty}")]
+    Unsupported {
+        /// The type.
+        ty: GgmlType,
+        /// What was asked: "dequantize", "quantize", ...
+        op: &'static str,
+    },
+}
+
+/// Result alias for this crate.
+pub type Result<T, E = QuantError> = std::result::Result<T, E>;
