@@ -4,6 +4,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use gguf_format::{ArrayView, GgmlType, GgufFile, TensorInfo, Value};
+
+use crate::tensors::Stats;
 use serde_json::{json, Map, Number, Value as Json};
 
 /// How many array elements `inspect` shows without `--full`.
@@ -59,8 +61,29 @@ fn array_items(a: &ArrayView<'_>, limit: Option<usize>) -> Vec<Json> {
     a.iter().take(n).map(|v| value_json(&v, limit)).collect()
 }
 
+/// Options of `gguf inspect`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct View<'s> {
+    /// Whole arrays and strings.
+    pub full: bool,
+    /// Only the tensor table (no metadata).
+    pub tensors_only: bool,
+    /// Per-tensor statistics, in tensor order.
+    pub stats: Option<&'s [Stats]>,
+}
+
+fn stats_json(s: &Stats) -> Json {
+    json!({
+        "min": float_json(s.min.into(), s.min.to_string()),
+        "max": float_json(s.max.into(), s.max.to_string()),
+        "mean": float_json(s.mean, s.mean.to_string()),
+        "rms": float_json(s.rms, s.rms.to_string()),
+    })
+}
+
 /// The `--json` object for a file.
-pub fn file_json(file: &GgufFile<'_>, full: bool) -> Json {
+pub fn file_json(file: &GgufFile<'_>, view: View<'_>) -> Json {
+    let full = view.full;
     let limit = (!full).then_some(ARRAY_PREVIEW);
     let metadata: Vec<Json> = file
         .metadata()
@@ -80,17 +103,22 @@ pub fn file_json(file: &GgufFile<'_>, full: bool) -> Json {
     let tensors: Vec<Json> = file
         .tensors()
         .iter()
-        .map(|t| {
-            json!({
+        .enumerate()
+        .map(|(i, t)| {
+            let mut j = json!({
                 "name": t.name,
                 "type": t.ggml_type.name(),
                 "shape": t.shape(),
                 "offset": t.offset,
                 "size": t.size,
-            })
+            });
+            if let Some(s) = view.stats.and_then(|s| s.get(i)) {
+                j["stats"] = stats_json(s);
+            }
+            j
         })
         .collect();
-    json!({
+    let mut out = json!({
         "version": file.version(),
         "byte_order": file.byte_order().name(),
         "alignment": file.alignment(),
@@ -98,7 +126,13 @@ pub fn file_json(file: &GgufFile<'_>, full: bool) -> Json {
         "tensor_count": file.tensors().len(),
         "metadata": metadata,
         "tensors": tensors,
-    })
+    });
+    if view.tensors_only {
+        if let Some(o) = out.as_object_mut() {
+            o.shift_remove("metadata");
+        }
+    }
+    out
 }
 
 /// Bytes in binary units, e.g. `93.8 MiB`.
@@ -156,7 +190,8 @@ fn shape_text(t: &TensorInfo<'_>) -> String {
 }
 
 /// The readable summary.
-pub fn file_text(file: &GgufFile<'_>, name: &str, full: bool) -> String {
+pub fn file_text(file: &GgufFile<'_>, name: &str, view: View<'_>) -> String {
+    let full = view.full;
     let mut out = String::new();
     let arch = file.architecture().unwrap_or("(none)");
     let data_bytes: u64 = file.tensors().iter().map(|t| t.size).sum();
@@ -178,14 +213,16 @@ pub fn file_text(file: &GgufFile<'_>, name: &str, full: bool) -> String {
         params,
         human_bytes(data_bytes)
     );
-    let _ = writeln!(out, "\nMetadata:");
+    if !view.tensors_only {
+        let _ = writeln!(out, "\nMetadata:");
+    }
     let width = file
         .metadata()
         .iter()
         .map(|kv| kv.key.len())
         .max()
         .unwrap_or(0);
-    for kv in file.metadata() {
+    for kv in file.metadata().iter().filter(|_| !view.tensors_only) {
         let _ = writeln!(
             out,
             "  {:width$}  {:6}  {}",
@@ -201,8 +238,8 @@ pub fn file_text(file: &GgufFile<'_>, name: &str, full: bool) -> String {
         .map(|t| t.name.len())
         .max()
         .unwrap_or(0);
-    for t in file.tensors() {
-        let _ = writeln!(
+    for (i, t) in file.tensors().iter().enumerate() {
+        let _ = write!(
             out,
             "  {:width$}  {:7}  {:24}  {:>10}",
             t.name,
@@ -210,6 +247,14 @@ pub fn file_text(file: &GgufFile<'_>, name: &str, full: bool) -> String {
             shape_text(t),
             human_bytes(t.size)
         );
+        if let Some(s) = view.stats.and_then(|s| s.get(i)) {
+            let _ = write!(
+                out,
+                "  min {:>11.4e}  max {:>11.4e}  mean {:>11.4e}  rms {:>11.4e}",
+                s.min, s.max, s.mean, s.rms
+            );
+        }
+        let _ = writeln!(out);
     }
     let mut by_type: BTreeMap<GgmlType, (usize, u64)> = BTreeMap::new();
     for t in file.tensors() {

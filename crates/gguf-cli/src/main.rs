@@ -26,6 +26,8 @@ struct Cli {
 enum Command {
     /// Print a file's header, metadata and tensor table.
     Inspect(InspectArgs),
+    /// Write one tensor, dequantized to float32, as a .npy file.
+    Dequantize(DequantizeArgs),
     /// Check a file (or split set) and report whether llama.cpp can load it.
     Validate(ValidateArgs),
     /// Fetch a known real model into the cache.
@@ -48,6 +50,23 @@ struct InspectArgs {
     /// Show whole arrays and strings instead of the first elements.
     #[arg(long)]
     full: bool,
+    /// Show only the tensor table.
+    #[arg(long)]
+    tensors: bool,
+    /// Add per-tensor min, max, mean and RMS of the dequantized values.
+    #[arg(long)]
+    stats: bool,
+}
+
+#[derive(Args)]
+struct DequantizeArgs {
+    /// A .gguf path or a known model name.
+    file: String,
+    /// The tensor's name.
+    tensor: String,
+    /// The .npy file to write (float32, shape = ggml shape reversed, as numpy presents it).
+    #[arg(short, long)]
+    output: PathBuf,
 }
 
 #[derive(Args)]
@@ -131,6 +150,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Inspect(a) => cmd_inspect(a),
         Command::Validate(a) => cmd_validate(a),
+        Command::Dequantize(a) => cmd_dequantize(a),
         Command::Pull(a) => cmd_pull(a),
         Command::Edit(a) => cmd_edit(a),
         Command::Split(a) => cmd_split(a),
@@ -149,14 +169,49 @@ fn cmd_inspect(a: InspectArgs) -> Result<()> {
     let path = models::resolve(&a.file)?;
     let mapped = GgufFile::open(&path)?;
     let file = mapped.file();
+    let stats = if a.stats {
+        let bar = ProgressBar::new(file.tensors().len() as u64);
+        let stats = file
+            .tensors()
+            .iter()
+            .map(|t| {
+                bar.inc(1);
+                gguf_cli::tensors::stats(file, t)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        bar.finish_and_clear();
+        Some(stats)
+    } else {
+        None
+    };
+    let view = inspect::View {
+        full: a.full,
+        tensors_only: a.tensors,
+        stats: stats.as_deref(),
+    };
     if a.json {
-        println!("{}", inspect::file_json(file, a.full));
+        println!("{}", inspect::file_json(file, view));
     } else {
         print!(
             "{}",
-            inspect::file_text(file, &path.display().to_string(), a.full)
+            inspect::file_text(file, &path.display().to_string(), view)
         );
     }
+    Ok(())
+}
+
+fn cmd_dequantize(a: DequantizeArgs) -> Result<()> {
+    let path = models::resolve(&a.file)?;
+    let mapped = GgufFile::open(&path)?;
+    let file = mapped.file();
+    let t = file
+        .tensor(&a.tensor)
+        .with_context(|| format!("{}: no tensor named '{}'", path.display(), a.tensor))?;
+    gguf_format::fsutil::write_atomic(&a.output, |out| {
+        gguf_cli::tensors::write_npy(file, t, out)
+            .map_err(|e| gguf_format::Error::Io(std::io::Error::other(format!("{e:#}"))))
+    })?;
+    eprintln!("wrote {} ({} x f32)", a.output.display(), t.element_count());
     Ok(())
 }
 

@@ -225,3 +225,67 @@ fn edit_split_merge_through_the_cli() {
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("refusing to write over it"));
 }
+
+#[test]
+fn dequantize_writes_npy_and_stats_describe_tensors() {
+    let dir = tempfile::tempdir().unwrap();
+    let npy = dir.path().join("q8.npy");
+    let out = gguf()
+        .arg("dequantize")
+        .arg(fixture("all-types-v3.gguf"))
+        .args(["q8_0", "-o"])
+        .arg(&npy)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bytes = std::fs::read(&npy).unwrap();
+    assert_eq!(&bytes[..8], b"\x93NUMPY\x01\x00");
+    let header_len = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
+    let header = std::str::from_utf8(&bytes[10..10 + header_len]).unwrap();
+    assert_eq!((10 + header_len) % 64, 0);
+    assert!(
+        header.starts_with("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 64), }"),
+        "{header}"
+    );
+    let values: Vec<f32> = bytes[10 + header_len..]
+        .chunks(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    assert_eq!(values.len(), 128);
+    // The same values as the library's dequantization of the tensor's bytes.
+    let file_bytes = std::fs::read(fixture("all-types-v3.gguf")).unwrap();
+    let file = gguf_format::GgufFile::parse(&file_bytes).unwrap();
+    let t = file.tensor("q8_0").unwrap();
+    let expected = gguf_quant::dequantize(t.ggml_type, file.tensor_data(t), 128).unwrap();
+    assert_eq!(values, expected);
+
+    let out = gguf()
+        .args(["inspect", "--tensors", "--stats", "--json"])
+        .arg(fixture("all-types-v3.gguf"))
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v.get("metadata").is_none());
+    let f32_tensor = &v["tensors"][0];
+    let raw = file.tensor_data(file.tensor("f32").unwrap());
+    let xs: Vec<f32> = raw
+        .chunks(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    let min = xs.iter().copied().fold(f32::INFINITY, f32::min);
+    let max = xs.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    assert_eq!(f32_tensor["stats"]["min"].as_f64().unwrap() as f32, min);
+    assert_eq!(f32_tensor["stats"]["max"].as_f64().unwrap() as f32, max);
+    let missing = gguf()
+        .arg("dequantize")
+        .arg(fixture("all-types-v3.gguf"))
+        .args(["nope", "-o"])
+        .arg(&npy)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("no tensor named 'nope'"));
+}

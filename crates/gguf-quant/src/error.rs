@@ -28,6 +28,9 @@ pub enum QuantError {
         /// Bytes given.
         found: usize,
     },
+    /// Matrix and vector lengths do not agree.
+    #[error("shape mismatch: {0}")]
+    Shape(String),
     /// The operation has no implementation for this type (e.g. quantizing to an i-quant,
     /// which needs an importance matrix in ggml too).
     #[error("{op} is not available for {ty}")]

@@ -17,19 +17,20 @@
 
 pub mod blocks;
 mod dequant;
+mod dot;
 mod error;
 mod fp;
 mod grids;
 mod quant;
 
 pub use dequant::{dequantize, dequantize_row};
+pub use dot::{isa, matmul, matvec, quantize_activations, vec_dot, vec_dot_type, Isa};
 pub use error::{QuantError, Result};
 pub use gguf_format::GgmlType;
 pub use quant::quantize_row;
 
-/// Checks that `bytes` holds exactly the blocks of `elements` values of `ty`; returns the
-/// number of blocks.
-pub fn check_lengths(ty: GgmlType, elements: usize, bytes: usize) -> Result<usize> {
+/// Bytes of `elements` values of `ty`; an error unless they are a whole number of blocks.
+pub fn row_bytes(ty: GgmlType, elements: usize) -> Result<usize> {
     let block_size = ty.block_size() as usize;
     if !elements.is_multiple_of(block_size) {
         return Err(QuantError::PartialBlock {
@@ -38,8 +39,13 @@ pub fn check_lengths(ty: GgmlType, elements: usize, bytes: usize) -> Result<usiz
             block_size,
         });
     }
-    let blocks = elements / block_size;
-    let expected = blocks * ty.type_size() as usize;
+    Ok(elements / block_size * ty.type_size() as usize)
+}
+
+/// Checks that `bytes` holds exactly the blocks of `elements` values of `ty`; returns the
+/// number of blocks.
+pub fn check_lengths(ty: GgmlType, elements: usize, bytes: usize) -> Result<usize> {
+    let expected = row_bytes(ty, elements)?;
     if bytes != expected {
         return Err(QuantError::WrongLength {
             ty,
@@ -48,5 +54,5 @@ pub fn check_lengths(ty: GgmlType, elements: usize, bytes: usize) -> Result<usiz
             found: bytes,
         });
     }
-    Ok(blocks)
+    Ok(elements / ty.block_size() as usize)
 }

@@ -8,6 +8,8 @@
 mod basic;
 mod iq;
 
+pub(crate) use basic::k_scale_min;
+
 use rayon::prelude::*;
 
 use crate::error::{QuantError, Result};

@@ -170,9 +170,16 @@ fn q5_1(src: &[f32], dst: &mut [u8]) {
     }
 }
 
+/// `amax = MAX(amax, fabsf(v))` with C's `MAX(a, b) = a > b ? a : b`: unlike `f32::max`, a NaN
+/// input resets the running maximum, and ggml's outputs depend on that.
+fn c_max_abs(x: &[f32]) -> f32 {
+    x.iter()
+        .fold(0f32, |amax, v| if amax > v.abs() { amax } else { v.abs() })
+}
+
 /// Q8_0's scale and its inverse: `max|x| / 127`.
 fn q8_scale(x: &[f32]) -> (f32, f32) {
-    let amax = x.iter().fold(0f32, |a, v| a.max(v.abs()));
+    let amax = c_max_abs(x);
     let d = amax / 127.0;
     (d, inverse(d))
 }
@@ -203,7 +210,7 @@ fn q8_1(src: &[f32], dst: &mut [u8]) {
 
 /// `max|x|` and its inverse, the scale of the ternary types.
 fn ternary_scale(x: &[f32]) -> (f32, f32) {
-    let amax = x.iter().fold(0f32, |a, v| a.max(v.abs()));
+    let amax = c_max_abs(x);
     (amax, inverse(amax))
 }
 
@@ -383,6 +390,19 @@ mod tests {
         assert_eq!(fp32_to_bf16(f32::from_bits(0x7F80_0001)), 0x7FC0);
         assert_eq!(fp32_to_bf16(f32::INFINITY), 0x7F80);
         assert_eq!(f16::from_f32(1.0).to_bits(), 0x3C00);
+    }
+
+    #[test]
+    fn q8_scale_follows_c_max_through_nan() {
+        // ggml's MAX(amax, fabsf(v)) lets a NaN reset the running maximum: only the values
+        // after it (here 2.0) count.
+        let mut x = [0f32; 32];
+        x[0] = 5.0;
+        x[2] = f32::NAN;
+        x[3] = 2.0;
+        let mut y = [0u8; 34];
+        q8_0(&x, &mut y);
+        assert_eq!(y[..2], f16_bytes(2.0 / 127.0));
     }
 
     #[test]

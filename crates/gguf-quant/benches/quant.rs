@@ -1,0 +1,158 @@
+//! `cargo bench -p gguf-quant`: dequantize and dot-product throughput per type (GB/s of weight
+//! bytes), mat-vec at real model shapes on 1 and 2 threads, and a plain memory-read bandwidth
+//! figure measured in the same run, so each result can be read as a fraction of it.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use gguf_quant::{dequantize_row, matvec, quantize_activations, quantize_row, vec_dot, GgmlType};
+
+const TYPES: &[GgmlType] = &[
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q8_0,
+    GgmlType::Q4_K,
+    GgmlType::Q6_K,
+    GgmlType::IQ4_NL,
+    GgmlType::F16,
+];
+
+/// Real weight shapes (cols, rows) of SmolLM2 and Gemma 3.
+const SHAPES: &[(usize, usize)] = &[
+    (576, 576),
+    (576, 1536),
+    (1536, 576),
+    (576, 49152),
+    (640, 2048),
+];
+
+fn values(n: usize, seed: u32) -> Vec<f32> {
+    let mut x = seed.wrapping_mul(2_654_435_761) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            (x as f32 / u32::MAX as f32 - 0.5) * 2.0
+        })
+        .collect()
+}
+
+/// Weights of `ty` for `n` values: quantized with the reference quantizer where there is one,
+/// else random bytes with small f16 scales.
+fn weights(ty: GgmlType, n: usize) -> Vec<u8> {
+    let mut w = vec![0u8; gguf_quant::row_bytes(ty, n).unwrap()];
+    if quantize_row(ty, &values(n, 7), &mut w).is_err() {
+        for (i, b) in w.iter_mut().enumerate() {
+            *b = (i * 37 % 251) as u8 & 0x3B;
+        }
+    }
+    w
+}
+
+/// Read bandwidth of a 256 MiB buffer (sum of u64s), best of 5, in GB/s.
+fn memory_bandwidth() -> f64 {
+    let buf: Vec<u64> = (0..(256usize << 20) / 8).map(|i| i as u64).collect();
+    let mut best = Duration::MAX;
+    for _ in 0..5 {
+        let t = Instant::now();
+        black_box(buf.iter().fold(0u64, |a, &b| a.wrapping_add(b)));
+        best = best.min(t.elapsed());
+    }
+    (buf.len() * 8) as f64 / best.as_secs_f64() / 1e9
+}
+
+fn bench(c: &mut Criterion) {
+    let test_mode = std::env::args().any(|a| a == "--test");
+    let bandwidth = if test_mode { 1.0 } else { memory_bandwidth() };
+    eprintln!(
+        "memory read bandwidth: {bandwidth:.2} GB/s; dot products run on {}",
+        gguf_quant::isa().name()
+    );
+
+    let n = 4096 * 64;
+    let mut group = c.benchmark_group("dequantize");
+    for &ty in TYPES {
+        let w = weights(ty, n);
+        let mut out = vec![0f32; n];
+        group.throughput(Throughput::Bytes(w.len() as u64));
+        group.bench_function(ty.name(), |b| {
+            b.iter(|| dequantize_row(ty, black_box(&w), &mut out).unwrap())
+        });
+    }
+    group.finish();
+
+    let mut group = c.benchmark_group("vec_dot");
+    for &ty in TYPES {
+        let w = weights(ty, n);
+        let mut a = Vec::new();
+        quantize_activations(ty, &values(n, 3), &mut a).unwrap();
+        if vec_dot(ty, n, &w, &a).is_err() {
+            continue;
+        }
+        group.throughput(Throughput::Bytes(w.len() as u64));
+        group.bench_function(ty.name(), |b| {
+            b.iter(|| vec_dot(ty, n, black_box(&w), black_box(&a)).unwrap())
+        });
+    }
+    group.finish();
+
+    let mut summary = Vec::new();
+    for threads in [1usize, 2] {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        let mut group = c.benchmark_group(format!("matvec_{threads}t"));
+        for &ty in &[
+            GgmlType::Q4_0,
+            GgmlType::Q4_1,
+            GgmlType::Q8_0,
+            GgmlType::Q4_K,
+            GgmlType::Q6_K,
+        ] {
+            for &(cols, rows) in SHAPES {
+                if !cols.is_multiple_of(ty.block_size() as usize) {
+                    continue;
+                }
+                let w = weights(ty, cols * rows);
+                let x = values(cols, 5);
+                let mut y = vec![0f32; rows];
+                let mut scratch = Vec::new();
+                if matvec(ty, &w, cols, &x, &mut y, &mut scratch).is_err() {
+                    continue;
+                }
+                group.throughput(Throughput::Bytes(w.len() as u64));
+                let id = BenchmarkId::new(ty.name(), format!("{cols}x{rows}"));
+                group.bench_with_input(id, &(), |b, _| {
+                    b.iter(|| {
+                        pool.install(|| matvec(ty, &w, cols, &x, &mut y, &mut scratch).unwrap())
+                    })
+                });
+                if !test_mode {
+                    // A plain timing for the bandwidth fraction (criterion keeps its own figures).
+                    let reps = 200;
+                    let t = Instant::now();
+                    for _ in 0..reps {
+                        pool.install(|| matvec(ty, &w, cols, &x, &mut y, &mut scratch).unwrap());
+                    }
+                    let gbs = (w.len() * reps) as f64 / t.elapsed().as_secs_f64() / 1e9;
+                    summary.push(format!(
+                        "matvec {threads}t {:5} {cols:>5}x{rows:<6} {gbs:6.2} GB/s = {:4.0}% of memory bandwidth",
+                        ty.name(),
+                        100.0 * gbs / bandwidth
+                    ));
+                }
+            }
+        }
+        group.finish();
+    }
+    for line in summary {
+        eprintln!("{line}");
+    }
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

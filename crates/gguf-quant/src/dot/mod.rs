@@ -1,0 +1,203 @@
+//! Fused dot products of a weight row (any ggml type) with an activation row quantized to the
+//! type ggml pairs with it ([`vec_dot_type`]), and the mat-vec / mat-mat products built on them.
+//!
+//! Kernels live in per-ISA modules (`scalar`, `x86_64::avx2`); the best one the CPU supports is
+//! chosen once, on first use, and cached. `GGUF_FORCE_SCALAR=1` forces the scalar kernels.
+//! The scalar kernels follow ggml's generic C operation for operation; SIMD kernels sum in
+//! another order and are tested against their scalar twins within a stated bound.
+
+mod scalar;
+#[cfg(target_arch = "x86_64")]
+mod x86_64;
+
+use std::sync::OnceLock;
+
+use crate::error::{QuantError, Result};
+use crate::{check_lengths, quantize_row, GgmlType};
+
+/// A dot-product kernel: `n` elements of weight blocks `w` against activation blocks `a`
+/// (lengths checked by the caller).
+pub(crate) type DotFn = fn(n: usize, w: &[u8], a: &[u8]) -> f32;
+
+/// The activation type ggml quantizes the other operand to for weights of type `ty`.
+pub const fn vec_dot_type(ty: GgmlType) -> GgmlType {
+    use GgmlType::*;
+    match ty {
+        F32 => F32,
+        F16 => F16,
+        BF16 => BF16,
+        Q4_1 | Q5_1 | Q8_1 => Q8_1,
+        Q4_0 | Q5_0 | Q8_0 | IQ4_NL | MXFP4 | NVFP4 | Q1_0 | Q2_0 => Q8_0,
+        _ => Q8_K,
+    }
+}
+
+/// The instruction set the dot products run on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isa {
+    /// Portable Rust.
+    Scalar,
+    /// x86_64 with AVX2, FMA and F16C.
+    Avx2,
+}
+
+impl Isa {
+    /// A short name for reports (`"avx2"`, `"scalar"`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Isa::Scalar => "scalar",
+            Isa::Avx2 => "avx2",
+        }
+    }
+}
+
+fn detect() -> Isa {
+    if std::env::var("GGUF_FORCE_SCALAR").is_ok_and(|v| v == "1") {
+        return Isa::Scalar;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if x86_64::avx2::available() {
+        return Isa::Avx2;
+    }
+    Isa::Scalar
+}
+
+/// The instruction set chosen for this process (decided once).
+pub fn isa() -> Isa {
+    static ISA: OnceLock<Isa> = OnceLock::new();
+    *ISA.get_or_init(detect)
+}
+
+/// The kernel for weights of type `ty` on `isa`, if there is one.
+pub(crate) fn kernel_for(ty: GgmlType, isa: Isa) -> Option<DotFn> {
+    let simd = match isa {
+        Isa::Scalar => None,
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => x86_64::avx2::kernel(ty),
+        #[cfg(not(target_arch = "x86_64"))]
+        Isa::Avx2 => None,
+    };
+    simd.or_else(|| scalar::kernel(ty))
+}
+
+fn kernel(ty: GgmlType) -> Result<DotFn> {
+    static TABLE: OnceLock<Vec<Option<DotFn>>> = OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        let isa = isa();
+        (0..64u32)
+            .map(|id| GgmlType::from_id_opt(id).and_then(|t| kernel_for(t, isa)))
+            .collect()
+    });
+    table
+        .get(ty.id() as usize)
+        .copied()
+        .flatten()
+        .ok_or(QuantError::Unsupported {
+            ty,
+            op: "dot product",
+        })
+}
+
+/// Quantizes activations `x` to `vec_dot_type(weight_type)` into `out` (resized as needed).
+pub fn quantize_activations(weight_type: GgmlType, x: &[f32], out: &mut Vec<u8>) -> Result<()> {
+    let act = vec_dot_type(weight_type);
+    let bytes = x.len() / act.block_size() as usize * act.type_size() as usize;
+    out.resize(bytes, 0);
+    quantize_row(act, x, out)
+}
+
+/// The dot product of `n` weights of type `ty` (`w`, whole blocks) with `n` activations
+/// already quantized to [`vec_dot_type`]`(ty)` (`a`).
+pub fn vec_dot(ty: GgmlType, n: usize, w: &[u8], a: &[u8]) -> Result<f32> {
+    check_lengths(ty, n, w.len())?;
+    check_lengths(vec_dot_type(ty), n, a.len())?;
+    Ok(kernel(ty)?(n, w, a))
+}
+
+/// `y = W x` for a weight matrix of `rows` rows of `cols` elements of type `ty` (row-major, as
+/// ggml stores `ne[1]` rows of `ne[0]`), in parallel over row blocks. `scratch` holds the
+/// quantized activations between calls, so repeated calls allocate nothing.
+pub fn matvec(
+    ty: GgmlType,
+    weights: &[u8],
+    cols: usize,
+    x: &[f32],
+    y: &mut [f32],
+    scratch: &mut Vec<u8>,
+) -> Result<()> {
+    matmul(ty, weights, cols, x, 1, y, scratch)
+}
+
+/// `Y = X W^T` for `batch` activation rows `x` (each `cols` long) against the weight matrix:
+/// `y[b * rows + r] = dot(W[r], x[b])`, where `rows = y.len() / batch`. Parallel over blocks of
+/// weight rows; each weight row is read once for the whole batch.
+pub fn matmul(
+    ty: GgmlType,
+    weights: &[u8],
+    cols: usize,
+    x: &[f32],
+    batch: usize,
+    y: &mut [f32],
+    scratch: &mut Vec<u8>,
+) -> Result<()> {
+    use rayon::prelude::*;
+
+    let batch = batch.max(1);
+    let rows = y.len() / batch;
+    let row_bytes = crate::row_bytes(ty, cols)?;
+    check_lengths(ty, rows * cols, weights.len())?;
+    if x.len() != batch * cols || y.len() != batch * rows {
+        return Err(QuantError::Shape(format!(
+            "{batch} activation rows of {cols} need {} inputs and a multiple of {batch} outputs; got {} and {}",
+            batch * cols,
+            x.len(),
+            y.len()
+        )));
+    }
+    let f = kernel(ty)?;
+    let act = vec_dot_type(ty);
+    let act_row = crate::row_bytes(act, cols)?;
+    scratch.resize(act_row * batch, 0);
+    for (xb, qb) in x.chunks_exact(cols).zip(scratch.chunks_exact_mut(act_row)) {
+        quantize_row(act, xb, qb)?;
+    }
+    let acts: &[u8] = scratch;
+    // Rows per task: enough work to amortise scheduling, enough tasks to balance two threads.
+    const ROWS_PER_TASK: usize = 16;
+    if batch == 1 {
+        y.par_chunks_mut(ROWS_PER_TASK)
+            .enumerate()
+            .for_each(|(task, out)| {
+                let first = task * ROWS_PER_TASK;
+                for (i, o) in out.iter_mut().enumerate() {
+                    let r = first + i;
+                    *o = f(cols, &weights[r * row_bytes..(r + 1) * row_bytes], acts);
+                }
+            });
+    } else {
+        // Compute a (batch x ROWS_PER_TASK) tile per task, then scatter into y.
+        let tiles: Vec<(usize, Vec<f32>)> = (0..rows.div_ceil(ROWS_PER_TASK))
+            .into_par_iter()
+            .map(|task| {
+                let first = task * ROWS_PER_TASK;
+                let count = ROWS_PER_TASK.min(rows - first);
+                let mut tile = vec![0f32; count * batch];
+                for i in 0..count {
+                    let w = &weights[(first + i) * row_bytes..(first + i + 1) * row_bytes];
+                    for (b, a) in acts.chunks_exact(act_row).enumerate() {
+                        tile[b * count + i] = f(cols, w, a);
+                    }
+                }
+                (first, tile)
+            })
+            .collect();
+        for (first, tile) in tiles {
+            let count = tile.len() / batch;
+            for b in 0..batch {
+                y[b * rows + first..b * rows + first + count]
+                    .copy_from_slice(&tile[b * count..(b + 1) * count]);
+            }
+        }
+    }
+    Ok(())
+}
