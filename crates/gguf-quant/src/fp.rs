@@ -2,10 +2,54 @@
 
 use half::f16;
 
+/// The exact f32 bits of an f16 (subnormals, infinities and NaN payloads included; a
+/// signalling NaN stays signalling, as in numpy's `astype(np.float32)`).
+const fn f16_bits_to_f32_bits(h: u16) -> u32 {
+    let sign = ((h & 0x8000) as u32) << 16;
+    let exp = ((h >> 10) & 0x1F) as u32;
+    let man = (h & 0x3FF) as u32;
+    if exp == 0x1F {
+        return sign | 0x7F80_0000 | (man << 13);
+    }
+    if exp != 0 {
+        return sign | ((exp + 112) << 23) | (man << 13);
+    }
+    if man == 0 {
+        return sign;
+    }
+    // Subnormal: shift the leading one into the implicit bit.
+    let (mut e, mut m) = (113u32, man);
+    while m & 0x400 == 0 {
+        m <<= 1;
+        e -= 1;
+    }
+    sign | (e << 23) | ((m & 0x3FF) << 13)
+}
+
+const fn build_f16_table() -> [f32; 65536] {
+    let mut t = [0f32; 65536];
+    let mut i = 0;
+    while i < 65536 {
+        t[i] = f32::from_bits(f16_bits_to_f32_bits(i as u16));
+        i += 1;
+    }
+    t
+}
+
+/// Every f16 as f32, computed at compile time: a lookup is faster than converting in software
+/// and, unlike F16C instructions, needs no CPU feature (ggml keeps the same table).
+static F16_TO_F32: [f32; 65536] = build_f16_table();
+
+/// An f16 (as raw bits) as f32, exactly.
+#[inline(always)]
+pub(crate) fn f16_to_f32(bits: u16) -> f32 {
+    F16_TO_F32[bits as usize]
+}
+
 /// Reads a little-endian f16 at `b[0..2]` as f32 (exact).
 #[inline(always)]
 pub(crate) fn f16_at(b: &[u8]) -> f32 {
-    f16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f32()
+    f16_to_f32(u16::from_le_bytes([b[0], b[1]]))
 }
 
 /// Rounds an f32 to the nearest f16 (ties to even), as ggml's `GGML_FP32_TO_FP16` and numpy's
@@ -49,6 +93,22 @@ pub(crate) const KVALUES_FP4: [i8; 16] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn f16_table_matches_half_for_every_value() {
+        for bits in 0..=u16::MAX {
+            let ours = f16_to_f32(bits);
+            let theirs = f16::from_bits(bits).to_f32();
+            if theirs.is_nan() {
+                // Signalling NaNs keep their payload unquieted, as numpy's conversion does
+                // (`half` sets the quiet bit).
+                assert!(ours.is_nan());
+                assert_eq!(ours.to_bits() | 0x0040_0000, theirs.to_bits(), "{bits:#06x}");
+            } else {
+                assert_eq!(ours.to_bits(), theirs.to_bits(), "{bits:#06x}");
+            }
+        }
+    }
 
     #[test]
     fn e8m0_matches_powers_of_two() {

@@ -762,7 +762,7 @@ fn iq1_m(n: usize, w: &[u8], a: &[u8]) -> f32 {
         }
         // As in IQ1_S, the fused inner `sumi1 + IQ1M_DELTA * sumi2` rounds like the unfused one.
         let v = sumi1 as f32 + IQ1M_DELTA * sumi2 as f32;
-        let d = half::f16::from_bits(scale).to_f32();
+        let d = crate::fp::f16_to_f32(scale);
         sumf = (d * y.d).mul_add(v, sumf); // FMA
     }
     sumf
