@@ -103,7 +103,11 @@ mod tests {
                 // Signalling NaNs keep their payload unquieted, as numpy's conversion does
                 // (`half` sets the quiet bit).
                 assert!(ours.is_nan());
-                assert_eq!(ours.to_bits() | 0x0040_0000, theirs.to_bits(), "{bits:#06x}");
+                assert_eq!(
+                    ours.to_bits() | 0x0040_0000,
+                    theirs.to_bits(),
+                    "{bits:#06x}"
+                );
             } else {
                 assert_eq!(ours.to_bits(), theirs.to_bits(), "{bits:#06x}");
             }

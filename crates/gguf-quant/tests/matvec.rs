@@ -1,0 +1,85 @@
+//! `matvec` and `matmul` agree with row-by-row `vec_dot`, on 1 and 2 threads, and reject
+//! mismatched shapes.
+
+use gguf_quant::{
+    matmul, matvec, quantize_activations, quantize_row, row_bytes, vec_dot, GgmlType, QuantError,
+};
+
+fn values(n: usize, seed: u64) -> Vec<f32> {
+    let mut x = seed | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            ((x >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 4.0
+        })
+        .collect()
+}
+
+#[test]
+fn matvec_and_matmul_equal_row_dots() {
+    for ty in [
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q8_0,
+        GgmlType::Q4_K,
+        GgmlType::Q6_K,
+        GgmlType::Q5_0,
+        GgmlType::F32,
+    ] {
+        let (cols, rows, batch) = (512usize, 37usize, 3usize);
+        let mut w = vec![0u8; row_bytes(ty, cols * rows).unwrap()];
+        quantize_row(ty, &values(cols * rows, 1), &mut w).unwrap();
+        let x = values(cols * batch, 2);
+        let rb = row_bytes(ty, cols).unwrap();
+        let mut expected = vec![0f32; rows * batch];
+        for b in 0..batch {
+            let mut a = Vec::new();
+            quantize_activations(ty, &x[b * cols..(b + 1) * cols], &mut a).unwrap();
+            for r in 0..rows {
+                expected[b * rows + r] = vec_dot(ty, cols, &w[r * rb..(r + 1) * rb], &a).unwrap();
+            }
+        }
+        for threads in [1, 2] {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            pool.install(|| {
+                let mut scratch = Vec::new();
+                let mut y = vec![0f32; rows];
+                matvec(ty, &w, cols, &x[..cols], &mut y, &mut scratch).unwrap();
+                assert_eq!(y, expected[..rows], "{ty} matvec, {threads} threads");
+                let mut y = vec![0f32; rows * batch];
+                matmul(ty, &w, cols, &x, batch, &mut y, &mut scratch).unwrap();
+                assert_eq!(y, expected, "{ty} matmul, {threads} threads");
+            });
+        }
+    }
+}
+
+#[test]
+fn shape_mismatches_are_errors() {
+    let ty = GgmlType::Q8_0;
+    let w = vec![0u8; row_bytes(ty, 64 * 4).unwrap()];
+    let mut scratch = Vec::new();
+    let mut y = vec![0f32; 4];
+    assert!(matches!(
+        matvec(ty, &w, 64, &[0.0; 63], &mut y, &mut scratch),
+        Err(QuantError::Shape(_))
+    ));
+    assert!(matches!(
+        matvec(ty, &w, 48, &[0.0; 48], &mut y, &mut scratch),
+        Err(QuantError::PartialBlock { .. })
+    ));
+    let mut y5 = vec![0f32; 5];
+    assert!(matches!(
+        matvec(ty, &w, 64, &[0.0; 64], &mut y5, &mut scratch),
+        Err(QuantError::WrongLength { .. })
+    ));
+    assert!(matches!(
+        vec_dot(ty, 64, &w[..34], &[0u8; 68]),
+        Err(QuantError::WrongLength { .. })
+    ));
+}
