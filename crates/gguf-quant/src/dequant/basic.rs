@@ -105,8 +105,12 @@ fn q5_0(src: &[u8], dst: &mut [f32]) {
     for (b, y) in src.chunks_exact(22).zip(dst.chunks_exact_mut(32)) {
         let d = f16_at(b);
         let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
-        for (i, y) in y.iter_mut().enumerate() {
-            *y = d * f32::from(q5_value(&b[6..22], qh, i) as i8 - 16);
+        let (lo, hi) = y.split_at_mut(16);
+        for (j, &q) in b[6..22].iter().enumerate() {
+            let h0 = (((qh >> j) & 1) << 4) as u8;
+            let h1 = (((qh >> (j + 16)) & 1) << 4) as u8;
+            lo[j] = d * f32::from(((q & 0x0F) | h0) as i8 - 16);
+            hi[j] = d * f32::from(((q >> 4) | h1) as i8 - 16);
         }
     }
 }
@@ -115,8 +119,12 @@ fn q5_1(src: &[u8], dst: &mut [f32]) {
     for (b, y) in src.chunks_exact(24).zip(dst.chunks_exact_mut(32)) {
         let (d, m) = (f16_at(b), f16_at(&b[2..]));
         let qh = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
-        for (i, y) in y.iter_mut().enumerate() {
-            *y = d * f32::from(q5_value(&b[8..24], qh, i)) + m;
+        let (lo, hi) = y.split_at_mut(16);
+        for (j, &q) in b[8..24].iter().enumerate() {
+            let h0 = (((qh >> j) & 1) << 4) as u8;
+            let h1 = (((qh >> (j + 16)) & 1) << 4) as u8;
+            lo[j] = d * f32::from((q & 0x0F) | h0) + m;
+            hi[j] = d * f32::from((q >> 4) | h1) + m;
         }
     }
 }
@@ -143,13 +151,15 @@ fn q2_k(src: &[u8], dst: &mut [f32]) {
     for (b, y) in src.chunks_exact(84).zip(dst.chunks_exact_mut(QK_K)) {
         let (scales, qs) = (&b[0..16], &b[16..80]);
         let (d, dmin) = (f16_at(&b[80..]), f16_at(&b[82..]));
-        for (e, y) in y.iter_mut().enumerate() {
-            let (half, shift, l) = (e / 128, (e / 32) % 4, e % 32);
-            let q = (qs[half * 32 + l] >> (2 * shift)) & 3;
-            let sc = scales[e / 16];
-            let dl = d * f32::from(sc & 0x0F);
-            let ml = dmin * f32::from(sc >> 4);
-            *y = dl * f32::from(q) - ml;
+        // Element 128h + 32s + l is bits 2s..2s+2 of qs[32h + l]; sub-blocks are 16 long.
+        for (sub, y) in y.chunks_exact_mut(16).enumerate() {
+            let (h, s, half) = (sub / 8, (sub / 2) % 4, sub % 2);
+            let dl = d * f32::from(scales[sub] & 0x0F);
+            let ml = dmin * f32::from(scales[sub] >> 4);
+            let q = &qs[32 * h + 16 * half..32 * h + 16 * half + 16];
+            for (y, &q) in y.iter_mut().zip(q) {
+                *y = dl * f32::from((q >> (2 * s)) & 3) - ml;
+            }
         }
     }
 }
@@ -157,18 +167,23 @@ fn q2_k(src: &[u8], dst: &mut [f32]) {
 fn q3_k(src: &[u8], dst: &mut [f32]) {
     for (b, y) in src.chunks_exact(110).zip(dst.chunks_exact_mut(QK_K)) {
         let (hmask, qs, sc, d) = (&b[0..32], &b[32..96], &b[96..108], f16_at(&b[108..]));
-        let mut dl = [0f32; 16];
-        for (i, dl) in dl.iter_mut().enumerate() {
-            let low = if i < 8 { sc[i] & 0x0F } else { sc[i - 8] >> 4 };
-            let high = (sc[8 + i % 4] >> (2 * (i / 4))) & 3;
-            *dl = d * f32::from((low | (high << 4)) as i8 - 32);
-        }
-        for (e, y) in y.iter_mut().enumerate() {
-            let (half, shift, l) = (e / 128, (e / 32) % 4, e % 32);
-            let low = ((qs[half * 32 + l] >> (2 * shift)) & 3) as i8;
-            let hbit = (hmask[l] >> (e / 32)) & 1;
-            let q = low - (((hbit ^ 1) << 2) as i8);
-            *y = dl[e / 16] * f32::from(q);
+        for (sub, y) in y.chunks_exact_mut(16).enumerate() {
+            let low = if sub < 8 {
+                sc[sub] & 0x0F
+            } else {
+                sc[sub - 8] >> 4
+            };
+            let high = (sc[8 + sub % 4] >> (2 * (sub / 4))) & 3;
+            let dl = d * f32::from((low | (high << 4)) as i8 - 32);
+            // Element e = 128h + 32s + l: low bits from qs[32h + l] >> 2s, high bit e/32 of hmask[l].
+            let (h, s, half) = (sub / 8, (sub / 2) % 4, sub % 2);
+            let bit = sub / 2;
+            for (i, y) in y.iter_mut().enumerate() {
+                let l = 16 * half + i;
+                let lowq = ((qs[32 * h + l] >> (2 * s)) & 3) as i8;
+                let hbit = (hmask[l] >> bit) & 1;
+                *y = dl * f32::from(lowq - (((hbit ^ 1) << 2) as i8));
+            }
         }
     }
 }
@@ -191,12 +206,22 @@ fn q4_k(src: &[u8], dst: &mut [f32]) {
     for (b, y) in src.chunks_exact(144).zip(dst.chunks_exact_mut(QK_K)) {
         let (d, dmin) = (f16_at(b), f16_at(&b[2..]));
         let (sc, mn) = k_scale_min(&b[4..16]);
-        let qs = &b[16..144];
-        for (e, y) in y.iter_mut().enumerate() {
-            let (chunk, shift, l) = (e / 64, (e / 32) % 2, e % 32);
-            let q = (qs[chunk * 32 + l] >> (4 * shift)) & 0x0F;
-            let sb = e / 32;
-            *y = d * f32::from(sc[sb]) * f32::from(q) - dmin * f32::from(mn[sb]);
+        // Byte qs[32c + l] holds element 64c + l (low nibble) and 64c + 32 + l (high nibble).
+        for (c, (q, y)) in b[16..144]
+            .chunks_exact(32)
+            .zip(y.chunks_exact_mut(64))
+            .enumerate()
+        {
+            let (d0, m0) = (d * f32::from(sc[2 * c]), dmin * f32::from(mn[2 * c]));
+            let (d1, m1) = (
+                d * f32::from(sc[2 * c + 1]),
+                dmin * f32::from(mn[2 * c + 1]),
+            );
+            let (lo, hi) = y.split_at_mut(32);
+            for ((&q, lo), hi) in q.iter().zip(lo).zip(hi) {
+                *lo = d0 * f32::from(q & 0x0F) - m0;
+                *hi = d1 * f32::from(q >> 4) - m1;
+            }
         }
     }
 }
@@ -205,13 +230,25 @@ fn q5_k(src: &[u8], dst: &mut [f32]) {
     for (b, y) in src.chunks_exact(176).zip(dst.chunks_exact_mut(QK_K)) {
         let (d, dmin) = (f16_at(b), f16_at(&b[2..]));
         let (sc, mn) = k_scale_min(&b[4..16]);
-        let (qh, qs) = (&b[16..48], &b[48..176]);
-        for (e, y) in y.iter_mut().enumerate() {
-            let (chunk, shift, l) = (e / 64, (e / 32) % 2, e % 32);
-            let low = (qs[chunk * 32 + l] >> (4 * shift)) & 0x0F;
-            let q = low | (((qh[l] >> (e / 32)) & 1) << 4);
-            let sb = e / 32;
-            *y = d * f32::from(sc[sb]) * f32::from(q) - dmin * f32::from(mn[sb]);
+        let qh = &b[16..48];
+        // As Q4_K, with the fifth bit of element 32k + l in bit k of qh[l].
+        for (c, (q, y)) in b[48..176]
+            .chunks_exact(32)
+            .zip(y.chunks_exact_mut(64))
+            .enumerate()
+        {
+            let (d0, m0) = (d * f32::from(sc[2 * c]), dmin * f32::from(mn[2 * c]));
+            let (d1, m1) = (
+                d * f32::from(sc[2 * c + 1]),
+                dmin * f32::from(mn[2 * c + 1]),
+            );
+            let (lo, hi) = y.split_at_mut(32);
+            for (l, (&q, (lo, hi))) in q.iter().zip(lo.iter_mut().zip(hi)).enumerate() {
+                let h0 = ((qh[l] >> (2 * c)) & 1) << 4;
+                let h1 = ((qh[l] >> (2 * c + 1)) & 1) << 4;
+                *lo = d0 * f32::from((q & 0x0F) | h0) - m0;
+                *hi = d1 * f32::from((q >> 4) | h1) - m1;
+            }
         }
     }
 }
@@ -219,13 +256,25 @@ fn q5_k(src: &[u8], dst: &mut [f32]) {
 fn q6_k(src: &[u8], dst: &mut [f32]) {
     for (b, y) in src.chunks_exact(210).zip(dst.chunks_exact_mut(QK_K)) {
         let (ql, qh, scales, d) = (&b[0..128], &b[128..192], &b[192..208], f16_at(&b[208..]));
-        for (e, y) in y.iter_mut().enumerate() {
-            let half = e / 128;
-            let low = (ql[half * 64 + e % 64] >> (4 * ((e / 64) % 2))) & 0x0F;
-            let high = (qh[half * 32 + e % 32] >> (2 * ((e / 32) % 4))) & 3;
-            let q = (low | (high << 4)) as i8 - 32;
-            let ds = d * f32::from(scales[e / 16] as i8);
-            *y = ds * f32::from(q);
+        let mut ds = [0f32; 16];
+        for (ds, &s) in ds.iter_mut().zip(scales) {
+            *ds = d * f32::from(s as i8);
+        }
+        // Half h, position l < 32: four elements 128h + 32g + l, g = 0..4.
+        for (h, y) in y.chunks_exact_mut(128).enumerate() {
+            let (ql, qh) = (&ql[64 * h..64 * h + 64], &qh[32 * h..32 * h + 32]);
+            for l in 0..32 {
+                let q = [
+                    (ql[l] & 0x0F) | ((qh[l] & 3) << 4),
+                    (ql[l + 32] & 0x0F) | (((qh[l] >> 2) & 3) << 4),
+                    (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4),
+                    (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4),
+                ];
+                for (g, q) in q.into_iter().enumerate() {
+                    let e = 32 * g + l;
+                    y[e] = ds[8 * h + e / 16] * f32::from(q as i8 - 32);
+                }
+            }
         }
     }
 }
