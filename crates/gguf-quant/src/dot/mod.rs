@@ -162,25 +162,26 @@ pub fn matmul(
         quantize_row(act, xb, qb)?;
     }
     let acts: &[u8] = scratch;
-    // Rows per task: enough work to amortise scheduling, enough tasks to balance two threads.
-    const ROWS_PER_TASK: usize = 16;
+    // Rows per task: four tasks per thread balance the load; at least 16 rows amortise the
+    // scheduling (each task costs about as much as a few short rows).
+    let rows_per_task = (rows / (4 * rayon::current_num_threads())).max(16);
     if batch == 1 {
-        y.par_chunks_mut(ROWS_PER_TASK)
+        y.par_chunks_mut(rows_per_task)
             .enumerate()
             .for_each(|(task, out)| {
-                let first = task * ROWS_PER_TASK;
+                let first = task * rows_per_task;
                 for (i, o) in out.iter_mut().enumerate() {
                     let r = first + i;
                     *o = f(cols, &weights[r * row_bytes..(r + 1) * row_bytes], acts);
                 }
             });
     } else {
-        // Compute a (batch x ROWS_PER_TASK) tile per task, then scatter into y.
-        let tiles: Vec<(usize, Vec<f32>)> = (0..rows.div_ceil(ROWS_PER_TASK))
+        // Compute a (batch x rows_per_task) tile per task, then scatter into y.
+        let tiles: Vec<(usize, Vec<f32>)> = (0..rows.div_ceil(rows_per_task))
             .into_par_iter()
             .map(|task| {
-                let first = task * ROWS_PER_TASK;
-                let count = ROWS_PER_TASK.min(rows - first);
+                let first = task * rows_per_task;
+                let count = rows_per_task.min(rows - first);
                 let mut tile = vec![0f32; count * batch];
                 for i in 0..count {
                     let w = &weights[(first + i) * row_bytes..(first + i + 1) * row_bytes];
