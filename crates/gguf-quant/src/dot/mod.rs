@@ -1,11 +1,13 @@
 //! Fused dot products of a weight row (any ggml type) with an activation row quantized to the
 //! type ggml pairs with it ([`vec_dot_type`]), and the mat-vec / mat-mat products built on them.
 //!
-//! Kernels live in per-ISA modules (`scalar`, `x86_64::avx2`); the best one the CPU supports is
+//! Kernels live in per-ISA modules (`scalar`, `x86_64::avx2`, `aarch64::neon`); the best one the CPU supports is
 //! chosen once, on first use, and cached. `GGUF_FORCE_SCALAR=1` forces the scalar kernels.
 //! The scalar kernels follow ggml's generic C operation for operation; SIMD kernels sum in
 //! another order and are tested against their scalar twins within a stated bound.
 
+#[cfg(target_arch = "aarch64")]
+mod aarch64;
 mod scalar;
 #[cfg(target_arch = "x86_64")]
 mod x86_64;
@@ -39,6 +41,8 @@ pub enum Isa {
     Scalar,
     /// x86_64 with AVX2, FMA and F16C.
     Avx2,
+    /// aarch64 with NEON.
+    Neon,
 }
 
 impl Isa {
@@ -47,6 +51,7 @@ impl Isa {
         match self {
             Isa::Scalar => "scalar",
             Isa::Avx2 => "avx2",
+            Isa::Neon => "neon",
         }
     }
 }
@@ -58,6 +63,10 @@ fn detect() -> Isa {
     #[cfg(target_arch = "x86_64")]
     if x86_64::avx2::available() {
         return Isa::Avx2;
+    }
+    #[cfg(target_arch = "aarch64")]
+    if aarch64::neon::available() {
+        return Isa::Neon;
     }
     Isa::Scalar
 }
@@ -76,6 +85,10 @@ pub(crate) fn kernel_for(ty: GgmlType, isa: Isa) -> Option<DotFn> {
         Isa::Avx2 => x86_64::avx2::kernel(ty),
         #[cfg(not(target_arch = "x86_64"))]
         Isa::Avx2 => None,
+        #[cfg(target_arch = "aarch64")]
+        Isa::Neon => aarch64::neon::kernel(ty),
+        #[cfg(not(target_arch = "aarch64"))]
+        Isa::Neon => None,
     };
     simd.or_else(|| scalar::kernel(ty))
 }

@@ -1,0 +1,3 @@
+//! aarch64 kernels.
+
+pub(crate) mod neon;
