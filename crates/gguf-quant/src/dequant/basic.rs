@@ -90,17 +90,6 @@ fn q4_1(src: &[u8], dst: &mut [f32]) {
     }
 }
 
-/// The 5-bit value `i` of a Q5 block: a nibble of `qs` and bit `i` of `qh`.
-#[inline(always)]
-fn q5_value(qs: &[u8], qh: u32, i: usize) -> u8 {
-    let low = if i < 16 {
-        qs[i] & 0x0F
-    } else {
-        qs[i - 16] >> 4
-    };
-    low | ((((qh >> i) & 1) as u8) << 4)
-}
-
 fn q5_0(src: &[u8], dst: &mut [f32]) {
     for (b, y) in src.chunks_exact(22).zip(dst.chunks_exact_mut(32)) {
         let d = f16_at(b);
