@@ -1,4 +1,5 @@
-//! AVX2 + FMA + F16C dot products for the hot weight types (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K).
+//! AVX2 + FMA + F16C dot products for the common weight types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
+//! IQ4_NL, IQ4_XS, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, F16).
 //!
 //! Integer parts are exact, as in the scalar kernels; the float accumulation runs in eight
 //! lanes and is summed at the end, so results differ from the scalar twins only by the order of
@@ -10,6 +11,7 @@
 use std::arch::x86_64::*;
 
 use super::super::DotFn;
+use crate::grids::KVALUES_IQ4NL;
 use crate::GgmlType;
 
 /// Whether this CPU runs these kernels (checked once by the dispatcher).
@@ -30,6 +32,14 @@ pub(crate) fn kernel(ty: GgmlType) -> Option<DotFn> {
         GgmlType::Q4_1 => q4_1_q8_1,
         GgmlType::Q4_K => q4_k_q8_k,
         GgmlType::Q6_K => q6_k_q8_k,
+        GgmlType::Q5_0 => q5_0_q8_0,
+        GgmlType::Q5_1 => q5_1_q8_1,
+        GgmlType::IQ4_NL => iq4_nl_q8_0,
+        GgmlType::IQ4_XS => iq4_xs_q8_k,
+        GgmlType::Q5_K => q5_k_q8_k,
+        GgmlType::Q3_K => q3_k_q8_k,
+        GgmlType::Q2_K => q2_k_q8_k,
+        GgmlType::F16 => f16_f16,
         _ => return None,
     })
 }
@@ -55,6 +65,14 @@ safe_wrapper!(q4_0_q8_0, q4_0_q8_0_avx2, 18, 34, 32);
 safe_wrapper!(q4_1_q8_1, q4_1_q8_1_avx2, 20, 36, 32);
 safe_wrapper!(q4_k_q8_k, q4_k_q8_k_avx2, 144, 292, 256);
 safe_wrapper!(q6_k_q8_k, q6_k_q8_k_avx2, 210, 292, 256);
+safe_wrapper!(q5_0_q8_0, q5_0_q8_0_avx2, 22, 34, 32);
+safe_wrapper!(q5_1_q8_1, q5_1_q8_1_avx2, 24, 36, 32);
+safe_wrapper!(iq4_nl_q8_0, iq4_nl_q8_0_avx2, 18, 34, 32);
+safe_wrapper!(iq4_xs_q8_k, iq4_xs_q8_k_avx2, 136, 292, 256);
+safe_wrapper!(q5_k_q8_k, q5_k_q8_k_avx2, 176, 292, 256);
+safe_wrapper!(q3_k_q8_k, q3_k_q8_k_avx2, 110, 292, 256);
+safe_wrapper!(q2_k_q8_k, q2_k_q8_k_avx2, 84, 292, 256);
+safe_wrapper!(f16_f16, f16_f16_avx2, 2, 2, 1);
 
 /// Sum of the eight lanes.
 #[inline]
@@ -154,6 +172,69 @@ fn two_accumulators(blocks: usize, block: impl Fn(usize) -> (__m256, __m256)) ->
     if i < blocks {
         let (d0, v0) = block(i);
         acc0 = _mm256_fmadd_ps(d0, v0, acc0);
+    }
+    hsum(_mm256_add_ps(acc0, acc1))
+}
+
+/// The products `d_w * d_a` of the f16 scales that start four consecutive blocks of each
+/// operand (blocks `w_size` and `a_size` bytes long), as four f32 lanes.
+///
+/// # Safety
+/// `w` and `a` must point to four such blocks each.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn f16_products4(w: *const u8, w_size: usize, a: *const u8, a_size: usize) -> __m128 {
+    let gather = |p: *const u8, size: usize| {
+        let mut bits = 0u64;
+        for k in 0..4 {
+            // SAFETY: the caller guarantees four blocks, each starting with 2 readable bytes.
+            let x = unsafe { p.add(k * size).cast::<u16>().read_unaligned() };
+            bits |= u64::from(x) << (16 * k);
+        }
+        _mm_cvtph_ps(_mm_cvtsi64_si128(bits as i64))
+    };
+    _mm_mul_ps(gather(w, w_size), gather(a, a_size))
+}
+
+/// Sums `d_i * v_i` over the blocks, where `d_i` is the product of the f16 scales that start
+/// block i of `w` and `a` and `v_i` the eight i32 lane sums `block(i)`. Four blocks per step
+/// share one f16 conversion per operand for their scales (7% faster for Q5_0 than converting
+/// each block's pair on its own) and feed two accumulators.
+///
+/// # Safety
+/// `w` and `a` must point to `blocks` blocks of `w_size` and `a_size` bytes, each starting
+/// with its f16 scale.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn scaled_blocks(
+    blocks: usize,
+    w: *const u8,
+    w_size: usize,
+    a: *const u8,
+    a_size: usize,
+    block: impl Fn(usize) -> __m256i,
+) -> f32 {
+    let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+    let v = |i: usize| _mm256_cvtepi32_ps(block(i));
+    let mut i = 0;
+    while i + 4 <= blocks {
+        // SAFETY: blocks i..i + 4 of each operand are in bounds (caller).
+        let d = unsafe { f16_products4(w.add(i * w_size), w_size, a.add(i * a_size), a_size) };
+        acc0 = _mm256_fmadd_ps(_mm256_broadcastss_ps(d), v(i), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(d)), v(i + 1), acc1);
+        acc0 = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehl_ps(d, d)), v(i + 2), acc0);
+        acc1 = _mm256_fmadd_ps(
+            _mm256_broadcastss_ps(_mm_shuffle_ps::<0xFF>(d, d)),
+            v(i + 3),
+            acc1,
+        );
+        i += 4;
+    }
+    while i < blocks {
+        // SAFETY: block i of each operand is in bounds (caller).
+        let d = unsafe { f16_product(w.add(i * w_size), a.add(i * a_size)) };
+        acc0 = _mm256_fmadd_ps(d, v(i), acc0);
+        i += 1;
     }
     hsum(_mm256_add_ps(acc0, acc1))
 }
@@ -336,6 +417,410 @@ unsafe fn q6_k_q8_k_avx2(blocks: usize, w: *const u8, a: *const u8) -> f32 {
     hsum(acc)
 }
 
+/// 0xFF in byte `j` where bit `j` of `bits` is set, else 0 (the fifth bits of Q5_0/Q5_1).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn bit_bytes(bits: u32) -> __m256i {
+    // Byte j takes byte j / 8 of `bits`: every dword holds all four, and each 128-bit lane
+    // picks bytes 0, 1 (low lane) or 2, 3 (high lane) of its own copy.
+    let spread = _mm256_shuffle_epi8(
+        _mm256_set1_epi32(bits as i32),
+        _mm256_set_epi64x(
+            0x0303_0303_0303_0303,
+            0x0202_0202_0202_0202,
+            0x0101_0101_0101_0101,
+            0,
+        ),
+    );
+    let select = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
+    _mm256_cmpeq_epi8(_mm256_and_si256(spread, select), select)
+}
+
+/// # Safety
+/// `w` points to `blocks` Q5_0 blocks and `a` to `blocks` Q8_0 blocks.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q5_0_q8_0_avx2(blocks: usize, w: *const u8, a: *const u8) -> f32 {
+    let high = _mm256_set1_epi8(0xF0u8 as i8);
+    // SAFETY: `scaled_blocks` calls this only for i < blocks, so block i of each operand is in
+    // bounds (caller); loads are unaligned and stay within the fields (qh 2..6, qs 6..22; the
+    // Q8_0 values 2..34).
+    let block = |i: usize| unsafe {
+        let (bw, ba) = (w.add(i * 22), a.add(i * 34));
+        let qh = bw.add(2).cast::<u32>().read_unaligned().to_le();
+        // q - 16 in -16..16: the nibble when the fifth bit is set, else nibble - 16, which as
+        // an i8 is the nibble with the top four bits set.
+        let x = _mm256_or_si256(
+            nibbles(_mm_loadu_si128(bw.add(6).cast())),
+            _mm256_andnot_si256(bit_bytes(qh), high),
+        );
+        dot_i8(x, _mm256_loadu_si256(ba.add(2).cast()))
+    };
+    // SAFETY: the caller's guarantee, and both block types start with their f16 scale.
+    unsafe { scaled_blocks(blocks, w, 22, a, 34, block) }
+}
+
+/// # Safety
+/// `w` points to `blocks` Q5_1 blocks and `a` to `blocks` Q8_1 blocks.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q5_1_q8_1_avx2(blocks: usize, w: *const u8, a: *const u8) -> f32 {
+    let fifth = _mm256_set1_epi8(0x10);
+    let mut acc = _mm256_setzero_ps();
+    let mut mins = 0f32;
+    for i in 0..blocks {
+        // SAFETY: block i of each operand is in bounds (caller); loads are unaligned and stay
+        // within the fields (d, m 0..4, qh 4..8, qs 8..24; the Q8_1 d, s 0..4, values 4..36).
+        unsafe {
+            let (bw, ba) = (w.add(i * 24), a.add(i * 36));
+            // Lanes 0 and 1: d_w * d_a and m_w * s_a, from one conversion per operand.
+            let wdm = _mm_cvtph_ps(_mm_cvtsi32_si128(bw.cast::<i32>().read_unaligned()));
+            let ads = _mm_cvtph_ps(_mm_cvtsi32_si128(ba.cast::<i32>().read_unaligned()));
+            let p = _mm_mul_ps(wdm, ads);
+            mins += _mm_cvtss_f32(_mm_movehdup_ps(p));
+            let d = _mm256_broadcastss_ps(p);
+            let qh = bw.add(4).cast::<u32>().read_unaligned().to_le();
+            // q in 0..32: the nibble plus 16 where the fifth bit is set.
+            let q = _mm256_or_si256(
+                nibbles(_mm_loadu_si128(bw.add(8).cast())),
+                _mm256_and_si256(bit_bytes(qh), fifth),
+            );
+            let y = _mm256_loadu_si256(ba.add(4).cast());
+            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_u8_i8(q, y)), acc);
+        }
+    }
+    hsum(acc) + mins
+}
+
+/// `kvalues_iq4nl` in both 128-bit lanes, for `_mm256_shuffle_epi8` lookups by nibble.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn iq4nl_table() -> __m256i {
+    // SAFETY: the table is a static of 16 i8; the load is unaligned.
+    let t = unsafe { _mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast()) };
+    _mm256_broadcastsi128_si256(t)
+}
+
+/// # Safety
+/// `w` points to `blocks` IQ4_NL blocks and `a` to `blocks` Q8_0 blocks.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn iq4_nl_q8_0_avx2(blocks: usize, w: *const u8, a: *const u8) -> f32 {
+    let table = iq4nl_table();
+    // SAFETY: `scaled_blocks` calls this only for i < blocks, so block i of each operand is in
+    // bounds (caller); loads are unaligned.
+    let block = |i: usize| unsafe {
+        let (bw, ba) = (w.add(i * 18), a.add(i * 34));
+        // Grid values are in -127..=113, so |x| and |y| <= 127 and the maddubs pair sums
+        // (<= 2 * 127 * 127) cannot saturate.
+        let x = _mm256_shuffle_epi8(table, nibbles(_mm_loadu_si128(bw.add(2).cast())));
+        dot_i8(x, _mm256_loadu_si256(ba.add(2).cast()))
+    };
+    // SAFETY: the caller's guarantee, and both block types start with their f16 scale.
+    unsafe { scaled_blocks(blocks, w, 18, a, 34, block) }
+}
+
+/// The scales of sub-blocks `j` and `j + 1` (bytes `j`, `j + 1` of `sc16`, signed) as 16 i16
+/// lanes: eight of scale `j`, then eight of scale `j + 1`, matching the i16 pair sums of 32
+/// values whose first 16 belong to sub-block `j`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn scale_pair(sc16: __m128i, j: usize) -> __m256i {
+    let j = j as u8;
+    let pick = _mm_set_epi64x(i64::from_ne_bytes([j + 1; 8]), i64::from_ne_bytes([j; 8]));
+    _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc16, pick))
+}
+
+/// # Safety
+/// `w` points to `blocks` IQ4_XS blocks and `a` to `blocks` Q8_K blocks.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn iq4_xs_q8_k_avx2(blocks: usize, w: *const u8, a: *const u8) -> f32 {
+    let table = iq4nl_table();
+    let m4 = _mm256_set1_epi8(0x0F);
+    let mut acc = _mm256_setzero_ps();
+    for i in 0..blocks {
+        // SAFETY: block i of each operand is in bounds (caller); loads are unaligned and stay
+        // within the fields (d 0..2, scales_h 2..4, scales_l 4..8, qs 8..136; the Q8_K scale at
+        // 0..4 and values at 4..260).
+        unsafe {
+            let (bw, ba) = (w.add(i * 136), a.add(i * 292));
+            let d = f16_at(bw) * ba.cast::<f32>().read_unaligned();
+            // The eight 6-bit sub-block scales as bytes: the 4-bit low parts (nibbles of
+            // scales_l) and the 2-bit high parts (of scales_h), spread a word at a time.
+            let mut lo = u64::from(bw.add(4).cast::<u32>().read_unaligned().to_le());
+            lo = (lo | (lo << 16)) & 0x0000_FFFF_0000_FFFF;
+            lo = (lo | (lo << 8)) & 0x00FF_00FF_00FF_00FF;
+            lo = (lo | (lo << 4)) & 0x0F0F_0F0F_0F0F_0F0F;
+            let mut hi = u64::from(bw.add(2).cast::<u16>().read_unaligned().to_le());
+            hi = (hi | (hi << 24)) & 0x0000_00FF_0000_00FF;
+            hi = (hi | (hi << 12)) & 0x000F_000F_000F_000F;
+            hi = (hi | (hi << 6)) & 0x0303_0303_0303_0303;
+            // ls - 32 in -32..32, as i8.
+            let sc = _mm_sub_epi8(
+                _mm_cvtsi64_si128((lo | (hi << 4)) as i64),
+                _mm_set1_epi8(32),
+            );
+            let (qs, ys) = (bw.add(8), ba.add(4));
+            // Σ_ib (ls_ib - 32) * Σ x * y is exact in i32: grid values are in -127..=113, so
+            // the maddubs pair sums (<= 2 * 127 * 127) cannot saturate, and 32 products per
+            // sub-block times |ls - 32| <= 32 over 8 sub-blocks stay below 2^28.
+            let mut sumi = _mm256_setzero_si256();
+            for p in 0..4 {
+                // Sub-blocks 2p and 2p + 1 side by side: low nibbles are their elements 0..16,
+                // high nibbles 16..32; the activations are regrouped to match.
+                let q = _mm256_loadu_si256(qs.add(32 * p).cast());
+                let x_lo = _mm256_shuffle_epi8(table, _mm256_and_si256(q, m4));
+                let x_hi =
+                    _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
+                let y0 = _mm256_loadu_si256(ys.add(64 * p).cast());
+                let y1 = _mm256_loadu_si256(ys.add(64 * p + 32).cast());
+                let y_lo = _mm256_permute2x128_si256::<0x20>(y0, y1);
+                let y_hi = _mm256_permute2x128_si256::<0x31>(y0, y1);
+                let sv = scale_pair(sc, 2 * p);
+                let p_lo = _mm256_madd_epi16(
+                    _mm256_maddubs_epi16(
+                        _mm256_sign_epi8(x_lo, x_lo),
+                        _mm256_sign_epi8(y_lo, x_lo),
+                    ),
+                    sv,
+                );
+                let p_hi = _mm256_madd_epi16(
+                    _mm256_maddubs_epi16(
+                        _mm256_sign_epi8(x_hi, x_hi),
+                        _mm256_sign_epi8(y_hi, x_hi),
+                    ),
+                    sv,
+                );
+                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
+            }
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        }
+    }
+    hsum(acc)
+}
+
+/// `Σ_j m_j * (bsums[2j] + bsums[2j+1])` of a Q4_K/Q5_K block in eight i32 lanes, from the
+/// eight 6-bit mins (bytes of `mn`) and the Q8_K block at `q8k`.
+///
+/// # Safety
+/// `q8k` must point to a Q8_K block (292 readable bytes).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn k_min_sums(mn: u64, q8k: *const u8) -> __m256i {
+    // SAFETY: the bsums are bytes 260..292 of the block (caller); the load is unaligned.
+    let bsums = unsafe { _mm256_loadu_si256(q8k.add(260).cast()) };
+    let pair_sums = _mm256_madd_epi16(bsums, _mm256_set1_epi16(1));
+    let mins32 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(mn as i64));
+    _mm256_mullo_epi32(pair_sums, mins32)
+}
+
+/// # Safety
+/// `w` points to `blocks` Q5_K blocks and `a` to `blocks` Q8_K blocks.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q5_k_q8_k_avx2(blocks: usize, w: *const u8, a: *const u8) -> f32 {
+    let mut acc = _mm256_setzero_ps();
+    let mut acc_mins = _mm256_setzero_ps();
+    let mask = _mm256_set1_epi8(0x0F);
+    let one = _mm256_set1_epi8(1);
+    for i in 0..blocks {
+        // SAFETY: block i of each operand is in bounds (caller); loads are unaligned and
+        // stay within the block's fields (d, dmin, scales at 4..16, qh at 16..48, qs at
+        // 48..176; the Q8_K scale at 0..4, values at 4..260, bsums at 260..292).
+        unsafe {
+            let (bw, ba) = (w.add(i * 176), a.add(i * 292));
+            let da = ba.cast::<f32>().read_unaligned();
+            let d = f16_at(bw) * da;
+            let dmin = f16_at(bw.add(2)) * da;
+            let (sc, mn) = k_scales(bw.add(4));
+            acc_mins = _mm256_fmadd_ps(
+                _mm256_set1_ps(dmin),
+                _mm256_cvtepi32_ps(k_min_sums(mn, ba)),
+                acc_mins,
+            );
+            let sc = sc.to_le_bytes();
+            let (qs, ys) = (bw.add(48), ba.add(4));
+            // Bits 2k and 2k+1 of qh[l] are the fifth bits of elements 64k + l and 64k + 32 + l;
+            // shifting the whole vector right by 2 per step keeps them at bits 0 and 1 of each
+            // byte (at most 7 bits of shift, so no bit of the next byte reaches them).
+            let mut hb = _mm256_loadu_si256(bw.add(16).cast());
+            let mut sumi = _mm256_setzero_si256();
+            for k in 0..4 {
+                let q = _mm256_loadu_si256(qs.add(32 * k).cast());
+                let y_lo = _mm256_loadu_si256(ys.add(64 * k).cast());
+                let y_hi = _mm256_loadu_si256(ys.add(64 * k + 32).cast());
+                // q in 0..32, so the maddubs pair sums (<= 2 * 31 * 128) and their products
+                // with 6-bit scales cannot overflow.
+                let q_lo = _mm256_or_si256(
+                    _mm256_and_si256(q, mask),
+                    _mm256_slli_epi16(_mm256_and_si256(hb, one), 4),
+                );
+                let q_hi = _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16(q, 4), mask),
+                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 1), one), 4),
+                );
+                hb = _mm256_srli_epi16(hb, 2);
+                let p_lo = _mm256_madd_epi16(
+                    _mm256_maddubs_epi16(q_lo, y_lo),
+                    _mm256_set1_epi16(i16::from(sc[2 * k])),
+                );
+                let p_hi = _mm256_madd_epi16(
+                    _mm256_maddubs_epi16(q_hi, y_hi),
+                    _mm256_set1_epi16(i16::from(sc[2 * k + 1])),
+                );
+                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
+            }
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        }
+    }
+    hsum(acc) - hsum(acc_mins)
+}
+
+/// # Safety
+/// `w` points to `blocks` Q3_K blocks and `a` to `blocks` Q8_K blocks.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q3_k_q8_k_avx2(blocks: usize, w: *const u8, a: *const u8) -> f32 {
+    const KMASK1: u32 = 0x0303_0303;
+    const KMASK2: u32 = 0x0f0f_0f0f;
+    let mut acc = _mm256_setzero_ps();
+    let m3 = _mm256_set1_epi8(3);
+    let one = _mm256_set1_epi8(1);
+    let four = _mm256_set1_epi8(4);
+    for i in 0..blocks {
+        // SAFETY: block i of each operand is in bounds (caller); loads are unaligned and
+        // stay within the fields (hmask 0..32, qs 32..96, scales 96..108, d 108..110; the
+        // Q8_K scale at 0..4 and values at 4..260).
+        unsafe {
+            let (bw, ba) = (w.add(i * 110), a.add(i * 292));
+            let d = f16_at(bw.add(108)) * ba.cast::<f32>().read_unaligned();
+            // The sixteen 6-bit scales, unpacked a word at a time, minus 32 (as i8).
+            let sc = bw.add(96);
+            let a0 = sc.cast::<u32>().read_unaligned().to_le();
+            let a1 = sc.add(4).cast::<u32>().read_unaligned().to_le();
+            let tmp = sc.add(8).cast::<u32>().read_unaligned().to_le();
+            let sc16 = _mm_sub_epi8(
+                _mm_set_epi32(
+                    (((a1 >> 4) & KMASK2) | (((tmp >> 6) & KMASK1) << 4)) as i32,
+                    (((a0 >> 4) & KMASK2) | (((tmp >> 4) & KMASK1) << 4)) as i32,
+                    ((a1 & KMASK2) | (((tmp >> 2) & KMASK1) << 4)) as i32,
+                    ((a0 & KMASK2) | ((tmp & KMASK1) << 4)) as i32,
+                ),
+                _mm_set1_epi8(32),
+            );
+            // Bit 4h + s of hmask[l] is the high bit of element 128h + 32s + l; shifting right
+            // by one per step keeps it at bit 0 of each byte (at most 7 bits of shift).
+            let mut hb = _mm256_loadu_si256(bw.cast());
+            let ys = ba.add(4);
+            let mut sumi = _mm256_setzero_si256();
+            for h in 0..2 {
+                let mut q = _mm256_loadu_si256(bw.add(32 + 32 * h).cast());
+                for s in 0..4 {
+                    // Value q2 - 4 * !hbit = (q2 | hbit << 2) - 4, computed as
+                    // (q2 | hbit << 2) * y - 4 * y with the unsigned part (0..8) in maddubs; both
+                    // pair sums and their difference fit in i16 (|.| <= 2 * 7 * 128).
+                    let u = _mm256_or_si256(
+                        _mm256_and_si256(q, m3),
+                        _mm256_slli_epi16(_mm256_and_si256(hb, one), 2),
+                    );
+                    q = _mm256_srli_epi16(q, 2);
+                    hb = _mm256_srli_epi16(hb, 1);
+                    let y = _mm256_loadu_si256(ys.add(128 * h + 32 * s).cast());
+                    let p =
+                        _mm256_sub_epi16(_mm256_maddubs_epi16(u, y), _mm256_maddubs_epi16(four, y));
+                    let sv = scale_pair(sc16, 8 * h + 2 * s);
+                    sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, sv));
+                }
+            }
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        }
+    }
+    hsum(acc)
+}
+
+/// # Safety
+/// `w` points to `blocks` Q2_K blocks and `a` to `blocks` Q8_K blocks.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q2_k_q8_k_avx2(blocks: usize, w: *const u8, a: *const u8) -> f32 {
+    let mut acc = _mm256_setzero_ps();
+    let mut acc_mins = _mm256_setzero_ps();
+    let m3 = _mm256_set1_epi8(3);
+    let m4 = _mm_set1_epi8(0x0F);
+    for i in 0..blocks {
+        // SAFETY: block i of each operand is in bounds (caller); loads are unaligned and
+        // stay within the fields (scales 0..16, qs 16..80, d 80..82, dmin 82..84; the Q8_K
+        // scale at 0..4, values at 4..260, bsums at 260..292).
+        unsafe {
+            let (bw, ba) = (w.add(i * 84), a.add(i * 292));
+            let da = ba.cast::<f32>().read_unaligned();
+            let dall = da * f16_at(bw.add(80));
+            let dmin = da * f16_at(bw.add(82));
+            let sc = _mm_loadu_si128(bw.cast());
+            // Σ_j bsums[j] * (sc[j] >> 4): |bsum| <= 16 * 128 and mins < 16, exact in i32.
+            let mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), m4));
+            let bsums = _mm256_loadu_si256(ba.add(260).cast());
+            acc_mins = _mm256_fmadd_ps(
+                _mm256_set1_ps(dmin),
+                _mm256_cvtepi32_ps(_mm256_madd_epi16(bsums, mins)),
+                acc_mins,
+            );
+            let scales = _mm_and_si128(sc, m4);
+            let ys = ba.add(4);
+            let mut sumi = _mm256_setzero_si256();
+            for k in 0..2 {
+                // Bits 2s of q2[32k + l] are element 128k + 32s + l; shifting right by two per
+                // step keeps them at bits 0 and 1 of each byte (at most 6 bits of shift).
+                let mut q = _mm256_loadu_si256(bw.add(16 + 32 * k).cast());
+                for s in 0..4 {
+                    let x = _mm256_and_si256(q, m3);
+                    q = _mm256_srli_epi16(q, 2);
+                    let y = _mm256_loadu_si256(ys.add(128 * k + 32 * s).cast());
+                    let sv = scale_pair(scales, 8 * k + 2 * s);
+                    sumi =
+                        _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), sv));
+                }
+            }
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(dall), _mm256_cvtepi32_ps(sumi), acc);
+        }
+    }
+    hsum(acc) - hsum(acc_mins)
+}
+
+/// # Safety
+/// `w` and `a` point to `n` little-endian f16 values each.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn f16_f16_avx2(n: usize, w: *const u8, a: *const u8) -> f32 {
+    // Products of two f16 values are exact in f32; four accumulators of eight lanes hide the
+    // latency of the fused multiply-adds.
+    // SAFETY: called below only with i + 8 <= n, so the 16 bytes at element i of each operand
+    // are in bounds (caller); loads are unaligned.
+    let prod = |i: usize| unsafe {
+        (
+            _mm256_cvtph_ps(_mm_loadu_si128(w.add(2 * i).cast())),
+            _mm256_cvtph_ps(_mm_loadu_si128(a.add(2 * i).cast())),
+        )
+    };
+    let mut acc = [_mm256_setzero_ps(); 4];
+    let mut i = 0;
+    while i + 32 <= n {
+        for (k, acc) in acc.iter_mut().enumerate() {
+            let (x, y) = prod(i + 8 * k);
+            *acc = _mm256_fmadd_ps(x, y, *acc);
+        }
+        i += 32;
+    }
+    while i + 8 <= n {
+        let (x, y) = prod(i);
+        acc[0] = _mm256_fmadd_ps(x, y, acc[0]);
+        i += 8;
+    }
+    let mut sum = hsum(_mm256_add_ps(
+        _mm256_add_ps(acc[0], acc[1]),
+        _mm256_add_ps(acc[2], acc[3]),
+    ));
+    while i < n {
+        // SAFETY: i < n, so element i of each operand is in bounds (caller).
+        sum += unsafe { f16_at(w.add(2 * i)) * f16_at(a.add(2 * i)) };
+        i += 1;
+    }
+    sum
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -387,12 +872,27 @@ mod tests {
             (GgmlType::Q4_1, &[0, 2]),
             (GgmlType::Q4_K, &[0, 2]),
             (GgmlType::Q6_K, &[208]),
+            (GgmlType::Q5_0, &[0]),
+            (GgmlType::Q5_1, &[0, 2]),
+            (GgmlType::IQ4_NL, &[0]),
+            (GgmlType::IQ4_XS, &[0]),
+            (GgmlType::Q5_K, &[0, 2]),
+            (GgmlType::Q3_K, &[108]),
+            (GgmlType::Q2_K, &[80, 82]),
+            // Every F16 value is a "scale": finite, 2^-10 .. 2^2 in magnitude.
+            (GgmlType::F16, &[0]),
         ];
         let mut rng = Rng(0x1234_5678_9ABC_DEF1);
         for &(ty, offsets) in cases {
             let simd = kernel(ty).expect("AVX2 kernel");
             let scalar = kernel_for(ty, Isa::Scalar).expect("scalar twin");
-            for n in [256usize, 1024, 4096] {
+            // Row lengths of 1, 3, 7 and 45 blocks (or values, for F16) reach every tail of
+            // the kernels' multi-block steps.
+            let per = ty.block_size() as usize;
+            for n in [256usize, 1024, 4096]
+                .into_iter()
+                .chain([1, 3, 7, 45].map(|k| k * per))
+            {
                 for _ in 0..20 {
                     let w = weights(ty, n, offsets, &mut rng);
                     let x: Vec<f32> = (0..n).map(|_| rng.unit() * 4.0).collect();
