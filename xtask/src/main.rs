@@ -18,7 +18,8 @@ fn usage() -> &'static str {
     "usage: cargo xtask <command>\n\
      \n  fixtures [--check]  write the test files in fixtures/ (or fail if they are stale)\
      \n  models              fetch the real models into the cache ($GGUF_CACHE or ~/.cache/gguf)\
-     \n  ci                  everything CI checks: fixtures, fmt, clippy, tests, benches in test mode"
+     \n  ci                  everything CI checks: fixtures, fmt, clippy, tests, benches in test mode,\
+     \n                      and the NEON kernels under qemu when the aarch64 cross tools are installed"
 }
 
 fn main() -> Result<()> {
@@ -83,5 +84,50 @@ fn ci() -> Result<()> {
         "benches in test mode",
         cargo().args(["test", "--workspace", "--benches"]),
     )?;
-    Ok(())
+    aarch64_tests()
+}
+
+/// The NEON kernels, built for aarch64 and run under qemu. Runs when the cross tools are there
+/// (`.ci/run` installs them); on CI their absence is an error, elsewhere a skip.
+fn aarch64_tests() -> Result<()> {
+    let have = |cmd: &str| {
+        Command::new(cmd)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    let target_installed = Command::new("rustup")
+        .args(["target", "list", "--installed"])
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("aarch64-unknown-linux-gnu"));
+    if !(have("aarch64-linux-gnu-gcc") && have("qemu-aarch64") && target_installed) {
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            bail!("aarch64 cross tools missing on CI (gcc-aarch64-linux-gnu, qemu-user, rustup target aarch64-unknown-linux-gnu)");
+        }
+        eprintln!("==> skipping aarch64 (NEON) tests: install gcc-aarch64-linux-gnu and qemu-user, and `rustup target add aarch64-unknown-linux-gnu`");
+        return Ok(());
+    }
+    run(
+        "gguf-quant on aarch64 under qemu (NEON kernels)",
+        cargo()
+            .args([
+                "test",
+                "-p",
+                "gguf-quant",
+                "--lib",
+                "--test",
+                "matvec",
+                "--test",
+                "dot_reference",
+            ])
+            .args(["--target", "aarch64-unknown-linux-gnu"])
+            .env(
+                "CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER",
+                "aarch64-linux-gnu-gcc",
+            )
+            .env(
+                "CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER",
+                "qemu-aarch64 -L /usr/aarch64-linux-gnu",
+            ),
+    )
 }
