@@ -114,8 +114,18 @@ fn kernel(ty: GgmlType) -> Result<DotFn> {
 /// Quantizes activations `x` to `vec_dot_type(weight_type)` into `out` (resized as needed).
 pub fn quantize_activations(weight_type: GgmlType, x: &[f32], out: &mut Vec<u8>) -> Result<()> {
     let act = vec_dot_type(weight_type);
-    let bytes = x.len() / act.block_size() as usize * act.type_size() as usize;
-    out.resize(bytes, 0);
+    out.resize(crate::row_bytes(act, x.len())?, 0);
+    quantize_activation_row(act, x, out)
+}
+
+/// Quantizes one activation row to `act`: the same bytes as [`quantize_row`], through SIMD
+/// where there is a kernel for it.
+fn quantize_activation_row(act: GgmlType, x: &[f32], out: &mut [u8]) -> Result<()> {
+    check_lengths(act, x.len(), out.len())?;
+    #[cfg(target_arch = "x86_64")]
+    if act == GgmlType::Q8_0 && isa() == Isa::Avx2 && x86_64::avx2::quantize_q8_0(x, out) {
+        return Ok(());
+    }
     quantize_row(act, x, out)
 }
 
@@ -172,7 +182,7 @@ pub fn matmul(
     let act_row = crate::row_bytes(act, cols)?;
     scratch.resize(act_row * batch, 0);
     for (xb, qb) in x.chunks_exact(cols).zip(scratch.chunks_exact_mut(act_row)) {
-        quantize_row(act, xb, qb)?;
+        quantize_activation_row(act, xb, qb)?;
     }
     let acts: &[u8] = scratch;
     // Rows per task: four tasks per thread balance the load; at least 16 rows amortise the

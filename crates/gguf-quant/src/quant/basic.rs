@@ -92,6 +92,24 @@ pub(crate) fn cvtt(x: f32) -> i32 {
     }
 }
 
+/// C's `roundf` (halfway cases away from zero), without the libm call `f32::round` becomes on
+/// x86_64 baseline targets (no SSE4.1): quantizing activations calls it once per value.
+#[inline(always)]
+pub(crate) fn roundf(x: f32) -> f32 {
+    if !(x.abs() < 8_388_608.0) {
+        return x; // integers already (|x| >= 2^23), infinities and NaN
+    }
+    let t = (x as i32 as f32).copysign(x); // exact truncation in this range, sign of zero kept
+    let frac = x - t; // exact
+    if frac >= 0.5 {
+        t + 1.0
+    } else if frac <= -0.5 {
+        t - 1.0
+    } else {
+        t
+    }
+}
+
 fn inverse(d: f32) -> f32 {
     if d != 0.0 {
         1.0 / d
@@ -189,7 +207,7 @@ fn q8_0(src: &[f32], dst: &mut [u8]) {
         let (d, id) = q8_scale(x);
         y[..2].copy_from_slice(&f16_bytes(d));
         for (q, &v) in y[2..].iter_mut().zip(x) {
-            *q = cvtt((v * id).round()) as u8;
+            *q = cvtt(roundf(v * id)) as u8;
         }
     }
 }
@@ -200,7 +218,7 @@ fn q8_1(src: &[f32], dst: &mut [u8]) {
         y[..2].copy_from_slice(&f16_bytes(d));
         let mut sum = 0i32;
         for (q, &v) in y[4..].iter_mut().zip(x) {
-            let qi = cvtt((v * id).round()) as i8;
+            let qi = cvtt(roundf(v * id)) as i8;
             sum += i32::from(qi);
             *q = qi as u8;
         }
@@ -226,7 +244,7 @@ fn tq1_0(src: &[f32], dst: &mut [u8]) {
     }
     for (x, y) in src.chunks_exact(QK_K).zip(dst.chunks_exact_mut(54)) {
         let (d, id) = ternary_scale(x);
-        let t = |j: usize| (cvtt((x[j] * id).round()) as i8).wrapping_add(1) as u8;
+        let t = |j: usize| (cvtt(roundf(x[j] * id)) as i8).wrapping_add(1) as u8;
         let (qs, rest) = y.split_at_mut(48);
         for (l, q) in qs.iter_mut().enumerate() {
             *q = if l < 32 {
@@ -250,7 +268,7 @@ fn tq2_0(src: &[f32], dst: &mut [u8]) {
             let mut q = 0u8;
             for n in 0..4 {
                 let v = x[(j / 32) * 128 + n * 32 + j % 32];
-                q |= ((cvtt((v * id).round()) as i8).wrapping_add(1) as u8) << (2 * n);
+                q |= ((cvtt(roundf(v * id)) as i8).wrapping_add(1) as u8) << (2 * n);
             }
             *out = q;
         }
@@ -371,7 +389,7 @@ fn q2_0(src: &[f32], dst: &mut [u8]) {
         y[..2].copy_from_slice(&f16_bytes(amax));
         y[2..].fill(0);
         for (j, &v) in x.iter().enumerate() {
-            let q = cvtt((v * id).round()).wrapping_add(1).clamp(0, 3) as u8;
+            let q = cvtt(roundf(v * id)).wrapping_add(1).clamp(0, 3) as u8;
             y[2 + j / 4] |= q << (2 * (j % 4));
         }
     }
@@ -390,6 +408,42 @@ mod tests {
         assert_eq!(fp32_to_bf16(f32::from_bits(0x7F80_0001)), 0x7FC0);
         assert_eq!(fp32_to_bf16(f32::INFINITY), 0x7F80);
         assert_eq!(f16::from_f32(1.0).to_bits(), 0x3C00);
+    }
+
+    #[test]
+    fn roundf_matches_the_library_round() {
+        let mut x = 0x9E37_79B9u32;
+        let specials = [
+            0.5f32,
+            -0.5,
+            1.5,
+            -1.5,
+            2.5,
+            -2.5,
+            0.49999997,
+            -0.49999997,
+            8_388_607.5,
+            -8_388_607.5,
+            8_388_608.0,
+            1e30,
+            -0.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::MIN_POSITIVE,
+            1e-45,
+        ];
+        for v in specials.into_iter().chain((0..200_000).map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            f32::from_bits(x)
+        })) {
+            let (a, b) = (roundf(v), v.round());
+            assert!(
+                a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
+                "{v:e}: {a} vs {b}"
+            );
+        }
     }
 
     #[test]

@@ -821,6 +821,88 @@ unsafe fn f16_f16_avx2(n: usize, w: *const u8, a: *const u8) -> f32 {
     sum
 }
 
+/// Quantizes activations to Q8_0 exactly as the reference quantizer does (same bytes), eight
+/// lanes at a time. Blocks holding a NaN or an infinity, or whose inverse scale is not finite
+/// (maxima so tiny that 1/d overflows), go through the scalar reference, whose C-conversion
+/// semantics matter there. Returns `false` when this CPU lacks AVX2/FMA/F16C (nothing written).
+pub(crate) fn quantize_q8_0(x: &[f32], out: &mut [u8]) -> bool {
+    if !available() {
+        return false;
+    }
+    for (xb, yb) in x.chunks_exact(32).zip(out.chunks_exact_mut(34)) {
+        // SAFETY: AVX2/FMA/F16C were detected above; `xb` holds 32 floats and `yb` 34 bytes.
+        let done = unsafe { quantize_q8_0_block(xb.as_ptr(), yb.as_mut_ptr()) };
+        if !done {
+            crate::quant::quantize_row(GgmlType::Q8_0, xb, yb).ok();
+        }
+    }
+    true
+}
+
+/// One Q8_0 block; `false` (nothing written) for the cases left to the scalar reference.
+///
+/// # Safety
+/// `x` points to 32 readable floats and `y` to 34 writable bytes.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn quantize_q8_0_block(x: *const f32, y: *mut u8) -> bool {
+    // SAFETY: 32 floats are readable at `x` (caller); loads are unaligned.
+    let v = unsafe {
+        [
+            _mm256_loadu_ps(x),
+            _mm256_loadu_ps(x.add(8)),
+            _mm256_loadu_ps(x.add(16)),
+            _mm256_loadu_ps(x.add(24)),
+        ]
+    };
+    let abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFF_FFFF));
+    let mut nan = _mm256_setzero_ps();
+    let mut max = _mm256_setzero_ps();
+    for &v in &v {
+        nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+        max = _mm256_max_ps(max, _mm256_and_ps(v, abs_mask));
+    }
+    if _mm256_movemask_ps(nan) != 0 {
+        return false;
+    }
+    let m = _mm_max_ps(_mm256_castps256_ps128(max), _mm256_extractf128_ps(max, 1));
+    let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    let amax = _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+    let d = amax / 127.0;
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    // An infinite maximum makes inf * 0 = NaN, whose C conversion truncates where packing
+    // saturates; an infinite inverse scale likewise: leave both to the scalar reference.
+    if !amax.is_finite() || !id.is_finite() {
+        return false;
+    }
+    let idv = _mm256_set1_ps(id);
+    let half = _mm256_set1_ps(0.5);
+    let mut q = [_mm256_setzero_si256(); 4];
+    for (q, &v) in q.iter_mut().zip(&v) {
+        // roundf: truncate, then step away from zero when the dropped fraction is >= 1/2
+        // (all exact: |v * id| <= 127.x here).
+        let s = _mm256_mul_ps(v, idv);
+        let t = _mm256_cvttps_epi32(s);
+        let frac = _mm256_sub_ps(s, _mm256_cvtepi32_ps(t));
+        let up = _mm256_castps_si256(_mm256_cmp_ps(frac, half, _CMP_GE_OQ));
+        let down = _mm256_castps_si256(_mm256_cmp_ps(frac, _mm256_set1_ps(-0.5), _CMP_LE_OQ));
+        // Masks are -1 where true: subtracting `up` adds one, adding `down` subtracts one.
+        *q = _mm256_add_epi32(_mm256_sub_epi32(t, up), down);
+    }
+    // Pack 32 i32 lanes to i8 in element order (packs interleave 128-bit lanes; permute back).
+    let p16a = _mm256_packs_epi32(q[0], q[1]);
+    let p16b = _mm256_packs_epi32(q[2], q[3]);
+    let p8 = _mm256_packs_epi16(p16a, p16b);
+    let p8 = _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    let dh = crate::fp::f16_bytes(d);
+    // SAFETY: 34 bytes are writable at `y` (caller); the store is unaligned.
+    unsafe {
+        y.write(dh[0]);
+        y.add(1).write(dh[1]);
+        _mm256_storeu_si256(y.add(2).cast(), p8);
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -860,6 +942,48 @@ mod tests {
     /// by the sum of |w_i * a_i| over the dequantized values plus the K-quants' separate min
     /// terms, so we allow 1e-4 of that magnitude (k <= 64 blocks here gives ~8e-6 in theory; the
     /// rest covers min-term cancellation).
+    #[test]
+    fn q8_0_activation_quantizer_matches_the_reference_byte_for_byte() {
+        if !available() {
+            eprintln!("skipping: no AVX2/FMA/F16C on this CPU");
+            return;
+        }
+        let mut rng = Rng(0xACE1_2345_6789_0001);
+        let mut rows: Vec<Vec<f32>> = Vec::new();
+        for scale in [1.0f32, 1e-3, 300.0, 3e4, 1e-40, 1e-38] {
+            rows.push((0..4096).map(|_| rng.unit() * scale).collect());
+        }
+        // Ties at exactly half a step, zeros, constants, NaN and infinities.
+        rows.push(
+            (0..4096)
+                .map(|i| ((i % 255) as f32 - 127.0) * 0.5)
+                .collect(),
+        );
+        rows.push(vec![0.0; 4096]);
+        rows.push(vec![-2.5; 4096]);
+        let mut special: Vec<f32> = (0..4096).map(|_| rng.unit()).collect();
+        special[5] = f32::NAN;
+        special[100] = f32::INFINITY;
+        special[200] = f32::NEG_INFINITY;
+        rows.push(special);
+        for x in rows {
+            let mut ours = vec![0u8; x.len() / 32 * 34];
+            let mut reference = ours.clone();
+            assert!(quantize_q8_0(&x, &mut ours));
+            crate::quantize_row(GgmlType::Q8_0, &x, &mut reference).unwrap();
+            if let Some(b) = (0..x.len() / 32)
+                .find(|&b| ours[b * 34..(b + 1) * 34] != reference[b * 34..(b + 1) * 34])
+            {
+                panic!(
+                    "block {b}: input {:?}\nours {:?}\nreference {:?}",
+                    &x[b * 32..(b + 1) * 32],
+                    &ours[b * 34..(b + 1) * 34],
+                    &reference[b * 34..(b + 1) * 34]
+                );
+            }
+        }
+    }
+
     #[test]
     fn avx2_matches_scalar_within_reordering_bound() {
         if !available() {
