@@ -96,7 +96,7 @@ pub(crate) fn cvtt(x: f32) -> i32 {
 /// x86_64 baseline targets (no SSE4.1): quantizing activations calls it once per value.
 #[inline(always)]
 pub(crate) fn roundf(x: f32) -> f32 {
-    if !(x.abs() < 8_388_608.0) {
+    if x.is_nan() || x.abs() >= 8_388_608.0 {
         return x; // integers already (|x| >= 2^23), infinities and NaN
     }
     let t = (x as i32 as f32).copysign(x); // exact truncation in this range, sign of zero kept
