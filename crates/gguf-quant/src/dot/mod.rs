@@ -9,6 +9,8 @@
 #[cfg(target_arch = "aarch64")]
 mod aarch64;
 mod scalar;
+#[cfg(test)]
+mod simd_tests;
 #[cfg(target_arch = "x86_64")]
 mod x86_64;
 

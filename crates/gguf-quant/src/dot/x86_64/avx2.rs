@@ -906,42 +906,8 @@ unsafe fn quantize_q8_0_block(x: *const f32, y: *mut u8) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dot::{kernel_for, quantize_activations, Isa};
+    use crate::dot::simd_tests::{activations, assert_within_reordering_bound, weights, Rng};
 
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-        fn unit(&mut self) -> f32 {
-            (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-        }
-    }
-
-    /// Random weight blocks whose f16 scales (at `scale_offsets`) are finite, 2^-10 .. 2^2.
-    fn weights(ty: GgmlType, n: usize, scale_offsets: &[usize], rng: &mut Rng) -> Vec<u8> {
-        let size = ty.type_size() as usize;
-        let mut w: Vec<u8> = (0..n / ty.block_size() as usize * size)
-            .map(|_| rng.next() as u8)
-            .collect();
-        for block in w.chunks_exact_mut(size) {
-            for &at in scale_offsets {
-                let bits = (5 + (rng.next() % 12) as u16) << 10 | (rng.next() as u16 & 0x83FF);
-                block[at..at + 2].copy_from_slice(&bits.to_le_bytes());
-            }
-        }
-        w
-    }
-
-    /// SIMD and scalar kernels compute the same block terms (exact integer sums times the same
-    /// scale products) and differ only in the order the float terms are added. Reordering a sum
-    /// of `k` terms changes it by at most about k * eps * (sum of |terms|); the terms are bounded
-    /// by the sum of |w_i * a_i| over the dequantized values plus the K-quants' separate min
-    /// terms, so we allow 1e-4 of that magnitude (k <= 64 blocks here gives ~8e-6 in theory; the
-    /// rest covers min-term cancellation).
     #[test]
     fn q8_0_activation_quantizer_matches_the_reference_byte_for_byte() {
         if !available() {
@@ -984,6 +950,7 @@ mod tests {
         }
     }
 
+    /// Every AVX2 kernel against its scalar twin (see `assert_within_reordering_bound`).
     #[test]
     fn avx2_matches_scalar_within_reordering_bound() {
         if !available() {
@@ -1009,7 +976,6 @@ mod tests {
         let mut rng = Rng(0x1234_5678_9ABC_DEF1);
         for &(ty, offsets) in cases {
             let simd = kernel(ty).expect("AVX2 kernel");
-            let scalar = kernel_for(ty, Isa::Scalar).expect("scalar twin");
             // Row lengths of 1, 3, 7 and 45 blocks (or values, for F16) reach every tail of
             // the kernels' multi-block steps.
             let per = ty.block_size() as usize;
@@ -1019,24 +985,8 @@ mod tests {
             {
                 for _ in 0..20 {
                     let w = weights(ty, n, offsets, &mut rng);
-                    let x: Vec<f32> = (0..n).map(|_| rng.unit() * 4.0).collect();
-                    let mut a = Vec::new();
-                    quantize_activations(ty, &x, &mut a).unwrap();
-                    let (s, v) = (scalar(n, &w, &a), simd(n, &w, &a));
-                    let mut wf = vec![0f32; n];
-                    let mut af = vec![0f32; n];
-                    crate::dequantize_row(ty, &w, &mut wf).unwrap();
-                    crate::dequantize_row(crate::vec_dot_type(ty), &a, &mut af).unwrap();
-                    let magnitude: f64 = wf
-                        .iter()
-                        .zip(&af)
-                        .map(|(p, q)| f64::from(p.abs()) * f64::from(q.abs()))
-                        .sum();
-                    let bound = 1e-4 * (magnitude + f64::from(s.abs())) + 1e-30;
-                    assert!(
-                        (f64::from(s) - f64::from(v)).abs() <= bound,
-                        "{ty} n={n}: scalar {s} vs avx2 {v} (bound {bound:e})"
-                    );
+                    let a = activations(ty, n, &mut rng);
+                    assert_within_reordering_bound(ty, n, &w, &a, simd(n, &w, &a), "avx2");
                 }
             }
         }
