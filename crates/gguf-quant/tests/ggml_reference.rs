@@ -133,3 +133,31 @@ fn reference_input_starts_with_a_nonzero_block() {
     let x = input();
     assert!(x[..32].iter().any(|&v| v.abs() >= 1e-15));
 }
+
+/// Dequantization of the types gguf-py lacks, bit for bit against ggml's `dequantize_row_*`
+/// (vectors in tests/data/dequant/).
+#[test]
+fn dequantize_matches_ggml_where_gguf_py_has_no_reference() {
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/dequant");
+    for ty in [
+        gguf_quant::GgmlType::Q1_0,
+        gguf_quant::GgmlType::Q2_0,
+        gguf_quant::GgmlType::Q8_K,
+    ] {
+        let blocks = std::fs::read(dir.join(format!("{}.blocks", ty.name()))).unwrap();
+        let expected: Vec<f32> = std::fs::read(dir.join(format!("{}.f32", ty.name())))
+            .unwrap()
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        let mut ours = vec![0f32; expected.len()];
+        gguf_quant::dequantize_row(ty, &blocks, &mut ours).unwrap();
+        for (i, (a, b)) in ours.iter().zip(&expected).enumerate() {
+            assert_eq!(
+                a.to_bits(),
+                b.to_bits(),
+                "{ty}: element {i}: ours {a}, ggml {b}"
+            );
+        }
+    }
+}
