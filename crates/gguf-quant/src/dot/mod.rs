@@ -125,8 +125,16 @@ pub fn quantize_activations(weight_type: GgmlType, x: &[f32], out: &mut Vec<u8>)
 fn quantize_activation_row(act: GgmlType, x: &[f32], out: &mut [u8]) -> Result<()> {
     check_lengths(act, x.len(), out.len())?;
     #[cfg(target_arch = "x86_64")]
-    if act == GgmlType::Q8_0 && isa() == Isa::Avx2 && x86_64::avx2::quantize_q8_0(x, out) {
-        return Ok(());
+    if isa() == Isa::Avx2 {
+        let done = match act {
+            GgmlType::Q8_0 => x86_64::avx2::quantize_q8(x, out, false),
+            GgmlType::Q8_1 => x86_64::avx2::quantize_q8(x, out, true),
+            GgmlType::Q8_K => x86_64::avx2::quantize_q8_k(x, out),
+            _ => false,
+        };
+        if done {
+            return Ok(());
+        }
     }
     quantize_row(act, x, out)
 }

@@ -821,30 +821,37 @@ unsafe fn f16_f16_avx2(n: usize, w: *const u8, a: *const u8) -> f32 {
     sum
 }
 
-/// Quantizes activations to Q8_0 exactly as the reference quantizer does (same bytes), eight
-/// lanes at a time. Blocks holding a NaN or an infinity, or whose inverse scale is not finite
-/// (maxima so tiny that 1/d overflows), go through the scalar reference, whose C-conversion
-/// semantics matter there. Returns `false` when this CPU lacks AVX2/FMA/F16C (nothing written).
-pub(crate) fn quantize_q8_0(x: &[f32], out: &mut [u8]) -> bool {
+/// Quantizes activations to Q8_0 (`with_sum == false`) or Q8_1 (`true`: the block also stores
+/// `d * Σq`) exactly as the reference quantizers do (same bytes), eight lanes at a time.
+/// Blocks holding a NaN or an infinity, or whose inverse scale is not finite (maxima so tiny
+/// that 1/d overflows), go through the scalar reference, whose C-conversion semantics matter
+/// there. Returns `false` when this CPU lacks AVX2/FMA/F16C (nothing written).
+pub(crate) fn quantize_q8(x: &[f32], out: &mut [u8], with_sum: bool) -> bool {
     if !available() {
         return false;
     }
-    for (xb, yb) in x.chunks_exact(32).zip(out.chunks_exact_mut(34)) {
-        // SAFETY: AVX2/FMA/F16C were detected above; `xb` holds 32 floats and `yb` 34 bytes.
-        let done = unsafe { quantize_q8_0_block(xb.as_ptr(), yb.as_mut_ptr()) };
+    let (ty, size) = if with_sum {
+        (GgmlType::Q8_1, 36)
+    } else {
+        (GgmlType::Q8_0, 34)
+    };
+    for (xb, yb) in x.chunks_exact(32).zip(out.chunks_exact_mut(size)) {
+        // SAFETY: AVX2/FMA/F16C were detected above; `xb` holds 32 floats and `yb` `size` bytes.
+        let done = unsafe { quantize_q8_block(xb.as_ptr(), yb.as_mut_ptr(), with_sum) };
         if !done {
-            crate::quant::quantize_row(GgmlType::Q8_0, xb, yb).ok();
+            crate::quant::quantize_row(ty, xb, yb).ok();
         }
     }
     true
 }
 
-/// One Q8_0 block; `false` (nothing written) for the cases left to the scalar reference.
+/// One Q8_0 or Q8_1 block; `false` (nothing written) for the cases left to the scalar
+/// reference.
 ///
 /// # Safety
-/// `x` points to 32 readable floats and `y` to 34 writable bytes.
+/// `x` points to 32 readable floats and `y` to 34 (Q8_0) or 36 (Q8_1) writable bytes.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn quantize_q8_0_block(x: *const f32, y: *mut u8) -> bool {
+unsafe fn quantize_q8_block(x: *const f32, y: *mut u8, with_sum: bool) -> bool {
     // SAFETY: 32 floats are readable at `x` (caller); loads are unaligned.
     let v = unsafe {
         [
@@ -893,12 +900,128 @@ unsafe fn quantize_q8_0_block(x: *const f32, y: *mut u8) -> bool {
     let p16b = _mm256_packs_epi32(q[2], q[3]);
     let p8 = _mm256_packs_epi16(p16a, p16b);
     let p8 = _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-    let dh = crate::fp::f16_bytes(d);
-    // SAFETY: 34 bytes are writable at `y` (caller); the store is unaligned.
+    let values_at = if with_sum { 4 } else { 2 };
+    // SAFETY: 34 or 36 bytes are writable at `y` (caller); stores are unaligned.
     unsafe {
-        y.write(dh[0]);
-        y.add(1).write(dh[1]);
-        _mm256_storeu_si256(y.add(2).cast(), p8);
+        y.cast::<[u8; 2]>().write(crate::fp::f16_bytes(d));
+        if with_sum {
+            let all = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+            let s = _mm_add_epi32(
+                _mm256_castsi256_si128(all),
+                _mm256_extracti128_si256(all, 1),
+            );
+            let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+            let sum = _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 1)));
+            y.add(2)
+                .cast::<[u8; 2]>()
+                .write(crate::fp::f16_bytes(sum as f32 * d));
+        }
+        _mm256_storeu_si256(y.add(values_at).cast(), p8);
+    }
+    true
+}
+
+/// Quantizes activations to Q8_K exactly as the reference quantizer does (same bytes). Blocks
+/// holding a NaN or an infinity, all-zero blocks and blocks whose inverse scale overflows go
+/// through the scalar reference.
+/// Returns `false` when this CPU lacks AVX2/FMA/F16C (nothing written).
+pub(crate) fn quantize_q8_k(x: &[f32], out: &mut [u8]) -> bool {
+    if !available() {
+        return false;
+    }
+    for (xb, yb) in x.chunks_exact(256).zip(out.chunks_exact_mut(292)) {
+        // SAFETY: AVX2/FMA/F16C were detected above; `xb` holds 256 floats and `yb` 292 bytes.
+        let done = unsafe { quantize_q8_k_block(xb.as_ptr(), yb.as_mut_ptr()) };
+        if !done {
+            crate::quant::quantize_row(GgmlType::Q8_K, xb, yb).ok();
+        }
+    }
+    true
+}
+
+/// One Q8_K block; `false` (nothing written) for the cases left to the scalar reference.
+///
+/// # Safety
+/// `x` points to 256 readable floats and `y` to 292 writable bytes.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn quantize_q8_k_block(x: *const f32, y: *mut u8) -> bool {
+    let abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFF_FFFF));
+    let inf = _mm256_set1_ps(f32::INFINITY);
+    let mut v = [_mm256_setzero_ps(); 32];
+    let mut max = _mm256_setzero_ps();
+    let mut bad = _mm256_setzero_ps();
+    for (k, v) in v.iter_mut().enumerate() {
+        // SAFETY: 256 floats are readable at `x` (caller); loads are unaligned.
+        *v = unsafe { _mm256_loadu_ps(x.add(8 * k)) };
+        let a = _mm256_and_ps(*v, abs_mask);
+        // NaN is unordered and infinity equals infinity: both flag the block.
+        bad = _mm256_or_ps(bad, _mm256_cmp_ps(a, inf, _CMP_NLT_UQ));
+        max = _mm256_max_ps(max, a);
+    }
+    if _mm256_movemask_ps(bad) != 0 {
+        return false;
+    }
+    let m = _mm_max_ps(_mm256_castps256_ps128(max), _mm256_extractf128_ps(max, 1));
+    let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    let amax = _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+    if amax == 0.0 {
+        return false;
+    }
+    // The reference keeps the first value of largest magnitude, with its sign.
+    let target = _mm256_set1_ps(amax);
+    let mut signed_max = amax;
+    for (k, &v) in v.iter().enumerate() {
+        let hits = _mm256_movemask_ps(_mm256_cmp_ps(
+            _mm256_and_ps(v, abs_mask),
+            target,
+            _CMP_EQ_OQ,
+        ));
+        if hits != 0 {
+            // SAFETY: lane `hits.trailing_zeros()` of vector k is element 8k + lane < 256.
+            signed_max = unsafe { x.add(8 * k + hits.trailing_zeros() as usize).read() };
+            break;
+        }
+    }
+    let iscale = -127.0 / signed_max;
+    if !iscale.is_finite() {
+        // A subnormal maximum: the reference's bit-trick rounding of infinite products is left
+        // to the scalar path.
+        return false;
+    }
+    let scale = _mm256_set1_ps(iscale);
+    // Round to nearest, ties to even: the reference's `nearest_int` for |values| < 2^22.
+    let mut q = [_mm256_setzero_si256(); 32];
+    for (q, &v) in q.iter_mut().zip(&v) {
+        *q = _mm256_cvtps_epi32(_mm256_mul_ps(scale, v));
+    }
+    // SAFETY: 292 bytes are writable at `y` (caller): d at 0..4, values at 4..260, bsums at
+    // 260..292; stores are unaligned.
+    unsafe {
+        y.cast::<[u8; 4]>().write((1.0 / iscale).to_le_bytes());
+        for g in 0..8 {
+            // Saturating packs clamp to 127 as the reference's `min(127)` does (values never
+            // fall below -127 here).
+            let p16a = _mm256_packs_epi32(q[4 * g], q[4 * g + 1]);
+            let p16b = _mm256_packs_epi32(q[4 * g + 2], q[4 * g + 3]);
+            let p8 = _mm256_packs_epi16(p16a, p16b);
+            let p8 = _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+            _mm256_storeu_si256(y.add(4 + 32 * g).cast(), p8);
+        }
+        // Sums of each 16 stored values (after the clamp), from the stored bytes.
+        for g in 0..16 {
+            let bytes = _mm_loadu_si128(y.add(4 + 16 * g).cast());
+            let wide = _mm256_cvtepi8_epi16(bytes);
+            let pairs = _mm256_madd_epi16(wide, _mm256_set1_epi16(1));
+            let s = _mm_add_epi32(
+                _mm256_castsi256_si128(pairs),
+                _mm256_extracti128_si256(pairs, 1),
+            );
+            let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+            let sum = _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 1)));
+            y.add(260 + 2 * g)
+                .cast::<[u8; 2]>()
+                .write((sum as i16).to_le_bytes());
+        }
     }
     true
 }
@@ -909,7 +1032,58 @@ mod tests {
     use crate::dot::simd_tests::{activations, assert_within_reordering_bound, weights, Rng};
 
     #[test]
-    fn q8_0_activation_quantizer_matches_the_reference_byte_for_byte() {
+    fn q8_k_activation_quantizer_matches_the_reference_byte_for_byte() {
+        if !available() {
+            eprintln!("skipping: no AVX2/FMA/F16C on this CPU");
+            return;
+        }
+        let mut rng = Rng(0x0DDB_A11C_AFE0_0002);
+        let mut rows: Vec<Vec<f32>> = Vec::new();
+        for scale in [1.0f32, 1e-3, 300.0, 3e4, 1e-40, 1e-38] {
+            rows.push((0..4096).map(|_| rng.unit() * scale).collect());
+        }
+        // Ties between +m and -m (the first one sets the sign), halves, zeros, constants,
+        // NaN and infinities.
+        let mut ties: Vec<f32> = (0..4096).map(|_| rng.unit()).collect();
+        ties[7] = -3.0;
+        ties[9] = 3.0;
+        ties[300] = 3.0;
+        ties[301] = -3.0;
+        rows.push(ties);
+        rows.push(
+            (0..4096)
+                .map(|i| ((i % 255) as f32 - 127.0) * 0.5)
+                .collect(),
+        );
+        rows.push(vec![0.0; 4096]);
+        rows.push(vec![-2.5; 4096]);
+        let mut special: Vec<f32> = (0..4096).map(|_| rng.unit()).collect();
+        special[5] = f32::NAN;
+        special[600] = f32::INFINITY;
+        special[1200] = f32::NEG_INFINITY;
+        rows.push(special);
+        for x in rows {
+            let mut ours = vec![0u8; x.len() / 256 * 292];
+            let mut reference = ours.clone();
+            assert!(quantize_q8_k(&x, &mut ours));
+            crate::quantize_row(GgmlType::Q8_K, &x, &mut reference).unwrap();
+            if let Some(b) = (0..x.len() / 256)
+                .find(|&b| ours[b * 292..(b + 1) * 292] != reference[b * 292..(b + 1) * 292])
+            {
+                let diff = (0..292)
+                    .find(|&i| ours[b * 292 + i] != reference[b * 292 + i])
+                    .unwrap();
+                panic!(
+                    "block {b}, byte {diff}: ours {} reference {}",
+                    ours[b * 292 + diff],
+                    reference[b * 292 + diff]
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn q8_0_and_q8_1_activation_quantizers_match_the_reference_byte_for_byte() {
         if !available() {
             eprintln!("skipping: no AVX2/FMA/F16C on this CPU");
             return;
@@ -935,8 +1109,13 @@ mod tests {
         for x in rows {
             let mut ours = vec![0u8; x.len() / 32 * 34];
             let mut reference = ours.clone();
-            assert!(quantize_q8_0(&x, &mut ours));
+            assert!(quantize_q8(&x, &mut ours, false));
             crate::quantize_row(GgmlType::Q8_0, &x, &mut reference).unwrap();
+            let mut ours1 = vec![0u8; x.len() / 32 * 36];
+            let mut reference1 = ours1.clone();
+            assert!(quantize_q8(&x, &mut ours1, true));
+            crate::quantize_row(GgmlType::Q8_1, &x, &mut reference1).unwrap();
+            assert!(ours1 == reference1, "Q8_1 differs");
             if let Some(b) = (0..x.len() / 32)
                 .find(|&b| ours[b * 34..(b + 1) * 34] != reference[b * 34..(b + 1) * 34])
             {
