@@ -77,3 +77,57 @@ pub(crate) fn assert_within_reordering_bound(
         "{ty} n={n}: scalar {scalar} vs {isa} {simd} (bound {bound:e})"
     );
 }
+
+/// Rows of 4096 activations that exercise an activation quantizer: several magnitudes
+/// (subnormal to large), ties between +m and -m (the first sets the sign), values at exactly
+/// half a step, zeros, a constant, and NaN and infinities.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // only x86_64 has SIMD quantizers yet
+pub(crate) fn activation_test_rows(rng: &mut Rng) -> Vec<Vec<f32>> {
+    let mut rows: Vec<Vec<f32>> = [1.0f32, 1e-3, 300.0, 3e4, 1e-40, 1e-38]
+        .into_iter()
+        .map(|scale| (0..4096).map(|_| rng.unit() * scale).collect())
+        .collect();
+    let mut ties: Vec<f32> = (0..4096).map(|_| rng.unit()).collect();
+    ties[7] = -3.0;
+    ties[9] = 3.0;
+    ties[300] = 3.0;
+    ties[301] = -3.0;
+    rows.push(ties);
+    rows.push(
+        (0..4096)
+            .map(|i| ((i % 255) as f32 - 127.0) * 0.5)
+            .collect(),
+    );
+    rows.push(vec![0.0; 4096]);
+    rows.push(vec![-2.5; 4096]);
+    let mut special: Vec<f32> = (0..4096).map(|_| rng.unit()).collect();
+    special[5] = f32::NAN;
+    special[100] = f32::INFINITY;
+    special[200] = f32::NEG_INFINITY;
+    special[600] = f32::INFINITY;
+    special[1200] = f32::NEG_INFINITY;
+    rows.push(special);
+    rows
+}
+
+/// Asserts that an activation quantizer wrote the same bytes as `ty`'s reference quantizer for
+/// `x`, naming the first differing block and byte.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+pub(crate) fn assert_same_as_reference(ty: GgmlType, x: &[f32], ours: &[u8]) {
+    let mut reference = vec![0u8; ours.len()];
+    crate::quantize_row(ty, x, &mut reference).unwrap();
+    let size = ty.type_size() as usize;
+    if let Some(b) = (0..ours.len() / size)
+        .find(|&b| ours[b * size..(b + 1) * size] != reference[b * size..(b + 1) * size])
+    {
+        let at = (0..size)
+            .find(|&i| ours[b * size + i] != reference[b * size + i])
+            .unwrap_or(0);
+        panic!(
+            "{ty}: block {b}, byte {at}: ours {} reference {} (input {:?})",
+            ours[b * size + at],
+            reference[b * size + at],
+            &x[b * ty.block_size() as usize..(b + 1) * ty.block_size() as usize]
+        );
+    }
+}

@@ -1029,103 +1029,27 @@ unsafe fn quantize_q8_k_block(x: *const f32, y: *mut u8) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dot::simd_tests::{activations, assert_within_reordering_bound, weights, Rng};
+    use crate::dot::simd_tests::{
+        activation_test_rows, activations, assert_same_as_reference,
+        assert_within_reordering_bound, weights, Rng,
+    };
 
     #[test]
-    fn q8_k_activation_quantizer_matches_the_reference_byte_for_byte() {
+    fn activation_quantizers_match_the_references_byte_for_byte() {
         if !available() {
             eprintln!("skipping: no AVX2/FMA/F16C on this CPU");
             return;
         }
-        let mut rng = Rng(0x0DDB_A11C_AFE0_0002);
-        let mut rows: Vec<Vec<f32>> = Vec::new();
-        for scale in [1.0f32, 1e-3, 300.0, 3e4, 1e-40, 1e-38] {
-            rows.push((0..4096).map(|_| rng.unit() * scale).collect());
-        }
-        // Ties between +m and -m (the first one sets the sign), halves, zeros, constants,
-        // NaN and infinities.
-        let mut ties: Vec<f32> = (0..4096).map(|_| rng.unit()).collect();
-        ties[7] = -3.0;
-        ties[9] = 3.0;
-        ties[300] = 3.0;
-        ties[301] = -3.0;
-        rows.push(ties);
-        rows.push(
-            (0..4096)
-                .map(|i| ((i % 255) as f32 - 127.0) * 0.5)
-                .collect(),
-        );
-        rows.push(vec![0.0; 4096]);
-        rows.push(vec![-2.5; 4096]);
-        let mut special: Vec<f32> = (0..4096).map(|_| rng.unit()).collect();
-        special[5] = f32::NAN;
-        special[600] = f32::INFINITY;
-        special[1200] = f32::NEG_INFINITY;
-        rows.push(special);
-        for x in rows {
-            let mut ours = vec![0u8; x.len() / 256 * 292];
-            let mut reference = ours.clone();
-            assert!(quantize_q8_k(&x, &mut ours));
-            crate::quantize_row(GgmlType::Q8_K, &x, &mut reference).unwrap();
-            if let Some(b) = (0..x.len() / 256)
-                .find(|&b| ours[b * 292..(b + 1) * 292] != reference[b * 292..(b + 1) * 292])
-            {
-                let diff = (0..292)
-                    .find(|&i| ours[b * 292 + i] != reference[b * 292 + i])
-                    .unwrap();
-                panic!(
-                    "block {b}, byte {diff}: ours {} reference {}",
-                    ours[b * 292 + diff],
-                    reference[b * 292 + diff]
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn q8_0_and_q8_1_activation_quantizers_match_the_reference_byte_for_byte() {
-        if !available() {
-            eprintln!("skipping: no AVX2/FMA/F16C on this CPU");
-            return;
-        }
-        let mut rng = Rng(0xACE1_2345_6789_0001);
-        let mut rows: Vec<Vec<f32>> = Vec::new();
-        for scale in [1.0f32, 1e-3, 300.0, 3e4, 1e-40, 1e-38] {
-            rows.push((0..4096).map(|_| rng.unit() * scale).collect());
-        }
-        // Ties at exactly half a step, zeros, constants, NaN and infinities.
-        rows.push(
-            (0..4096)
-                .map(|i| ((i % 255) as f32 - 127.0) * 0.5)
-                .collect(),
-        );
-        rows.push(vec![0.0; 4096]);
-        rows.push(vec![-2.5; 4096]);
-        let mut special: Vec<f32> = (0..4096).map(|_| rng.unit()).collect();
-        special[5] = f32::NAN;
-        special[100] = f32::INFINITY;
-        special[200] = f32::NEG_INFINITY;
-        rows.push(special);
-        for x in rows {
-            let mut ours = vec![0u8; x.len() / 32 * 34];
-            let mut reference = ours.clone();
-            assert!(quantize_q8(&x, &mut ours, false));
-            crate::quantize_row(GgmlType::Q8_0, &x, &mut reference).unwrap();
-            let mut ours1 = vec![0u8; x.len() / 32 * 36];
-            let mut reference1 = ours1.clone();
-            assert!(quantize_q8(&x, &mut ours1, true));
-            crate::quantize_row(GgmlType::Q8_1, &x, &mut reference1).unwrap();
-            assert!(ours1 == reference1, "Q8_1 differs");
-            if let Some(b) = (0..x.len() / 32)
-                .find(|&b| ours[b * 34..(b + 1) * 34] != reference[b * 34..(b + 1) * 34])
-            {
-                panic!(
-                    "block {b}: input {:?}\nours {:?}\nreference {:?}",
-                    &x[b * 32..(b + 1) * 32],
-                    &ours[b * 34..(b + 1) * 34],
-                    &reference[b * 34..(b + 1) * 34]
-                );
-            }
+        for x in activation_test_rows(&mut Rng(0xACE1_2345_6789_0001)) {
+            let mut q8_0 = vec![0u8; x.len() / 32 * 34];
+            assert!(quantize_q8(&x, &mut q8_0, false));
+            assert_same_as_reference(GgmlType::Q8_0, &x, &q8_0);
+            let mut q8_1 = vec![0u8; x.len() / 32 * 36];
+            assert!(quantize_q8(&x, &mut q8_1, true));
+            assert_same_as_reference(GgmlType::Q8_1, &x, &q8_1);
+            let mut q8_k = vec![0u8; x.len() / 256 * 292];
+            assert!(quantize_q8_k(&x, &mut q8_k));
+            assert_same_as_reference(GgmlType::Q8_K, &x, &q8_k);
         }
     }
 
