@@ -180,15 +180,15 @@ fn q3_k(src: &[u8], dst: &mut [f32]) {
 /// The eight 6-bit (scale, min) pairs of a Q4_K/Q5_K block.
 #[inline(always)]
 pub(crate) fn k_scale_min(s: &[u8]) -> ([u8; 8], [u8; 8]) {
-    let mut sc = [0u8; 8];
-    let mut mn = [0u8; 8];
-    for j in 0..4 {
-        sc[j] = s[j] & 0x3F;
-        mn[j] = s[j + 4] & 0x3F;
-        sc[j + 4] = (s[j + 8] & 0x0F) | ((s[j] >> 2) & 0x30);
-        mn[j + 4] = (s[j + 8] >> 4) | ((s[j + 4] >> 2) & 0x30);
-    }
-    (sc, mn)
+    // A 32-bit word at a time: four scales (or mins) per word, in byte order.
+    let word = |i: usize| u32::from_le_bytes([s[i], s[i + 1], s[i + 2], s[i + 3]]);
+    let (w0, w1, w2) = (word(0), word(4), word(8));
+    let sc_lo = w0 & 0x3F3F_3F3F;
+    let mn_lo = w1 & 0x3F3F_3F3F;
+    let sc_hi = (w2 & 0x0F0F_0F0F) | ((w0 >> 2) & 0x3030_3030);
+    let mn_hi = ((w2 >> 4) & 0x0F0F_0F0F) | ((w1 >> 2) & 0x3030_3030);
+    let join = |lo: u32, hi: u32| (u64::from(lo) | (u64::from(hi) << 32)).to_le_bytes();
+    (join(sc_lo, sc_hi), join(mn_lo, mn_hi))
 }
 
 fn q4_k(src: &[u8], dst: &mut [f32]) {

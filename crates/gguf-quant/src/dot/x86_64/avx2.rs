@@ -11,6 +11,7 @@
 use std::arch::x86_64::*;
 
 use super::super::DotFn;
+use crate::dequant::k_scale_min;
 use crate::grids::KVALUES_IQ4NL;
 use crate::GgmlType;
 
@@ -82,6 +83,29 @@ fn hsum(v: __m256) -> f32 {
     let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     let s = _mm_add_ss(s, _mm_movehdup_ps(s));
     _mm_cvtss_f32(s)
+}
+
+/// Two 32-value sub-blocks of unsigned `q` (< 128) times signed `y`, each sum weighted by its
+/// 6-bit scale, as eight i32 lane sums (the inner step of Q4_K and Q5_K).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn scaled_sub_blocks(
+    q0: __m256i,
+    y0: __m256i,
+    s0: u8,
+    q1: __m256i,
+    y1: __m256i,
+    s1: u8,
+) -> __m256i {
+    let p0 = _mm256_madd_epi16(
+        _mm256_maddubs_epi16(q0, y0),
+        _mm256_set1_epi16(i16::from(s0)),
+    );
+    let p1 = _mm256_madd_epi16(
+        _mm256_maddubs_epi16(q1, y1),
+        _mm256_set1_epi16(i16::from(s1)),
+    );
+    _mm256_add_epi32(p0, p1)
 }
 
 /// Eight i32 lane sums of the products of 32 signed bytes `x` and `y`.
@@ -295,17 +319,13 @@ unsafe fn q4_k_q8_k_avx2(blocks: usize, w: *const u8, a: *const u8) -> f32 {
             let da = ba.cast::<f32>().read_unaligned();
             let d = da * f16_at(bw);
             let dmin = da * f16_at(bw.add(2));
-            let (sc, mn) = k_scales(bw.add(4));
+            let (sc, mn) = k_scale_min(std::slice::from_raw_parts(bw.add(4), 12));
             // Σ_j m_j * (bsums[2j] + bsums[2j+1]), kept in eight lanes until the end.
-            let pair_sums =
-                _mm256_madd_epi16(_mm256_loadu_si256(ba.add(260).cast()), _mm256_set1_epi16(1));
-            let mins32 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(mn as i64));
             acc_mins = _mm256_fmadd_ps(
                 _mm256_set1_ps(dmin),
-                _mm256_cvtepi32_ps(_mm256_mullo_epi32(pair_sums, mins32)),
+                _mm256_cvtepi32_ps(k_min_sums(mn, ba)),
                 acc_mins,
             );
-            let sc = sc.to_le_bytes();
             let (qs, ys) = (bw.add(16), ba.add(4));
             let mut sumi = _mm256_setzero_si256();
             for k in 0..4 {
@@ -314,45 +334,13 @@ unsafe fn q4_k_q8_k_avx2(blocks: usize, w: *const u8, a: *const u8) -> f32 {
                 let y_hi = _mm256_loadu_si256(ys.add(64 * k + 32).cast());
                 let q_lo = _mm256_and_si256(q, mask);
                 let q_hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), mask);
-                let p_lo = _mm256_madd_epi16(
-                    _mm256_maddubs_epi16(q_lo, y_lo),
-                    _mm256_set1_epi16(i16::from(sc[2 * k])),
-                );
-                let p_hi = _mm256_madd_epi16(
-                    _mm256_maddubs_epi16(q_hi, y_hi),
-                    _mm256_set1_epi16(i16::from(sc[2 * k + 1])),
-                );
-                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
+                let p = scaled_sub_blocks(q_lo, y_lo, sc[2 * k], q_hi, y_hi, sc[2 * k + 1]);
+                sumi = _mm256_add_epi32(sumi, p);
             }
             acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
         }
     }
     hsum(acc) - hsum(acc_mins)
-}
-
-/// The eight 6-bit scales and eight 6-bit mins of a Q4_K/Q5_K block (12 bytes at `p`), each
-/// as eight bytes of a little-endian u64, unpacked a word at a time.
-///
-/// # Safety
-/// `p` must point to 12 readable bytes.
-#[inline]
-unsafe fn k_scales(p: *const u8) -> (u64, u64) {
-    // SAFETY: the caller guarantees 12 readable bytes; reads are unaligned.
-    let (w0, w1, w2) = unsafe {
-        (
-            p.cast::<u32>().read_unaligned().to_le(),
-            p.add(4).cast::<u32>().read_unaligned().to_le(),
-            p.add(8).cast::<u32>().read_unaligned().to_le(),
-        )
-    };
-    let sc_lo = w0 & 0x3F3F_3F3F;
-    let mn_lo = w1 & 0x3F3F_3F3F;
-    let sc_hi = (w2 & 0x0F0F_0F0F) | ((w0 >> 2) & 0x3030_3030);
-    let mn_hi = ((w2 >> 4) & 0x0F0F_0F0F) | ((w1 >> 2) & 0x3030_3030);
-    (
-        u64::from(sc_lo) | (u64::from(sc_hi) << 32),
-        u64::from(mn_lo) | (u64::from(mn_hi) << 32),
-    )
 }
 
 /// # Safety
@@ -603,11 +591,11 @@ unsafe fn iq4_xs_q8_k_avx2(blocks: usize, w: *const u8, a: *const u8) -> f32 {
 /// `q8k` must point to a Q8_K block (292 readable bytes).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn k_min_sums(mn: u64, q8k: *const u8) -> __m256i {
+unsafe fn k_min_sums(mn: [u8; 8], q8k: *const u8) -> __m256i {
     // SAFETY: the bsums are bytes 260..292 of the block (caller); the load is unaligned.
     let bsums = unsafe { _mm256_loadu_si256(q8k.add(260).cast()) };
     let pair_sums = _mm256_madd_epi16(bsums, _mm256_set1_epi16(1));
-    let mins32 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(mn as i64));
+    let mins32 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(i64::from_le_bytes(mn)));
     _mm256_mullo_epi32(pair_sums, mins32)
 }
 
@@ -628,13 +616,12 @@ unsafe fn q5_k_q8_k_avx2(blocks: usize, w: *const u8, a: *const u8) -> f32 {
             let da = ba.cast::<f32>().read_unaligned();
             let d = f16_at(bw) * da;
             let dmin = f16_at(bw.add(2)) * da;
-            let (sc, mn) = k_scales(bw.add(4));
+            let (sc, mn) = k_scale_min(std::slice::from_raw_parts(bw.add(4), 12));
             acc_mins = _mm256_fmadd_ps(
                 _mm256_set1_ps(dmin),
                 _mm256_cvtepi32_ps(k_min_sums(mn, ba)),
                 acc_mins,
             );
-            let sc = sc.to_le_bytes();
             let (qs, ys) = (bw.add(48), ba.add(4));
             // Bits 2k and 2k+1 of qh[l] are the fifth bits of elements 64k + l and 64k + 32 + l;
             // shifting the whole vector right by 2 per step keeps them at bits 0 and 1 of each
@@ -656,15 +643,8 @@ unsafe fn q5_k_q8_k_avx2(blocks: usize, w: *const u8, a: *const u8) -> f32 {
                     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 1), one), 4),
                 );
                 hb = _mm256_srli_epi16(hb, 2);
-                let p_lo = _mm256_madd_epi16(
-                    _mm256_maddubs_epi16(q_lo, y_lo),
-                    _mm256_set1_epi16(i16::from(sc[2 * k])),
-                );
-                let p_hi = _mm256_madd_epi16(
-                    _mm256_maddubs_epi16(q_hi, y_hi),
-                    _mm256_set1_epi16(i16::from(sc[2 * k + 1])),
-                );
-                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
+                let p = scaled_sub_blocks(q_lo, y_lo, sc[2 * k], q_hi, y_hi, sc[2 * k + 1]);
+                sumi = _mm256_add_epi32(sumi, p);
             }
             acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
         }
