@@ -6,6 +6,31 @@
 //! The scalar kernels follow ggml's generic C operation for operation; SIMD kernels sum in
 //! another order and are tested against their scalar twins within a stated bound.
 
+/// Defines a safe dot-product wrapper `$name` around an ISA module's
+/// `unsafe fn $inner(blocks, w: *const u8, a: *const u8) -> f32` for weights of type `$w`
+/// (activations of `vec_dot_type($w)`).
+///
+/// Each ISA module hands its wrappers out only through its `kernel()`, which returns them only
+/// after `available()` confirmed the instruction set; the public entry points checked that `w`
+/// and `a` hold exactly the blocks for `n` elements, and the assert below re-checks it.
+macro_rules! safe_wrapper {
+    ($name:ident, $inner:ident, $w:ident) => {
+        fn $name(n: usize, w: &[u8], a: &[u8]) -> f32 {
+            const W: crate::GgmlType = crate::GgmlType::$w;
+            const A: crate::GgmlType = crate::dot::vec_dot_type(W);
+            let blocks = n / W.block_size() as usize;
+            assert!(
+                w.len() >= blocks * W.type_size() as usize
+                    && a.len() >= blocks * A.type_size() as usize
+            );
+            // SAFETY: the CPU has the instruction set (see above), and the assert makes the
+            // block count the kernel reads from each pointer a bound check, so even a wrong
+            // caller cannot make it read out of bounds.
+            unsafe { $inner(blocks, w.as_ptr(), a.as_ptr()) }
+        }
+    };
+}
+
 #[cfg(target_arch = "aarch64")]
 mod aarch64;
 mod scalar;

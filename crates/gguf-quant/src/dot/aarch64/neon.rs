@@ -43,27 +43,11 @@ pub(crate) fn kernel(ty: GgmlType) -> Option<DotFn> {
     })
 }
 
-// Each safe wrapper is reachable only through `kernel`, which returns it only after
-// `available()` confirmed NEON; the public entry points checked that `w` and `a` hold exactly
-// the blocks for `n` elements.
-macro_rules! safe_wrapper {
-    ($name:ident, $inner:ident, $w_block:expr, $a_block:expr, $elements:expr) => {
-        fn $name(n: usize, w: &[u8], a: &[u8]) -> f32 {
-            let blocks = n / $elements;
-            assert!(w.len() >= blocks * $w_block && a.len() >= blocks * $a_block);
-            // SAFETY: see the comment above the macro; the assert makes the block count the
-            // kernel reads from each pointer a bound check, so even a wrong caller cannot
-            // make it read out of bounds.
-            unsafe { $inner(blocks, w.as_ptr(), a.as_ptr()) }
-        }
-    };
-}
-
-safe_wrapper!(q8_0_q8_0, q8_0_q8_0_neon, 34, 34, 32);
-safe_wrapper!(q4_0_q8_0, q4_0_q8_0_neon, 18, 34, 32);
-safe_wrapper!(q4_1_q8_1, q4_1_q8_1_neon, 20, 36, 32);
-safe_wrapper!(q4_k_q8_k, q4_k_q8_k_neon, 144, 292, 256);
-safe_wrapper!(q6_k_q8_k, q6_k_q8_k_neon, 210, 292, 256);
+safe_wrapper!(q8_0_q8_0, q8_0_q8_0_neon, Q8_0);
+safe_wrapper!(q4_0_q8_0, q4_0_q8_0_neon, Q4_0);
+safe_wrapper!(q4_1_q8_1, q4_1_q8_1_neon, Q4_1);
+safe_wrapper!(q4_k_q8_k, q4_k_q8_k_neon, Q4_K);
+safe_wrapper!(q6_k_q8_k, q6_k_q8_k_neon, Q6_K);
 
 /// The little-endian f16 at `p` as f32, exactly (the shared table lookup).
 ///

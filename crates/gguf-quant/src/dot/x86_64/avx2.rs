@@ -45,35 +45,19 @@ pub(crate) fn kernel(ty: GgmlType) -> Option<DotFn> {
     })
 }
 
-// Each safe wrapper is reachable only through `kernel`, which returns it only after
-// `available()` confirmed AVX2, FMA and F16C; the public entry points checked that `w` and `a`
-// hold exactly the blocks for `n` elements.
-macro_rules! safe_wrapper {
-    ($name:ident, $inner:ident, $w_block:expr, $a_block:expr, $elements:expr) => {
-        fn $name(n: usize, w: &[u8], a: &[u8]) -> f32 {
-            let blocks = n / $elements;
-            assert!(w.len() >= blocks * $w_block && a.len() >= blocks * $a_block);
-            // SAFETY: see the comment above the macro; the assert makes the block count the
-            // kernel reads from each pointer a bound check, so even a wrong caller cannot
-            // make it read out of bounds.
-            unsafe { $inner(blocks, w.as_ptr(), a.as_ptr()) }
-        }
-    };
-}
-
-safe_wrapper!(q8_0_q8_0, q8_0_q8_0_avx2, 34, 34, 32);
-safe_wrapper!(q4_0_q8_0, q4_0_q8_0_avx2, 18, 34, 32);
-safe_wrapper!(q4_1_q8_1, q4_1_q8_1_avx2, 20, 36, 32);
-safe_wrapper!(q4_k_q8_k, q4_k_q8_k_avx2, 144, 292, 256);
-safe_wrapper!(q6_k_q8_k, q6_k_q8_k_avx2, 210, 292, 256);
-safe_wrapper!(q5_0_q8_0, q5_0_q8_0_avx2, 22, 34, 32);
-safe_wrapper!(q5_1_q8_1, q5_1_q8_1_avx2, 24, 36, 32);
-safe_wrapper!(iq4_nl_q8_0, iq4_nl_q8_0_avx2, 18, 34, 32);
-safe_wrapper!(iq4_xs_q8_k, iq4_xs_q8_k_avx2, 136, 292, 256);
-safe_wrapper!(q5_k_q8_k, q5_k_q8_k_avx2, 176, 292, 256);
-safe_wrapper!(q3_k_q8_k, q3_k_q8_k_avx2, 110, 292, 256);
-safe_wrapper!(q2_k_q8_k, q2_k_q8_k_avx2, 84, 292, 256);
-safe_wrapper!(f16_f16, f16_f16_avx2, 2, 2, 1);
+safe_wrapper!(q8_0_q8_0, q8_0_q8_0_avx2, Q8_0);
+safe_wrapper!(q4_0_q8_0, q4_0_q8_0_avx2, Q4_0);
+safe_wrapper!(q4_1_q8_1, q4_1_q8_1_avx2, Q4_1);
+safe_wrapper!(q4_k_q8_k, q4_k_q8_k_avx2, Q4_K);
+safe_wrapper!(q6_k_q8_k, q6_k_q8_k_avx2, Q6_K);
+safe_wrapper!(q5_0_q8_0, q5_0_q8_0_avx2, Q5_0);
+safe_wrapper!(q5_1_q8_1, q5_1_q8_1_avx2, Q5_1);
+safe_wrapper!(iq4_nl_q8_0, iq4_nl_q8_0_avx2, IQ4_NL);
+safe_wrapper!(iq4_xs_q8_k, iq4_xs_q8_k_avx2, IQ4_XS);
+safe_wrapper!(q5_k_q8_k, q5_k_q8_k_avx2, Q5_K);
+safe_wrapper!(q3_k_q8_k, q3_k_q8_k_avx2, Q3_K);
+safe_wrapper!(q2_k_q8_k, q2_k_q8_k_avx2, Q2_K);
+safe_wrapper!(f16_f16, f16_f16_avx2, F16);
 
 /// Sum of the eight lanes.
 #[inline]
