@@ -29,6 +29,49 @@ macro_rules! safe_wrapper {
             unsafe { $inner(blocks, w.as_ptr(), a.as_ptr()) }
         }
     };
+    // `$inner` is generic over the number of rows `R` it computes at once:
+    // `unsafe fn $inner<const R: usize>(blocks, ws: [*const u8; R], ahead: usize, a) -> [f32; R]`
+    // (`ahead`: the prefetch distance in bytes, 0 for none). `$name` computes one row with it;
+    // `$rows` (a [`RowsFn`]) any number, `$group` at a time, prefetching the next group.
+    ($name:ident, $inner:ident, $w:ident, rows: $rows:ident, group: $group:literal) => {
+        fn $name(n: usize, w: &[u8], a: &[u8]) -> f32 {
+            const W: crate::GgmlType = crate::GgmlType::$w;
+            const A: crate::GgmlType = crate::dot::vec_dot_type(W);
+            let blocks = n / W.block_size() as usize;
+            assert!(
+                w.len() >= blocks * W.type_size() as usize
+                    && a.len() >= blocks * A.type_size() as usize
+            );
+            // SAFETY: as in the one-row arm above.
+            unsafe { $inner::<1>(blocks, [w.as_ptr()], 0, a.as_ptr())[0] }
+        }
+
+        fn $rows(n: usize, w: &[u8], row_bytes: usize, a: &[u8], out: &mut [f32]) {
+            const W: crate::GgmlType = crate::GgmlType::$w;
+            const A: crate::GgmlType = crate::dot::vec_dot_type(W);
+            const G: usize = $group;
+            let blocks = n / W.block_size() as usize;
+            let used = blocks * W.type_size() as usize;
+            assert!(
+                row_bytes >= used
+                    && w.len() >= out.len().saturating_sub(1) * row_bytes + used
+                    && a.len() >= blocks * A.type_size() as usize
+            );
+            let row = |r: usize| w[r * row_bytes..].as_ptr();
+            let groups = out.len() / G;
+            for g in 0..groups {
+                let rows = std::array::from_fn(|k| row(G * g + k));
+                // SAFETY: the CPU has the instruction set; the assert bounds each of the
+                // group's rows (`used` bytes from its start) and the activations.
+                let ys = unsafe { $inner::<G>(blocks, rows, G * row_bytes, a.as_ptr()) };
+                out[G * g..G * g + G].copy_from_slice(&ys);
+            }
+            for r in groups * G..out.len() {
+                // SAFETY: as above, for one of the last rows.
+                out[r] = unsafe { $inner::<1>(blocks, [row(r)], 0, a.as_ptr())[0] };
+            }
+        }
+    };
 }
 
 #[cfg(target_arch = "aarch64")]
@@ -47,6 +90,32 @@ use crate::{check_lengths, quantize_row, GgmlType};
 /// A dot-product kernel: `n` elements of weight blocks `w` against activation blocks `a`
 /// (lengths checked by the caller).
 pub(crate) type DotFn = fn(n: usize, w: &[u8], a: &[u8]) -> f32;
+
+/// A kernel that computes `out.len()` dot products at once: rows `r` of `w`, `row_bytes` apart
+/// (`n` elements each), against the activation blocks `a`. Each result equals the [`DotFn`]'s
+/// for that row, bit for bit.
+pub(crate) type RowsFn = fn(n: usize, w: &[u8], row_bytes: usize, a: &[u8], out: &mut [f32]);
+
+/// The kernels for one weight type: one row at a time, and several when the ISA has that.
+#[derive(Clone, Copy)]
+struct Kernels {
+    dot: DotFn,
+    rows: Option<RowsFn>,
+}
+
+impl Kernels {
+    /// Rows `r` of `w` (`row_bytes` apart) against `a`, into `out[r]`.
+    fn rows(&self, n: usize, w: &[u8], row_bytes: usize, a: &[u8], out: &mut [f32]) {
+        match self.rows {
+            Some(rows) => rows(n, w, row_bytes, a, out),
+            None => {
+                for (r, o) in out.iter_mut().enumerate() {
+                    *o = (self.dot)(n, &w[r * row_bytes..(r + 1) * row_bytes], a);
+                }
+            }
+        }
+    }
+}
 
 /// The activation type ggml quantizes the other operand to for weights of type `ty`.
 pub const fn vec_dot_type(ty: GgmlType) -> GgmlType {
@@ -120,12 +189,34 @@ pub(crate) fn kernel_for(ty: GgmlType, isa: Isa) -> Option<DotFn> {
     simd.or_else(|| scalar::kernel(ty))
 }
 
+/// The several-rows kernel for weights of type `ty` on `isa`, if there is one.
+fn rows_kernel_for(ty: GgmlType, isa: Isa) -> Option<RowsFn> {
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => x86_64::avx2::rows_kernel(ty),
+        _ => {
+            let _ = ty;
+            None
+        }
+    }
+}
+
 fn kernel(ty: GgmlType) -> Result<DotFn> {
-    static TABLE: OnceLock<Vec<Option<DotFn>>> = OnceLock::new();
+    kernels(ty).map(|k| k.dot)
+}
+
+fn kernels(ty: GgmlType) -> Result<Kernels> {
+    static TABLE: OnceLock<Vec<Option<Kernels>>> = OnceLock::new();
     let table = TABLE.get_or_init(|| {
         let isa = isa();
         (0..64u32)
-            .map(|id| GgmlType::from_id_opt(id).and_then(|t| kernel_for(t, isa)))
+            .map(|id| {
+                let ty = GgmlType::from_id_opt(id)?;
+                Some(Kernels {
+                    dot: kernel_for(ty, isa)?,
+                    rows: rows_kernel_for(ty, isa),
+                })
+            })
             .collect()
     });
     table
@@ -186,6 +277,9 @@ pub fn matvec(
     matmul(ty, weights, cols, x, 1, y, scratch)
 }
 
+/// Weight rows a batched product takes at once (they stay in L1 across the activation rows).
+const ROWS_PER_GROUP: usize = 4;
+
 /// `Y = X W^T` for `batch` activation rows `x` (each `cols` long) against the weight matrix:
 /// `y[b * rows + r] = dot(W[r], x[b])`, where `rows = y.len() / batch`. Parallel over blocks of
 /// weight rows; each weight row is read once for the whole batch.
@@ -212,7 +306,7 @@ pub fn matmul(
             y.len()
         )));
     }
-    let f = kernel(ty)?;
+    let k = kernels(ty)?;
     let act = vec_dot_type(ty);
     let act_row = crate::row_bytes(act, cols)?;
     scratch.resize(act_row * batch, 0);
@@ -228,10 +322,8 @@ pub fn matmul(
             .enumerate()
             .for_each(|(task, out)| {
                 let first = task * rows_per_task;
-                for (i, o) in out.iter_mut().enumerate() {
-                    let r = first + i;
-                    *o = f(cols, &weights[r * row_bytes..(r + 1) * row_bytes], acts);
-                }
+                let w = &weights[first * row_bytes..(first + out.len()) * row_bytes];
+                k.rows(cols, w, row_bytes, acts, out);
             });
     } else {
         // Compute a (batch x rows_per_task) tile per task, then scatter into y.
@@ -241,10 +333,14 @@ pub fn matmul(
                 let first = task * rows_per_task;
                 let count = rows_per_task.min(rows - first);
                 let mut tile = vec![0f32; count * batch];
-                for i in 0..count {
-                    let w = &weights[(first + i) * row_bytes..(first + i + 1) * row_bytes];
+                // A few weight rows at a time against every activation row, so the weights
+                // are read from memory once and from L1 for the rest of the batch.
+                for i in (0..count).step_by(ROWS_PER_GROUP) {
+                    let group = ROWS_PER_GROUP.min(count - i);
+                    let w = &weights[(first + i) * row_bytes..(first + i + group) * row_bytes];
                     for (b, a) in acts.chunks_exact(act_row).enumerate() {
-                        tile[b * count + i] = f(cols, w, a);
+                        let out = &mut tile[b * count + i..b * count + i + group];
+                        k.rows(cols, w, row_bytes, a, out);
                     }
                 }
                 (first, tile)

@@ -10,7 +10,7 @@
 
 use std::arch::x86_64::*;
 
-use super::super::DotFn;
+use super::super::{DotFn, RowsFn};
 use crate::dequant::k_scale_min;
 use crate::grids::KVALUES_IQ4NL;
 use crate::GgmlType;
@@ -45,11 +45,26 @@ pub(crate) fn kernel(ty: GgmlType) -> Option<DotFn> {
     })
 }
 
-safe_wrapper!(q8_0_q8_0, q8_0_q8_0_avx2, Q8_0);
-safe_wrapper!(q4_0_q8_0, q4_0_q8_0_avx2, Q4_0);
-safe_wrapper!(q4_1_q8_1, q4_1_q8_1_avx2, Q4_1);
-safe_wrapper!(q4_k_q8_k, q4_k_q8_k_avx2, Q4_K);
-safe_wrapper!(q6_k_q8_k, q6_k_q8_k_avx2, Q6_K);
+/// The AVX2 kernel that computes several rows per call for weights of type `ty`, if there is one.
+pub(crate) fn rows_kernel(ty: GgmlType) -> Option<RowsFn> {
+    if !available() {
+        return None;
+    }
+    Some(match ty {
+        GgmlType::Q8_0 => q8_0_q8_0_rows,
+        GgmlType::Q4_0 => q4_0_q8_0_rows,
+        GgmlType::Q4_1 => q4_1_q8_1_rows,
+        GgmlType::Q6_K => q6_k_q8_k_rows,
+        GgmlType::Q4_K => q4_k_q8_k_rows,
+        _ => return None,
+    })
+}
+
+safe_wrapper!(q8_0_q8_0, q8_0_q8_0_avx2, Q8_0, rows: q8_0_q8_0_rows, group: 4);
+safe_wrapper!(q4_0_q8_0, q4_0_q8_0_avx2, Q4_0, rows: q4_0_q8_0_rows, group: 4);
+safe_wrapper!(q4_1_q8_1, q4_1_q8_1_avx2, Q4_1, rows: q4_1_q8_1_rows, group: 4);
+safe_wrapper!(q4_k_q8_k, q4_k_q8_k_avx2, Q4_K, rows: q4_k_q8_k_rows, group: 1);
+safe_wrapper!(q6_k_q8_k, q6_k_q8_k_avx2, Q6_K, rows: q6_k_q8_k_rows, group: 1);
 safe_wrapper!(q5_0_q8_0, q5_0_q8_0_avx2, Q5_0);
 safe_wrapper!(q5_1_q8_1, q5_1_q8_1_avx2, Q5_1);
 safe_wrapper!(iq4_nl_q8_0, iq4_nl_q8_0_avx2, IQ4_NL);
@@ -69,27 +84,71 @@ fn hsum(v: __m256) -> f32 {
     _mm_cvtss_f32(s)
 }
 
-/// Two 32-value sub-blocks of unsigned `q` (< 128) times signed `y`, each sum weighted by its
-/// 6-bit scale, as eight i32 lane sums (the inner step of Q4_K and Q5_K).
+/// The eight 6-bit sub-block scales of a K-quant block as i16, in both 128-bit lanes, for
+/// [`scaled_sub_blocks`].
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn k_scales(sc: [u8; 8]) -> __m256i {
+    _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(i64::from_le_bytes(sc))))
+}
+
+/// Sub-blocks `2k` (unsigned `q0` < 128 times signed `y0`) and `2k + 1` (`q1`, `y1`) of 32
+/// values, each sum weighted by its scale from [`k_scales`], as eight i32 lane sums (the inner
+/// step of Q4_K and Q5_K).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn scaled_sub_blocks(
     q0: __m256i,
     y0: __m256i,
-    s0: u8,
     q1: __m256i,
     y1: __m256i,
-    s1: u8,
+    scales: __m256i,
+    k: usize,
 ) -> __m256i {
-    let p0 = _mm256_madd_epi16(
-        _mm256_maddubs_epi16(q0, y0),
-        _mm256_set1_epi16(i16::from(s0)),
-    );
-    let p1 = _mm256_madd_epi16(
-        _mm256_maddubs_epi16(q1, y1),
-        _mm256_set1_epi16(i16::from(s1)),
-    );
+    // Scale j in every i16 lane: one byte shuffle.
+    let scale = |j: usize| {
+        let (lo, hi) = ((2 * j) as u8, (2 * j + 1) as u8);
+        let pick = i64::from_le_bytes([lo, hi, lo, hi, lo, hi, lo, hi]);
+        _mm256_shuffle_epi8(scales, _mm256_set1_epi64x(pick))
+    };
+    let p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(q0, y0), scale(2 * k));
+    let p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(q1, y1), scale(2 * k + 1));
     _mm256_add_epi32(p0, p1)
+}
+
+/// The eight sums of 32 consecutive values of a Q8_K block (pairs of its 16-value `bsums`), as
+/// i16 (|sum| <= 32 * 128).
+///
+/// # Safety
+/// `q8k` must point to a Q8_K block.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q8k_sums32(q8k: *const u8) -> __m128i {
+    // SAFETY: the bsums are bytes 260..292 of the block (caller); the load is unaligned.
+    let bsums = unsafe { _mm256_loadu_si256(q8k.add(260).cast()) };
+    _mm_hadd_epi16(
+        _mm256_castsi256_si128(bsums),
+        _mm256_extracti128_si256::<1>(bsums),
+    )
+}
+
+/// Σ_j m_j * sums32[j] (the K-quant min correction) in four i32 lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn k_min_products(mn: [u8; 8], sums32: __m128i) -> __m128i {
+    _mm_madd_epi16(
+        _mm_cvtepu8_epi16(_mm_cvtsi64_si128(i64::from_le_bytes(mn))),
+        sums32,
+    )
+}
+
+/// Sum of the four lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn hsum4(v: __m128) -> f32 {
+    let s = _mm_add_ps(v, _mm_movehl_ps(v, v));
+    let s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    _mm_cvtss_f32(s)
 }
 
 /// Eight i32 lane sums of the products of 32 signed bytes `x` and `y`.
@@ -120,6 +179,9 @@ fn nibbles(b: __m128i) -> __m256i {
 
 /// The product of the two little-endian f16 values at `a` and `b`, broadcast to eight lanes.
 ///
+/// Each value is broadcast as f16 and converted in all eight lanes at once (two instructions
+/// each), rather than assembled in a register, converted and broadcast after the product.
+///
 /// # Safety
 /// `a` and `b` must each point to 2 readable bytes.
 #[inline]
@@ -128,15 +190,21 @@ unsafe fn f16_product(a: *const u8, b: *const u8) -> __m256 {
     // SAFETY: the caller guarantees 2 readable bytes at each pointer.
     let (x, y) = unsafe {
         (
-            a.cast::<u16>().read_unaligned(),
-            b.cast::<u16>().read_unaligned(),
+            a.cast::<i16>().read_unaligned(),
+            b.cast::<i16>().read_unaligned(),
         )
     };
-    let v = _mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(x) | (i32::from(y) << 16)));
-    _mm256_broadcastss_ps(_mm_mul_ss(v, _mm_movehdup_ps(v)))
+    _mm256_mul_ps(
+        _mm256_cvtph_ps(_mm_set1_epi16(x)),
+        _mm256_cvtph_ps(_mm_set1_epi16(y)),
+    )
 }
 
 /// One little-endian f16 at `a` as f32.
+///
+/// Broadcast, then converted: building the vector with `_mm_cvtsi32_si128` lets LLVM insert
+/// the value into whatever register is at hand (`vpinsrw`), often an accumulator, which chains
+/// every block's conversion to the previous block's sum.
 ///
 /// # Safety
 /// `a` must point to 2 readable bytes.
@@ -144,18 +212,51 @@ unsafe fn f16_product(a: *const u8, b: *const u8) -> __m256 {
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn f16_at(a: *const u8) -> f32 {
     // SAFETY: the caller guarantees 2 readable bytes.
-    let x = unsafe { a.cast::<u16>().read_unaligned() };
-    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(x))))
+    let x = unsafe { a.cast::<i16>().read_unaligned() };
+    _mm_cvtss_f32(_mm_cvtph_ps(_mm_set1_epi16(x)))
+}
+
+/// The little-endian f16 at `a` as f32, in all eight lanes (a broadcast load and one
+/// conversion; using every lane keeps LLVM from narrowing it to `vpinsrw`, see [`f16_at`]).
+///
+/// # Safety
+/// `a` must point to 2 readable bytes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn f16_splat(a: *const u8) -> __m256 {
+    // SAFETY: the caller guarantees 2 readable bytes.
+    let x = unsafe { a.cast::<i16>().read_unaligned() };
+    _mm256_cvtph_ps(_mm_set1_epi16(x))
+}
+
+/// Asks for the cache line `ahead` bytes past `p` (0: none). Kernels that compute a group of
+/// rows pass the group's size in bytes, so each block prefetches the same block of the next
+/// group, and the rows stream in from L3 or memory while these are computed (Q8_0 mat-vec
+/// 576x1536: 21 to 24 GB/s).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn prefetch(p: *const u8, ahead: usize) {
+    if ahead != 0 {
+        // A prefetch never faults, so the address may lie past the matrix (it does for the
+        // last group); `wrapping_add` keeps computing it free of undefined behaviour.
+        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(ahead).cast());
+    }
 }
 
 /// # Safety
-/// `w` and `a` point to `blocks` Q8_0 blocks each.
+/// Each of `ws` points to `blocks` Q8_0 blocks, and so does `a`. `ahead`: see [`prefetch`].
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q8_0_q8_0_avx2(blocks: usize, w: *const u8, a: *const u8) -> f32 {
-    // SAFETY: `two_accumulators` calls this only for i < blocks, so block i of each operand is
-    // in bounds (caller); loads are unaligned.
-    let block = |i: usize| unsafe {
-        let (bw, ba) = (w.add(i * 34), a.add(i * 34));
+unsafe fn q8_0_q8_0_avx2<const R: usize>(
+    blocks: usize,
+    ws: [*const u8; R],
+    ahead: usize,
+    a: *const u8,
+) -> [f32; R] {
+    // SAFETY: `two_accumulators` calls this only for r < R and i < blocks, so block i of each
+    // operand is in bounds (caller); loads are unaligned.
+    let block = |r: usize, i: usize| unsafe {
+        let (bw, ba) = (ws[r].add(i * 34), a.add(i * 34));
+        prefetch(bw, ahead);
         let x = _mm256_loadu_si256(bw.add(2).cast());
         let y = _mm256_loadu_si256(ba.add(2).cast());
         (f16_product(bw, ba), _mm256_cvtepi32_ps(dot_i8(x, y)))
@@ -163,25 +264,39 @@ unsafe fn q8_0_q8_0_avx2(blocks: usize, w: *const u8, a: *const u8) -> f32 {
     two_accumulators(blocks, block)
 }
 
-/// Sums `d * v` over the blocks, two blocks per step into two accumulators, so consecutive
-/// fused multiply-adds do not wait on each other.
+/// Sums `d * v` over the blocks of each of `R` rows (`block(row, i)`), two blocks per step into
+/// two accumulators per row, so consecutive fused multiply-adds do not wait on each other.
+/// Every row is summed in the same order whatever `R` is, so a row's result does not depend on
+/// the rows computed beside it.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn two_accumulators(blocks: usize, block: impl Fn(usize) -> (__m256, __m256)) -> f32 {
-    let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+fn two_accumulators<const R: usize>(
+    blocks: usize,
+    block: impl Fn(usize, usize) -> (__m256, __m256),
+) -> [f32; R] {
+    let mut acc0 = [_mm256_setzero_ps(); R];
+    let mut acc1 = [_mm256_setzero_ps(); R];
     let mut i = 0;
     while i + 1 < blocks {
-        let (d0, v0) = block(i);
-        let (d1, v1) = block(i + 1);
-        acc0 = _mm256_fmadd_ps(d0, v0, acc0);
-        acc1 = _mm256_fmadd_ps(d1, v1, acc1);
+        for r in 0..R {
+            let (d0, v0) = block(r, i);
+            let (d1, v1) = block(r, i + 1);
+            acc0[r] = _mm256_fmadd_ps(d0, v0, acc0[r]);
+            acc1[r] = _mm256_fmadd_ps(d1, v1, acc1[r]);
+        }
         i += 2;
     }
     if i < blocks {
-        let (d0, v0) = block(i);
-        acc0 = _mm256_fmadd_ps(d0, v0, acc0);
+        for (r, acc) in acc0.iter_mut().enumerate() {
+            let (d0, v0) = block(r, i);
+            *acc = _mm256_fmadd_ps(d0, v0, *acc);
+        }
     }
-    hsum(_mm256_add_ps(acc0, acc1))
+    let mut sums = [0f32; R];
+    for r in 0..R {
+        sums[r] = hsum(_mm256_add_ps(acc0[r], acc1[r]));
+    }
+    sums
 }
 
 /// The products `d_w * d_a` of the f16 scales that start four consecutive blocks of each
@@ -248,145 +363,227 @@ unsafe fn scaled_blocks(
 }
 
 /// # Safety
-/// `w` points to `blocks` Q4_0 blocks and `a` to `blocks` Q8_0 blocks.
+/// Each of `ws` points to `blocks` Q4_0 blocks and `a` to `blocks` Q8_0 blocks. `ahead`: see [`prefetch`].
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q4_0_q8_0_avx2(blocks: usize, w: *const u8, a: *const u8) -> f32 {
+unsafe fn q4_0_q8_0_avx2<const R: usize>(
+    blocks: usize,
+    ws: [*const u8; R],
+    ahead: usize,
+    a: *const u8,
+) -> [f32; R] {
     let eight = _mm256_set1_epi8(8);
-    // SAFETY: `two_accumulators` calls this only for i < blocks, so block i of each operand is
-    // in bounds (caller); loads are unaligned.
-    let block = |i: usize| unsafe {
-        let (bw, ba) = (w.add(i * 18), a.add(i * 34));
-        let x = _mm256_sub_epi8(nibbles(_mm_loadu_si128(bw.add(2).cast())), eight);
+    // SAFETY: `two_accumulators` calls this only for r < R and i < blocks, so block i of each
+    // operand is in bounds (caller); loads are unaligned.
+    let block = |r: usize, i: usize| unsafe {
+        let (bw, ba) = (ws[r].add(i * 18), a.add(i * 34));
+        // One prefetch per 36 bytes (a cache line holds 3.6 blocks).
+        if i.is_multiple_of(2) {
+            prefetch(bw, ahead);
+        }
+        let q = nibbles(_mm_loadu_si128(bw.add(2).cast()));
         let y = _mm256_loadu_si256(ba.add(2).cast());
-        (f16_product(bw, ba), _mm256_cvtepi32_ps(dot_i8(x, y)))
+        // Pair sums of (q - 8) * y as q * y - 8 * y (each exact in i16: |q y| <= 15 * 128).
+        // The 8 * y term depends on the activations only, so rows computed together share
+        // it, and no sign juggling is needed since q is unsigned.
+        let pairs = _mm256_sub_epi16(_mm256_maddubs_epi16(q, y), _mm256_maddubs_epi16(eight, y));
+        let v = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+        (f16_product(bw, ba), _mm256_cvtepi32_ps(v))
     };
     two_accumulators(blocks, block)
 }
 
 /// # Safety
-/// `w` points to `blocks` Q4_1 blocks and `a` to `blocks` Q8_1 blocks.
+/// Each of `ws` points to `blocks` Q4_1 blocks and `a` to `blocks` Q8_1 blocks. `ahead`: see [`prefetch`].
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q4_1_q8_1_avx2(blocks: usize, w: *const u8, a: *const u8) -> f32 {
-    let mut acc = _mm256_setzero_ps();
-    let mut mins = 0f32;
+unsafe fn q4_1_q8_1_avx2<const R: usize>(
+    blocks: usize,
+    ws: [*const u8; R],
+    ahead: usize,
+    a: *const u8,
+) -> [f32; R] {
+    let mut acc = [_mm256_setzero_ps(); R];
+    let mut mins = [0f32; R];
     for i in 0..blocks {
         // SAFETY: block i of each operand is in bounds (caller); loads are unaligned.
         unsafe {
-            let (bw, ba) = (w.add(i * 20), a.add(i * 36));
-            // Lanes 0 and 1: d_w * d_a and m_w * s_a, from one conversion per operand.
-            let wdm = _mm_cvtph_ps(_mm_cvtsi32_si128(bw.cast::<i32>().read_unaligned()));
+            let ba = a.add(i * 36);
             let ads = _mm_cvtph_ps(_mm_cvtsi32_si128(ba.cast::<i32>().read_unaligned()));
-            let p = _mm_mul_ps(wdm, ads);
-            mins += _mm_cvtss_f32(_mm_movehdup_ps(p));
-            let d = _mm256_broadcastss_ps(p);
-            let q = nibbles(_mm_loadu_si128(bw.add(4).cast()));
             let y = _mm256_loadu_si256(ba.add(4).cast());
-            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_u8_i8(q, y)), acc);
+            for r in 0..R {
+                let bw = ws[r].add(i * 20);
+                prefetch(bw, ahead);
+                // Lanes 0 and 1: d_w * d_a and m_w * s_a, from one conversion per operand.
+                let wdm = _mm_cvtph_ps(_mm_cvtsi32_si128(bw.cast::<i32>().read_unaligned()));
+                let p = _mm_mul_ps(wdm, ads);
+                mins[r] += _mm_cvtss_f32(_mm_movehdup_ps(p));
+                let d = _mm256_broadcastss_ps(p);
+                let q = nibbles(_mm_loadu_si128(bw.add(4).cast()));
+                acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_u8_i8(q, y)), acc[r]);
+            }
         }
     }
-    hsum(acc) + mins
+    let mut sums = [0f32; R];
+    for r in 0..R {
+        sums[r] = hsum(acc[r]) + mins[r];
+    }
+    sums
 }
 
 /// # Safety
-/// `w` points to `blocks` Q4_K blocks and `a` to `blocks` Q8_K blocks.
+/// Each of `ws` points to `blocks` Q4_K blocks and `a` to `blocks` Q8_K blocks. `ahead`: see
+/// [`prefetch`].
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q4_k_q8_k_avx2(blocks: usize, w: *const u8, a: *const u8) -> f32 {
-    let mut acc = _mm256_setzero_ps();
-    let mut acc_mins = _mm256_setzero_ps();
+unsafe fn q4_k_q8_k_avx2<const R: usize>(
+    blocks: usize,
+    ws: [*const u8; R],
+    _ahead: usize,
+    a: *const u8,
+) -> [f32; R] {
+    let mut acc = [_mm256_setzero_ps(); R];
+    let mut acc_mins = [_mm_setzero_ps(); R];
     let mask = _mm256_set1_epi8(0x0F);
     for i in 0..blocks {
         // SAFETY: block i of each operand is in bounds (caller); loads are unaligned and
         // stay within the block's fields (d, dmin, scales at 4..16, qs at 16..144; the Q8_K
         // scale at 0..4, values at 4..260, bsums at 260..292).
         unsafe {
-            let (bw, ba) = (w.add(i * 144), a.add(i * 292));
-            let da = ba.cast::<f32>().read_unaligned();
-            let d = da * f16_at(bw);
-            let dmin = da * f16_at(bw.add(2));
-            let (sc, mn) = k_scale_min(std::slice::from_raw_parts(bw.add(4), 12));
-            // Σ_j m_j * (bsums[2j] + bsums[2j+1]), kept in eight lanes until the end.
-            acc_mins = _mm256_fmadd_ps(
-                _mm256_set1_ps(dmin),
-                _mm256_cvtepi32_ps(k_min_sums(mn, ba)),
-                acc_mins,
-            );
-            let (qs, ys) = (bw.add(16), ba.add(4));
-            let mut sumi = _mm256_setzero_si256();
-            for k in 0..4 {
-                let q = _mm256_loadu_si256(qs.add(32 * k).cast());
-                let y_lo = _mm256_loadu_si256(ys.add(64 * k).cast());
-                let y_hi = _mm256_loadu_si256(ys.add(64 * k + 32).cast());
-                let q_lo = _mm256_and_si256(q, mask);
-                let q_hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), mask);
-                let p = scaled_sub_blocks(q_lo, y_lo, sc[2 * k], q_hi, y_hi, sc[2 * k + 1]);
-                sumi = _mm256_add_epi32(sumi, p);
+            let ba = a.add(i * 292);
+            let da = _mm256_set1_ps(ba.cast::<f32>().read_unaligned());
+            let ys = ba.add(4);
+            let sums32 = q8k_sums32(ba);
+            for r in 0..R {
+                let bw = ws[r].add(i * 144);
+                let d = _mm256_mul_ps(da, f16_splat(bw));
+                let dmin = _mm256_mul_ps(da, f16_splat(bw.add(2)));
+                let (sc, mn) = k_scale_min(std::slice::from_raw_parts(bw.add(4), 12));
+                let scales = k_scales(sc);
+                // Σ_j m_j * sums32[j], kept in four lanes until the end.
+                acc_mins[r] = _mm_fmadd_ps(
+                    _mm256_castps256_ps128(dmin),
+                    _mm_cvtepi32_ps(k_min_products(mn, sums32)),
+                    acc_mins[r],
+                );
+                let qs = bw.add(16);
+                let mut sumi = _mm256_setzero_si256();
+                for k in 0..4 {
+                    let q = _mm256_loadu_si256(qs.add(32 * k).cast());
+                    let y_lo = _mm256_loadu_si256(ys.add(64 * k).cast());
+                    let y_hi = _mm256_loadu_si256(ys.add(64 * k + 32).cast());
+                    let q_lo = _mm256_and_si256(q, mask);
+                    let q_hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), mask);
+                    let p = scaled_sub_blocks(q_lo, y_lo, q_hi, y_hi, scales, k);
+                    sumi = _mm256_add_epi32(sumi, p);
+                }
+                acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc[r]);
             }
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
         }
     }
-    hsum(acc) - hsum(acc_mins)
+    let mut sums = [0f32; R];
+    for r in 0..R {
+        sums[r] = hsum(acc[r]) - hsum4(acc_mins[r]);
+    }
+    sums
 }
 
 /// # Safety
-/// `w` points to `blocks` Q6_K blocks and `a` to `blocks` Q8_K blocks.
+/// Each of `ws` points to `blocks` Q6_K blocks and `a` to `blocks` Q8_K blocks. `ahead`: see [`prefetch`].
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q6_k_q8_k_avx2(blocks: usize, w: *const u8, a: *const u8) -> f32 {
-    let mut acc = _mm256_setzero_ps();
+unsafe fn q6_k_q8_k_avx2<const R: usize>(
+    blocks: usize,
+    ws: [*const u8; R],
+    ahead: usize,
+    a: *const u8,
+) -> [f32; R] {
+    let mut acc = [_mm256_setzero_ps(); R];
     let m4 = _mm256_set1_epi8(0x0F);
-    let m2 = _mm256_set1_epi8(0x03);
-    let k32 = _mm256_set1_epi8(32);
     for i in 0..blocks {
         // SAFETY: block i of each operand is in bounds (caller); loads are unaligned and
         // stay within the fields (ql 0..128, qh 128..192, scales 192..208, d 208..210; the
-        // Q8_K scale at 0..4 and values at 4..260).
+        // Q8_K scale at 0..4, values at 4..260, bsums at 260..292).
         unsafe {
-            let (bw, ba) = (w.add(i * 210), a.add(i * 292));
-            let (ql, qh, scales) = (bw, bw.add(128), bw.add(192));
-            let d = ba.cast::<f32>().read_unaligned() * f16_at(bw.add(208));
+            let ba = a.add(i * 292);
             let ys = ba.add(4);
-            let sc16 = _mm_loadu_si128(scales.cast());
-            let mut sumi = _mm256_setzero_si256();
-            for h in 0..2 {
-                let l1 = _mm256_loadu_si256(ql.add(64 * h).cast());
-                let l2 = _mm256_loadu_si256(ql.add(64 * h + 32).cast());
-                let hb = _mm256_loadu_si256(qh.add(32 * h).cast());
-                let groups = [
-                    _mm256_or_si256(
-                        _mm256_and_si256(l1, m4),
-                        _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4),
-                    ),
-                    _mm256_or_si256(
-                        _mm256_and_si256(l2, m4),
-                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4),
-                    ),
-                    _mm256_or_si256(
-                        _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4),
-                    ),
-                    _mm256_or_si256(
-                        _mm256_and_si256(_mm256_srli_epi16(l2, 4), m4),
-                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4),
-                    ),
-                ];
-                for (g, q) in groups.into_iter().enumerate() {
-                    let y = _mm256_loadu_si256(ys.add(128 * h + 32 * g).cast());
-                    // (q - 32) * y, as q * y - 32 * y so maddubs sees an unsigned q.
-                    let p =
-                        _mm256_sub_epi16(_mm256_maddubs_epi16(q, y), _mm256_maddubs_epi16(k32, y));
-                    // [s(2j) x 8, s(2j+1) x 8] as i16, j = 4h + g.
-                    let j = (4 * h + g) as i8;
-                    let pick = _mm_set_epi64x(
-                        i64::from_ne_bytes([(2 * j + 1) as u8; 8]),
-                        i64::from_ne_bytes([(2 * j) as u8; 8]),
-                    );
-                    let sv = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc16, pick));
-                    sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, sv));
+            let bsums = _mm256_loadu_si256(ba.add(260).cast());
+            for r in 0..R {
+                let bw = ws[r].add(i * 210);
+                // A Q6_K block spans four cache lines.
+                for line in 0..4 {
+                    prefetch(bw.add(64 * line), ahead);
                 }
+                let (ql, qh) = (bw, bw.add(128));
+                let d = _mm256_mul_ps(
+                    _mm256_set1_ps(ba.cast::<f32>().read_unaligned()),
+                    f16_splat(bw.add(208)),
+                );
+                let sc16 = _mm_loadu_si128(bw.add(192).cast());
+                let sc = _mm256_broadcastsi128_si256(sc16);
+                // The stored q is the value plus 32: Σ s_j (q - 32) y = Σ s_j q y - 32 Σ s_j b_j
+                // over the 16-value sums b_j of y (Q8_K's bsums), one madd for the block.
+                let offset =
+                    _mm256_slli_epi32(_mm256_madd_epi16(bsums, _mm256_cvtepi8_epi16(sc16)), 5);
+                let mut sumi = _mm256_setzero_si256();
+                for h in 0..2 {
+                    let l1 = _mm256_loadu_si256(ql.add(64 * h).cast());
+                    let l2 = _mm256_loadu_si256(ql.add(64 * h + 32).cast());
+                    let hb = _mm256_loadu_si256(qh.add(32 * h).cast());
+                    // Six-bit values of the four 32-value groups: low nibble | two high bits.
+                    let groups = [
+                        _mm256_or_si256(
+                            _mm256_and_si256(l1, m4),
+                            _mm256_slli_epi16(_mm256_and_si256(hb, _mm256_set1_epi8(0x03)), 4),
+                        ),
+                        _mm256_or_si256(
+                            _mm256_and_si256(l2, m4),
+                            _mm256_slli_epi16(_mm256_and_si256(hb, _mm256_set1_epi8(0x0C)), 2),
+                        ),
+                        _mm256_or_si256(
+                            _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                            _mm256_and_si256(hb, _mm256_set1_epi8(0x30)),
+                        ),
+                        _mm256_or_si256(
+                            _mm256_and_si256(_mm256_srli_epi16(l2, 4), m4),
+                            _mm256_srli_epi16(
+                                _mm256_and_si256(hb, _mm256_set1_epi8(0xC0u8 as i8)),
+                                2,
+                            ),
+                        ),
+                    ];
+                    let mut p = [_mm256_setzero_si256(); 4];
+                    for (g, q) in groups.into_iter().enumerate() {
+                        let y = _mm256_loadu_si256(ys.add(128 * h + 32 * g).cast());
+                        // [s(2j) x 8, s(2j+1) x 8] as i16, j = 4h + g: each scale byte
+                        // picked into the high byte of every i16 of its lane, then shifted
+                        // down with its sign. (A 128-bit pick widened by `vpmovsxbw` is what
+                        // ggml does, but LLVM turns that pick into three shuffles.)
+                        let j = (4 * h + g) as u8;
+                        let (lo, hi) = (2 * j, 2 * j + 1);
+                        let pick = _mm256_set_epi64x(
+                            i64::from_le_bytes([0x80, hi, 0x80, hi, 0x80, hi, 0x80, hi]),
+                            i64::from_le_bytes([0x80, hi, 0x80, hi, 0x80, hi, 0x80, hi]),
+                            i64::from_le_bytes([0x80, lo, 0x80, lo, 0x80, lo, 0x80, lo]),
+                            i64::from_le_bytes([0x80, lo, 0x80, lo, 0x80, lo, 0x80, lo]),
+                        );
+                        let sv = _mm256_srai_epi16(_mm256_shuffle_epi8(sc, pick), 8);
+                        p[g] = _mm256_madd_epi16(_mm256_maddubs_epi16(q, y), sv);
+                    }
+                    sumi = _mm256_add_epi32(
+                        sumi,
+                        _mm256_add_epi32(
+                            _mm256_add_epi32(p[0], p[1]),
+                            _mm256_add_epi32(p[2], p[3]),
+                        ),
+                    );
+                }
+                let sumi = _mm256_sub_epi32(sumi, offset);
+                acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc[r]);
             }
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
         }
     }
-    hsum(acc)
+    let mut sums = [0f32; R];
+    for r in 0..R {
+        sums[r] = hsum(acc[r]);
+    }
+    sums
 }
 
 /// 0xFF in byte `j` where bit `j` of `bits` is set, else 0 (the fifth bits of Q5_0/Q5_1).
@@ -513,7 +710,10 @@ unsafe fn iq4_xs_q8_k_avx2(blocks: usize, w: *const u8, a: *const u8) -> f32 {
         // 0..4 and values at 4..260).
         unsafe {
             let (bw, ba) = (w.add(i * 136), a.add(i * 292));
-            let d = f16_at(bw) * ba.cast::<f32>().read_unaligned();
+            let d = _mm256_mul_ps(
+                f16_splat(bw),
+                _mm256_set1_ps(ba.cast::<f32>().read_unaligned()),
+            );
             // The eight 6-bit sub-block scales as bytes: the 4-bit low parts (nibbles of
             // scales_l) and the 2-bit high parts (of scales_h), spread a word at a time.
             let mut lo = u64::from(bw.add(4).cast::<u32>().read_unaligned().to_le());
@@ -562,25 +762,10 @@ unsafe fn iq4_xs_q8_k_avx2(blocks: usize, w: *const u8, a: *const u8) -> f32 {
                 );
                 sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
             }
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
         }
     }
     hsum(acc)
-}
-
-/// `Σ_j m_j * (bsums[2j] + bsums[2j+1])` of a Q4_K/Q5_K block in eight i32 lanes, from the
-/// eight 6-bit mins (bytes of `mn`) and the Q8_K block at `q8k`.
-///
-/// # Safety
-/// `q8k` must point to a Q8_K block (292 readable bytes).
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn k_min_sums(mn: [u8; 8], q8k: *const u8) -> __m256i {
-    // SAFETY: the bsums are bytes 260..292 of the block (caller); the load is unaligned.
-    let bsums = unsafe { _mm256_loadu_si256(q8k.add(260).cast()) };
-    let pair_sums = _mm256_madd_epi16(bsums, _mm256_set1_epi16(1));
-    let mins32 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(i64::from_le_bytes(mn)));
-    _mm256_mullo_epi32(pair_sums, mins32)
 }
 
 /// # Safety
@@ -588,7 +773,7 @@ unsafe fn k_min_sums(mn: [u8; 8], q8k: *const u8) -> __m256i {
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q5_k_q8_k_avx2(blocks: usize, w: *const u8, a: *const u8) -> f32 {
     let mut acc = _mm256_setzero_ps();
-    let mut acc_mins = _mm256_setzero_ps();
+    let mut acc_mins = _mm_setzero_ps();
     let mask = _mm256_set1_epi8(0x0F);
     let one = _mm256_set1_epi8(1);
     for i in 0..blocks {
@@ -598,12 +783,13 @@ unsafe fn q5_k_q8_k_avx2(blocks: usize, w: *const u8, a: *const u8) -> f32 {
         unsafe {
             let (bw, ba) = (w.add(i * 176), a.add(i * 292));
             let da = ba.cast::<f32>().read_unaligned();
-            let d = f16_at(bw) * da;
-            let dmin = f16_at(bw.add(2)) * da;
+            let d = _mm256_mul_ps(f16_splat(bw), _mm256_set1_ps(da));
+            let dmin = _mm256_mul_ps(f16_splat(bw.add(2)), _mm256_set1_ps(da));
             let (sc, mn) = k_scale_min(std::slice::from_raw_parts(bw.add(4), 12));
-            acc_mins = _mm256_fmadd_ps(
-                _mm256_set1_ps(dmin),
-                _mm256_cvtepi32_ps(k_min_sums(mn, ba)),
+            let scales = k_scales(sc);
+            acc_mins = _mm_fmadd_ps(
+                _mm256_castps256_ps128(dmin),
+                _mm_cvtepi32_ps(k_min_products(mn, q8k_sums32(ba))),
                 acc_mins,
             );
             let (qs, ys) = (bw.add(48), ba.add(4));
@@ -627,13 +813,13 @@ unsafe fn q5_k_q8_k_avx2(blocks: usize, w: *const u8, a: *const u8) -> f32 {
                     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 1), one), 4),
                 );
                 hb = _mm256_srli_epi16(hb, 2);
-                let p = scaled_sub_blocks(q_lo, y_lo, sc[2 * k], q_hi, y_hi, sc[2 * k + 1]);
+                let p = scaled_sub_blocks(q_lo, y_lo, q_hi, y_hi, scales, k);
                 sumi = _mm256_add_epi32(sumi, p);
             }
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
         }
     }
-    hsum(acc) - hsum(acc_mins)
+    hsum(acc) - hsum4(acc_mins)
 }
 
 /// # Safety
@@ -652,7 +838,10 @@ unsafe fn q3_k_q8_k_avx2(blocks: usize, w: *const u8, a: *const u8) -> f32 {
         // Q8_K scale at 0..4 and values at 4..260).
         unsafe {
             let (bw, ba) = (w.add(i * 110), a.add(i * 292));
-            let d = f16_at(bw.add(108)) * ba.cast::<f32>().read_unaligned();
+            let d = _mm256_mul_ps(
+                f16_splat(bw.add(108)),
+                _mm256_set1_ps(ba.cast::<f32>().read_unaligned()),
+            );
             // The sixteen 6-bit scales, unpacked a word at a time, minus 32 (as i8).
             let sc = bw.add(96);
             let a0 = sc.cast::<u32>().read_unaligned().to_le();
@@ -691,7 +880,7 @@ unsafe fn q3_k_q8_k_avx2(blocks: usize, w: *const u8, a: *const u8) -> f32 {
                     sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, sv));
                 }
             }
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
         }
     }
     hsum(acc)
@@ -712,14 +901,14 @@ unsafe fn q2_k_q8_k_avx2(blocks: usize, w: *const u8, a: *const u8) -> f32 {
         unsafe {
             let (bw, ba) = (w.add(i * 84), a.add(i * 292));
             let da = ba.cast::<f32>().read_unaligned();
-            let dall = da * f16_at(bw.add(80));
-            let dmin = da * f16_at(bw.add(82));
+            let dall = _mm256_mul_ps(_mm256_set1_ps(da), f16_splat(bw.add(80)));
+            let dmin = _mm256_mul_ps(_mm256_set1_ps(da), f16_splat(bw.add(82)));
             let sc = _mm_loadu_si128(bw.cast());
             // Σ_j bsums[j] * (sc[j] >> 4): |bsum| <= 16 * 128 and mins < 16, exact in i32.
             let mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), m4));
             let bsums = _mm256_loadu_si256(ba.add(260).cast());
             acc_mins = _mm256_fmadd_ps(
-                _mm256_set1_ps(dmin),
+                dmin,
                 _mm256_cvtepi32_ps(_mm256_madd_epi16(bsums, mins)),
                 acc_mins,
             );
@@ -739,7 +928,7 @@ unsafe fn q2_k_q8_k_avx2(blocks: usize, w: *const u8, a: *const u8) -> f32 {
                         _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), sv));
                 }
             }
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(dall), _mm256_cvtepi32_ps(sumi), acc);
+            acc = _mm256_fmadd_ps(dall, _mm256_cvtepi32_ps(sumi), acc);
         }
     }
     hsum(acc) - hsum(acc_mins)
