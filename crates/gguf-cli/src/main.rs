@@ -38,6 +38,10 @@ enum Command {
     Split(SplitArgs),
     /// Join a split set back into one file like `gguf-split --merge`.
     Merge(MergeArgs),
+    /// Tokenize text with the file's tokenizer (the ids llama.cpp's llama-tokenize prints).
+    Tokenize(TokenizeArgs),
+    /// Turn token ids back into text.
+    Detokenize(DetokenizeArgs),
 }
 
 #[derive(Args)]
@@ -138,6 +142,39 @@ struct SplitArgs {
 }
 
 #[derive(Args)]
+struct TokenizeArgs {
+    /// A .gguf path or a known model name.
+    file: String,
+    /// The text (or use --file).
+    #[arg(required_unless_present = "text_file")]
+    text: Option<String>,
+    /// Read the text from this file, byte for byte.
+    #[arg(long = "file", value_name = "PATH", conflicts_with = "text")]
+    text_file: Option<PathBuf>,
+    /// Print only the ids, as one JSON array on one line.
+    #[arg(long)]
+    ids: bool,
+    /// Add no BOS/EOS (by default they follow the file's metadata, as in llama.cpp).
+    #[arg(long)]
+    no_bos: bool,
+    /// Treat special-token text (e.g. `<|im_start|>`) as plain text.
+    #[arg(long)]
+    no_parse_special: bool,
+}
+
+#[derive(Args)]
+struct DetokenizeArgs {
+    /// A .gguf path or a known model name.
+    file: String,
+    /// Token ids.
+    #[arg(required = true)]
+    ids: Vec<u32>,
+    /// Render control tokens (BOS, chat markers) as their text.
+    #[arg(long)]
+    special: bool,
+}
+
+#[derive(Args)]
 struct MergeArgs {
     /// Any part of the split set (normally PREFIX-00001-of-0000N.gguf).
     first_part: PathBuf,
@@ -155,6 +192,8 @@ fn main() -> ExitCode {
         Command::Edit(a) => cmd_edit(a),
         Command::Split(a) => cmd_split(a),
         Command::Merge(a) => cmd_merge(a),
+        Command::Tokenize(a) => cmd_tokenize(a),
+        Command::Detokenize(a) => cmd_detokenize(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -454,5 +493,53 @@ fn cmd_merge(a: MergeArgs) -> Result<()> {
     })?;
     bar.finish_and_clear();
     println!("{}", Path::new(&a.output).display());
+    Ok(())
+}
+
+fn load_tokenizer(arg: &str) -> Result<gguf_tokenizer::Tokenizer> {
+    let path = models::resolve(arg)?;
+    let mapped = GgufFile::open(&path)?;
+    gguf_tokenizer::Tokenizer::from_gguf(mapped.file())
+        .with_context(|| format!("{}: building the tokenizer", path.display()))
+}
+
+fn cmd_tokenize(a: TokenizeArgs) -> Result<()> {
+    let tokenizer = load_tokenizer(&a.file)?;
+    let text = match (&a.text, &a.text_file) {
+        (_, Some(path)) => {
+            std::fs::read(path).with_context(|| format!("reading {}", path.display()))?
+        }
+        (Some(t), None) => t.clone().into_bytes(),
+        (None, None) => unreachable!("clap requires one"),
+    };
+    let ids = tokenizer.encode(&text, !a.no_bos, !a.no_parse_special);
+    if a.ids {
+        println!("{}", serde_json::to_string(&ids)?);
+        return Ok(());
+    }
+    for id in ids {
+        let piece = tokenizer.token_to_piece(id, true);
+        println!("{id:>7} -> {:?}", String::from_utf8_lossy(&piece));
+    }
+    Ok(())
+}
+
+fn cmd_detokenize(a: DetokenizeArgs) -> Result<()> {
+    let tokenizer = load_tokenizer(&a.file)?;
+    if let Some(bad) = a
+        .ids
+        .iter()
+        .find(|&&id| id as usize >= tokenizer.vocab_size())
+    {
+        bail!(
+            "token id {bad} is out of range (the vocabulary has {} tokens)",
+            tokenizer.vocab_size()
+        );
+    }
+    let text = tokenizer.decode(&a.ids, false, a.special);
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(&text)?;
+    out.write_all(b"\n")?;
     Ok(())
 }

@@ -1,0 +1,1 @@
+//! Chat templates (minijinja), Hugging Face conventions.

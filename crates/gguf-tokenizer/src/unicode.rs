@@ -1,0 +1,1 @@
+//! Unicode code point properties used by the pre-tokenizers.
