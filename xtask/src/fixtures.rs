@@ -286,6 +286,7 @@ pub fn generate() -> Result<BTreeMap<String, Vec<u8>>> {
     }
     std::fs::remove_dir_all(&scratch)?;
 
+    files.extend(crate::tokenizer_fixtures::files()?);
     for (name, bytes) in corrupt_files() {
         files.insert(format!("corrupt/{name}"), bytes);
     }

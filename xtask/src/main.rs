@@ -1,6 +1,7 @@
 //! Project automation: `cargo xtask fixtures [--check]`, `cargo xtask models`, `cargo xtask ci`.
 
 mod fixtures;
+mod tokenizer_fixtures;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

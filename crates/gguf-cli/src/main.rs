@@ -42,6 +42,8 @@ enum Command {
     Tokenize(TokenizeArgs),
     /// Turn token ids back into text.
     Detokenize(DetokenizeArgs),
+    /// Render the file's chat template for a conversation, as Hugging Face transformers does.
+    ChatTemplate(ChatTemplateArgs),
 }
 
 #[derive(Args)]
@@ -175,6 +177,26 @@ struct DetokenizeArgs {
 }
 
 #[derive(Args)]
+struct ChatTemplateArgs {
+    /// A .gguf path or a known model name.
+    file: String,
+    /// A JSON file holding the conversation: `[{"role": "user", "content": "..."}, ...]`
+    /// (extra fields such as `tool_calls` are passed through), or an object with `messages`
+    /// and optionally `tools`.
+    #[arg(long, required_unless_present = "list")]
+    messages: Option<PathBuf>,
+    /// End with the prompt for the assistant's reply.
+    #[arg(long)]
+    add_generation_prompt: bool,
+    /// Use the named template `tokenizer.chat_template.NAME` instead of the default.
+    #[arg(long)]
+    name: Option<String>,
+    /// List the file's templates instead.
+    #[arg(long)]
+    list: bool,
+}
+
+#[derive(Args)]
 struct MergeArgs {
     /// Any part of the split set (normally PREFIX-00001-of-0000N.gguf).
     first_part: PathBuf,
@@ -194,6 +216,7 @@ fn main() -> ExitCode {
         Command::Merge(a) => cmd_merge(a),
         Command::Tokenize(a) => cmd_tokenize(a),
         Command::Detokenize(a) => cmd_detokenize(a),
+        Command::ChatTemplate(a) => cmd_chat_template(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -499,8 +522,12 @@ fn cmd_merge(a: MergeArgs) -> Result<()> {
 fn load_tokenizer(arg: &str) -> Result<gguf_tokenizer::Tokenizer> {
     let path = models::resolve(arg)?;
     let mapped = GgufFile::open(&path)?;
-    gguf_tokenizer::Tokenizer::from_gguf(mapped.file())
-        .with_context(|| format!("{}: building the tokenizer", path.display()))
+    let tokenizer = gguf_tokenizer::Tokenizer::from_gguf(mapped.file())
+        .with_context(|| format!("{}: building the tokenizer", path.display()))?;
+    for w in tokenizer.warnings() {
+        eprintln!("warning: {}: {w}", path.display());
+    }
+    Ok(tokenizer)
 }
 
 fn cmd_tokenize(a: TokenizeArgs) -> Result<()> {
@@ -541,5 +568,50 @@ fn cmd_detokenize(a: DetokenizeArgs) -> Result<()> {
     let mut out = std::io::stdout().lock();
     out.write_all(&text)?;
     out.write_all(b"\n")?;
+    Ok(())
+}
+
+fn cmd_chat_template(a: ChatTemplateArgs) -> Result<()> {
+    use gguf_tokenizer::chat::{self, ChatTemplate, RenderOptions, Value};
+    let path = models::resolve(&a.file)?;
+    let mapped = GgufFile::open(&path)?;
+    let file = mapped.file();
+    if a.list {
+        if file.value(chat::TEMPLATE_KEY).is_some() {
+            println!("default");
+        }
+        for name in chat::template_names(file) {
+            println!("{name}");
+        }
+        return Ok(());
+    }
+    let messages_path = a.messages.as_ref().expect("clap requires --messages");
+    let json: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(messages_path)
+            .with_context(|| format!("reading {}", messages_path.display()))?,
+    )
+    .with_context(|| format!("{}: not JSON", messages_path.display()))?;
+    let (messages, tools) = match json {
+        serde_json::Value::Array(_) => (json, None),
+        serde_json::Value::Object(mut o) => {
+            let messages = o.remove("messages").ok_or_else(|| {
+                anyhow::anyhow!("{}: the object has no `messages`", messages_path.display())
+            })?;
+            (messages, o.remove("tools"))
+        }
+        _ => bail!(
+            "{}: expected a list of messages or an object with `messages`",
+            messages_path.display()
+        ),
+    };
+    let template = ChatTemplate::from_gguf(file, a.name.as_deref())
+        .with_context(|| format!("{}", path.display()))?;
+    let options = RenderOptions {
+        add_generation_prompt: a.add_generation_prompt,
+        tools: tools.map(|t| Value::from_serialize(&t)),
+        ..RenderOptions::default()
+    };
+    let prompt = template.render_value(&Value::from_serialize(&messages), &options)?;
+    print!("{prompt}");
     Ok(())
 }

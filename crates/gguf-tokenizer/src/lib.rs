@@ -10,21 +10,27 @@
 //! # Ok(()) }
 //! ```
 
+mod bpe;
 pub mod chat;
 mod error;
+mod fasthash;
 mod pretok;
 mod special;
 mod spm;
+mod stream;
+mod ugm;
 mod unicode;
 mod vocab;
+mod wpm;
 
 pub use error::{Result, TokenizerError};
+pub use stream::StreamDecoder;
 pub use vocab::{ModelKind, SpecialIds, TokenType};
 
 use gguf_format::GgufFile;
 
 use special::{Fragment, SpecialMatcher};
-use vocab::Vocab;
+use vocab::{attr, Vocab};
 
 /// `▁` (U+2581), SentencePiece's visible space.
 const ESCAPED_SPACE: &[u8] = "\u{2581}".as_bytes();
@@ -34,19 +40,71 @@ const ESCAPED_SPACE: &[u8] = "\u{2581}".as_bytes();
 pub struct Tokenizer {
     vocab: Vocab,
     special: SpecialMatcher,
+    bpe: Option<BpeModel>,
+    ugm: Option<ugm::UgmModel>,
+    warnings: Vec<String>,
+}
+
+/// What a byte-level BPE model adds to the vocabulary.
+#[derive(Debug, Clone)]
+struct BpeModel {
+    merges: bpe::Merges,
+    pre: pretok::PreTokenizer,
+    options: bpe::BpeOptions,
 }
 
 impl Tokenizer {
     /// Builds the tokenizer `file`'s `tokenizer.ggml.*` metadata describes.
     pub fn from_gguf(file: &GgufFile) -> Result<Tokenizer> {
         let vocab = Vocab::from_gguf(file)?;
-        if vocab.kind == ModelKind::Bpe {
-            return Err(TokenizerError::Metadata(
-                "tokenizer.ggml.model `gpt2` (byte-level BPE) is not supported yet".into(),
-            ));
-        }
+        let mut warnings = Vec::new();
+        let bpe = match vocab.kind {
+            ModelKind::Spm | ModelKind::Wpm | ModelKind::Ugm => None,
+            ModelKind::Bpe => {
+                let merges =
+                    bpe::Merges::new(&vocab, file.get_array::<&[u8]>("tokenizer.ggml.merges")?);
+                let pre = if vocab.pre.is_empty() {
+                    warnings.push(
+                        "tokenizer.ggml.pre is missing: using llama.cpp's `default` pre-tokenizer, \
+                         as llama.cpp does; generation quality may suffer"
+                            .to_string(),
+                    );
+                    pretok::PreTokenizer::FALLBACK
+                } else {
+                    pretok::PreTokenizer::from_name(&vocab.pre).unwrap_or_else(|| {
+                        warnings.push(format!(
+                            "tokenizer.ggml.pre `{}` is unknown: using llama.cpp's `default` \
+                             pre-tokenizer (llama.cpp refuses such a file)",
+                            vocab.pre
+                        ));
+                        pretok::PreTokenizer::FALLBACK
+                    })
+                };
+                Some(BpeModel {
+                    merges,
+                    pre,
+                    options: bpe::BpeOptions::for_pre(&vocab.pre),
+                })
+            }
+        };
+        let ugm = match vocab.kind {
+            ModelKind::Ugm => Some(ugm::UgmModel::new(&vocab)?),
+            _ => None,
+        };
         let special = SpecialMatcher::new(&vocab);
-        Ok(Tokenizer { vocab, special })
+        Ok(Tokenizer {
+            vocab,
+            special,
+            bpe,
+            ugm,
+            warnings,
+        })
+    }
+
+    /// What was odd about the metadata but did not stop loading (e.g. an unknown
+    /// `tokenizer.ggml.pre`, replaced by the default pre-tokenizer).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
 
     /// `tokenizer.ggml.pre`, the pre-tokenizer a byte-level BPE model names (empty for
@@ -75,12 +133,50 @@ impl Tokenizer {
         self.vocab.add_bos
     }
 
+    /// `tokenizer.ggml.add_sep_token` (default: true for WordPiece), llama.cpp's
+    /// `llama_vocab_get_add_sep`: whether a pair of texts is joined with SEP. Tokenizing does
+    /// not read it (WordPiece always ends with SEP when adding special tokens).
+    pub fn adds_sep(&self) -> bool {
+        self.vocab.add_sep
+    }
+
     /// The stored text of token `id` (`None` out of range).
     pub fn token_text(&self, id: u32) -> Option<&[u8]> {
         self.vocab.tokens.get(id as usize).map(|t| &*t.text)
     }
 
-    /// The type of token `id` (`None` out of range).
+    /// A decoder for tokens as they are generated (see [`StreamDecoder`]); `special` renders
+    /// control tokens.
+    pub fn stream_decoder(&self, special: bool) -> StreamDecoder<'_> {
+        StreamDecoder::new(self, special)
+    }
+
+    /// Whether the model puts a space before the text (SentencePiece's `add_space_prefix`).
+    pub fn adds_space_prefix(&self) -> bool {
+        self.vocab.add_space_prefix
+    }
+
+    /// Whether generation stops at token `id` (EOS, EOT, EOM and the chat markers llama.cpp
+    /// recognises by their text).
+    pub fn is_end_of_generation(&self, id: u32) -> bool {
+        self.vocab.eog.binary_search(&id).is_ok()
+    }
+
+    /// The tokens that end generation, ascending.
+    pub fn end_of_generation_ids(&self) -> &[u32] {
+        &self.vocab.eog
+    }
+
+    /// Whether token `id` is a control token (BOS, EOS, chat markers) after llama.cpp's loader
+    /// rules, which mark some tokens stored as normal or user-defined as control.
+    pub fn is_control(&self, id: u32) -> bool {
+        self.vocab
+            .tokens
+            .get(id as usize)
+            .is_some_and(|t| t.attr & attr::CONTROL != 0)
+    }
+
+    /// The stored type of token `id` (`None` out of range).
     pub fn token_type(&self, id: u32) -> Option<TokenType> {
         self.vocab.tokens.get(id as usize).map(|t| t.ty)
     }
@@ -92,11 +188,12 @@ impl Tokenizer {
 
     /// Tokenizes `text` as `llama_tokenize` does. `add_special` adds BOS/EOS as the file's
     /// metadata asks; `parse_special` turns control-token texts in the input into their ids
-    /// (user-defined tokens are always matched). Any bytes are accepted.
+    /// (user-defined tokens are always matched). Any bytes are accepted. WordPiece (`bert`)
+    /// models, as in llama.cpp, add BOS and SEP whenever `add_special` is set.
     pub fn encode(&self, text: &[u8], add_special: bool, parse_special: bool) -> Vec<u32> {
         let vocab = &self.vocab;
         let mut out = Vec::with_capacity(text.len() / 3 + 2);
-        if add_special && vocab.add_bos {
+        if add_special && (vocab.add_bos || vocab.kind == ModelKind::Wpm) {
             out.extend(vocab.special.bos);
         }
         let fragments = self.special.partition(vocab, text, parse_special);
@@ -128,9 +225,60 @@ impl Tokenizer {
                     }
                 }
             }
-            ModelKind::Bpe => unreachable!("rejected in from_gguf"),
+            ModelKind::Bpe => {
+                let model = self
+                    .bpe
+                    .as_ref()
+                    .expect("BPE vocabularies have a BPE model");
+                let mut scratch = bpe::Scratch::default();
+                for fragment in fragments {
+                    match fragment {
+                        Fragment::Text(range) => {
+                            let escaped;
+                            let raw = if vocab.escape_whitespaces {
+                                escaped = escape_spaces(&text[range]);
+                                &escaped[..]
+                            } else {
+                                &text[range]
+                            };
+                            bpe::tokenize(
+                                vocab,
+                                &model.merges,
+                                model.pre,
+                                model.options,
+                                raw,
+                                &mut scratch,
+                                &mut out,
+                            )
+                        }
+                        Fragment::Token(id) => out.push(id),
+                    }
+                }
+            }
+            ModelKind::Wpm => {
+                for fragment in fragments {
+                    match fragment {
+                        Fragment::Text(range) => wpm::tokenize(vocab, &text[range], &mut out),
+                        Fragment::Token(id) => out.push(id),
+                    }
+                }
+            }
+            ModelKind::Ugm => {
+                let model = self
+                    .ugm
+                    .as_ref()
+                    .expect("Unigram vocabularies have a Unigram model");
+                for fragment in fragments {
+                    match fragment {
+                        Fragment::Text(range) => model.tokenize(vocab, &text[range], &mut out),
+                        Fragment::Token(id) => out.push(id),
+                    }
+                }
+            }
         }
-        if add_special && vocab.add_eos {
+        if add_special && vocab.kind == ModelKind::Wpm {
+            out.extend(vocab.special.sep);
+        } else if add_special && vocab.add_eos {
             out.extend(vocab.special.eos);
         }
         out
@@ -143,12 +291,21 @@ impl Tokenizer {
         let Some(token) = self.vocab.tokens.get(id as usize) else {
             return Vec::new();
         };
-        match token.ty {
-            TokenType::Control | TokenType::Unknown if !special => Vec::new(),
-            TokenType::Control | TokenType::Unknown | TokenType::UserDefined => token.text.to_vec(),
-            TokenType::Normal => unescape_spaces(&token.text),
-            TokenType::Byte => byte_token_value(&token.text).map_or(Vec::new(), |b| vec![b]),
-            TokenType::Unused | TokenType::Undefined => Vec::new(),
+        let a = token.attr;
+        if a & (attr::CONTROL | attr::UNKNOWN) != 0 && !special {
+            Vec::new()
+        } else if a & (attr::CONTROL | attr::UNKNOWN | attr::USER_DEFINED) != 0 {
+            token.text.to_vec()
+        } else if a & attr::NORMAL != 0 {
+            match self.bpe {
+                Some(_) if !self.vocab.escape_whitespaces => bpe::decode_text(&token.text),
+                _ => unescape_spaces(&token.text),
+            }
+        } else if a & attr::BYTE != 0 {
+            byte_token_value(&token.text).map_or(Vec::new(), |b| vec![b])
+        } else {
+            // Unused and undefined tokens render as nothing, like control tokens.
+            Vec::new()
         }
     }
 
@@ -176,8 +333,25 @@ impl Tokenizer {
             }
             remove_space = false;
         }
+        if self.bpe.as_ref().is_some_and(|b| b.options.clean_spaces) || vocab.kind == ModelKind::Wpm
+        {
+            bpe::clean_spaces(&mut out);
+        }
         out
     }
+}
+
+/// ` ` to `▁`.
+fn escape_spaces(text: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(text.len() + text.len() / 4);
+    for &b in text {
+        if b == b' ' {
+            out.extend_from_slice(ESCAPED_SPACE);
+        } else {
+            out.push(b);
+        }
+    }
+    out
 }
 
 /// `▁` back to ` `.

@@ -2,7 +2,7 @@
 //! (turned into attributes), the special ids with each model kind's defaults, and the
 //! add-BOS/EOS flags.
 
-use std::collections::HashMap;
+use crate::fasthash::FastMap;
 
 use gguf_format::GgufFile;
 
@@ -43,6 +43,134 @@ impl TokenType {
     }
 }
 
+/// llama.cpp's token attributes (`llama_token_attr`), bit flags. They start from the token
+/// type and are then adjusted by the loader's rules (chat markers forced to control, and so
+/// on); behaviour follows them, not the stored type.
+pub(crate) mod attr {
+    pub const UNKNOWN: u32 = 1 << 0;
+    pub const UNUSED: u32 = 1 << 1;
+    pub const NORMAL: u32 = 1 << 2;
+    pub const CONTROL: u32 = 1 << 3;
+    pub const USER_DEFINED: u32 = 1 << 4;
+    pub const BYTE: u32 = 1 << 5;
+    pub const LSTRIP: u32 = 1 << 7;
+    pub const RSTRIP: u32 = 1 << 8;
+}
+
+impl TokenType {
+    /// The attributes a token of this stored type starts with.
+    pub(crate) fn attr(self) -> u32 {
+        match self {
+            TokenType::Undefined => 0,
+            TokenType::Normal => attr::NORMAL,
+            TokenType::Unknown => attr::UNKNOWN,
+            TokenType::Control => attr::CONTROL,
+            TokenType::UserDefined => attr::USER_DEFINED,
+            TokenType::Unused => attr::UNUSED,
+            TokenType::Byte => attr::BYTE,
+        }
+    }
+}
+
+/// Texts llama.cpp takes for end-of-turn when no `eot_token_id` is given.
+const EOT_TEXTS: &[&str] = &[
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "<|end_of_text|>",
+    "<EOT>",
+    "_<EOT>",
+    "[EOT]",
+    "<\u{ff5c}end\u{2581}of\u{2581}sentence\u{ff5c}>",
+    "<end_of_utterance>",
+];
+
+/// Texts of tokens that end generation (llama.cpp's `special_eog_ids` rule).
+const EOG_TEXTS: &[&str] = &[
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<|return|>",
+    "<|call|>",
+    "<|flush|>",
+    "<|calls|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "</s>",
+    "<|eom_id|>",
+    "<EOT>",
+    "_<EOT>",
+    "[EOT]",
+    "[EOS]",
+    "<|end_of_text|>",
+    "<end_of_utterance>",
+    "<eos>",
+    "<turn|>",
+    "<|tool_response>",
+    "<\u{ff5c}end\u{2581}of\u{2581}sentence\u{ff5c}>",
+    "[e~[",
+];
+
+/// Fill-in-the-middle roles: metadata key suffix and the texts llama.cpp looks for.
+const FIM_ROLES: &[(&str, &[&str])] = &[
+    (
+        "fim_pre_token_id",
+        &[
+            "<|fim_prefix|>",
+            "<fim-prefix>",
+            "<fim_prefix>",
+            "<\u{ff5c}fim\u{2581}begin\u{ff5c}>",
+            "<PRE>",
+            "\u{2581}<PRE>",
+            "<|code_prefix|>",
+            "<|prefix|>",
+        ],
+    ),
+    (
+        "fim_suf_token_id",
+        &[
+            "<|fim_suffix|>",
+            "<fim-suffix>",
+            "<fim_suffix>",
+            "<\u{ff5c}fim\u{2581}hole\u{ff5c}>",
+            "<SUF>",
+            "\u{2581}<SUF>",
+            "<|code_suffix|>",
+            "<|suffix|>",
+        ],
+    ),
+    (
+        "fim_mid_token_id",
+        &[
+            "<|fim_middle|>",
+            "<fim-middle>",
+            "<fim_middle>",
+            "<\u{ff5c}fim\u{2581}end\u{ff5c}>",
+            "<MID>",
+            "\u{2581}<MID>",
+            "<|code_middle|>",
+            "<|middle|>",
+        ],
+    ),
+    (
+        "fim_pad_token_id",
+        &["<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"],
+    ),
+    (
+        "fim_rep_token_id",
+        &[
+            "<|fim_repo|>",
+            "<|repo_name|>",
+            "<fim-repo>",
+            "<REPO>",
+            "<reponame>",
+        ],
+    ),
+    ("fim_sep_token_id", &["<|file_sep|>"]),
+];
+
 /// The tokenizer model a file names in `tokenizer.ggml.model`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ModelKind {
@@ -50,6 +178,10 @@ pub enum ModelKind {
     Spm,
     /// `gpt2`: byte-level BPE over ranked merges, after a pre-tokenizer.
     Bpe,
+    /// `bert`: WordPiece, greedy longest match over lowercased, accent-stripped words.
+    Wpm,
+    /// `t5`: Unigram, Viterbi over scores after the precompiled-charsmap normaliser.
+    Ugm,
 }
 
 /// One vocabulary entry.
@@ -57,7 +189,10 @@ pub enum ModelKind {
 pub(crate) struct TokenData {
     pub text: Box<[u8]>,
     pub score: f32,
+    /// The stored type.
     pub ty: TokenType,
+    /// llama.cpp's attributes after its loader's rules ([`attr`]).
+    pub attr: u32,
 }
 
 /// Ids of the tokens with a role (`None`: the file has no such token).
@@ -69,6 +204,8 @@ pub struct SpecialIds {
     pub eos: Option<u32>,
     /// End of turn (chat).
     pub eot: Option<u32>,
+    /// End of message (tool call).
+    pub eom: Option<u32>,
     /// Unknown.
     pub unk: Option<u32>,
     /// Separator.
@@ -82,7 +219,7 @@ pub struct SpecialIds {
 pub(crate) struct Vocab {
     pub kind: ModelKind,
     pub tokens: Vec<TokenData>,
-    pub ids: HashMap<Box<[u8]>, u32>,
+    pub ids: FastMap<Box<[u8]>, u32>,
     pub special: SpecialIds,
     pub add_bos: bool,
     pub add_eos: bool,
@@ -92,6 +229,25 @@ pub(crate) struct Vocab {
     /// Ids of control, user-defined and unknown tokens, longest text first: the order in
     /// which llama.cpp looks for them in the input.
     pub special_cache: Vec<u32>,
+    /// Tokens that end generation, ascending.
+    pub eog: Vec<u32>,
+    /// `tokenizer.ggml.add_sep_token` (default: WordPiece only).
+    pub add_sep: bool,
+    /// BertNormalizer options (WordPiece): `tokenizer.ggml.normalizer.lowercase` (default
+    /// true) and `.strip_accents` (default: as `lowercase`).
+    pub lowercase: bool,
+    pub strip_accents: bool,
+    /// `tokenizer.ggml.remove_extra_whitespaces` (Unigram).
+    pub remove_extra_whitespaces: bool,
+    /// Spaces become `▁` (Unigram; and BPE for the few pre-tokenizers that ask for it). Not
+    /// stored in the file.
+    pub escape_whitespaces: bool,
+    /// The `▁` goes after words instead of before (Unigram). Never set by llama.cpp's loader.
+    pub treat_whitespace_as_suffix: bool,
+    /// `tokenizer.ggml.precompiled_charsmap` (Unigram), unparsed.
+    pub precompiled_charsmap: Option<Box<[u8]>>,
+    /// The longest token text, in bytes.
+    pub max_token_len: usize,
 }
 
 fn meta(msg: impl Into<String>) -> TokenizerError {
@@ -125,9 +281,35 @@ impl Vocab {
                 false,
                 false,
             ),
+            "bert" => (
+                ModelKind::Wpm,
+                SpecialIds {
+                    bos: Some(101),
+                    unk: Some(100),
+                    sep: Some(102),
+                    pad: Some(0),
+                    ..SpecialIds::default()
+                },
+                true,
+                false,
+                false,
+            ),
+            "t5" => (
+                ModelKind::Ugm,
+                SpecialIds {
+                    eos: Some(1),
+                    unk: Some(2),
+                    pad: Some(0),
+                    ..SpecialIds::default()
+                },
+                false,
+                true,
+                false,
+            ),
             other => {
                 return Err(meta(format!(
-                    "tokenizer.ggml.model `{other}` is not supported (supported: llama, gpt2)"
+                    "tokenizer.ggml.model `{other}` is not supported \
+                     (supported: llama, gpt2, bert, t5)"
                 )))
             }
         };
@@ -136,7 +318,27 @@ impl Vocab {
                 .get_opt::<&str>("tokenizer.ggml.pre")?
                 .unwrap_or("")
                 .to_string(),
-            ModelKind::Spm => String::new(),
+            ModelKind::Spm | ModelKind::Wpm | ModelKind::Ugm => String::new(),
+        };
+        // Unigram: SentencePiece's normaliser table, checked when the model is built.
+        let precompiled_charsmap = match kind {
+            ModelKind::Ugm => match file.value("tokenizer.ggml.precompiled_charsmap") {
+                None => None,
+                Some(gguf_format::Value::Array(arr))
+                    if matches!(
+                        arr.element_type(),
+                        gguf_format::ValueType::U8 | gguf_format::ValueType::I8
+                    ) =>
+                {
+                    Some(arr.raw_bytes().into())
+                }
+                Some(_) => {
+                    return Err(meta(
+                        "tokenizer.ggml.precompiled_charsmap must be an array of u8 or i8",
+                    ))
+                }
+            },
+            _ => None,
         };
 
         let texts = file.get_array::<&[u8]>("tokenizer.ggml.tokens")?;
@@ -181,7 +383,7 @@ impl Vocab {
         };
 
         let mut tokens = Vec::with_capacity(n);
-        let mut ids = HashMap::with_capacity(n);
+        let mut ids = FastMap::with_capacity_and_hasher(n, Default::default());
         for (i, text) in texts.enumerate() {
             // llama.cpp renames empty tokens so every text stays unique.
             let text: Box<[u8]> = if text.is_empty() {
@@ -197,6 +399,7 @@ impl Vocab {
                 ty: types
                     .as_ref()
                     .map_or(TokenType::Normal, |t| TokenType::from_i32(t[i])),
+                attr: attr::NORMAL,
             });
         }
 
@@ -216,6 +419,7 @@ impl Vocab {
             bos: id_key("tokenizer.ggml.bos_token_id", defaults.bos)?,
             eos: id_key("tokenizer.ggml.eos_token_id", defaults.eos)?,
             eot: id_key("tokenizer.ggml.eot_token_id", None)?,
+            eom: id_key("tokenizer.ggml.eom_token_id", None)?,
             unk: id_key("tokenizer.ggml.unknown_token_id", defaults.unk)?,
             sep: id_key("tokenizer.ggml.seperator_token_id", defaults.sep)?,
             pad: id_key("tokenizer.ggml.padding_token_id", defaults.pad)?,
@@ -229,6 +433,35 @@ impl Vocab {
         if let Some(v) = file.get_opt::<bool>("tokenizer.ggml.add_space_prefix")? {
             add_space_prefix = v;
         }
+        // `add_sep` only informs callers (llama.cpp's tokenizer never reads it: its WordPiece
+        // path appends SEP whenever it adds BOS); BertNormalizer options; Unigram whitespace.
+        let add_sep = file
+            .get_opt::<bool>("tokenizer.ggml.add_sep_token")?
+            .unwrap_or(match kind {
+                ModelKind::Wpm => true,
+                ModelKind::Bpe => matches!(
+                    file.get_opt::<&str>("tokenizer.ggml.pre")?,
+                    Some("jina-v1-en" | "jina-v2-code" | "roberta-bpe")
+                ),
+                _ => false,
+            });
+        let lowercase = file
+            .get_opt::<bool>("tokenizer.ggml.normalizer.lowercase")?
+            .unwrap_or(true);
+        let strip_accents = file
+            .get_opt::<bool>("tokenizer.ggml.normalizer.strip_accents")?
+            .unwrap_or(lowercase);
+        let remove_extra_whitespaces = file
+            .get_opt::<bool>("tokenizer.ggml.remove_extra_whitespaces")?
+            .unwrap_or(false);
+        let escape_whitespaces = match kind {
+            ModelKind::Bpe => matches!(
+                file.get_opt::<&str>("tokenizer.ggml.pre")?,
+                Some("gemma4" | "granite-embed-multi-311m" | "sarvam-moe")
+            ),
+            _ => true,
+        };
+        let max_token_len = tokens.iter().map(|t| t.text.len()).max().unwrap_or(0);
         if add_bos && special.bos.is_none() {
             return Err(meta("add_bos_token is set but there is no BOS token"));
         }
@@ -236,12 +469,20 @@ impl Vocab {
             return Err(meta("add_eos_token is set but there is no EOS token"));
         }
 
+        for t in &mut tokens {
+            t.attr = if types.is_some() {
+                t.ty.attr()
+            } else {
+                attr::NORMAL
+            };
+        }
+        let mut special = special;
+        let fim_ids = adjust_attributes(file, &mut tokens, &ids, &mut special)?;
+        let eog = end_of_generation(&mut tokens, &ids, &special, &fim_ids);
+
         let mut special_cache: Vec<u32> = (0..tokens.len() as u32)
             .filter(|&id| {
-                matches!(
-                    tokens[id as usize].ty,
-                    TokenType::Control | TokenType::UserDefined | TokenType::Unknown
-                )
+                tokens[id as usize].attr & (attr::CONTROL | attr::USER_DEFINED | attr::UNKNOWN) != 0
             })
             .collect();
         // Longest first; llama.cpp's unstable sort leaves equal lengths in an unspecified
@@ -264,6 +505,15 @@ impl Vocab {
             add_space_prefix,
             pre,
             special_cache,
+            eog,
+            add_sep,
+            lowercase,
+            strip_accents,
+            remove_extra_whitespaces,
+            escape_whitespaces,
+            treat_whitespace_as_suffix: false,
+            precompiled_charsmap,
+            max_token_len,
         })
     }
 
@@ -272,4 +522,149 @@ impl Vocab {
     pub(crate) fn id(&self, text: &[u8]) -> Option<u32> {
         self.ids.get(text).copied()
     }
+}
+
+/// The id of the first token (by id) whose text is one of `texts`.
+fn find_text(ids: &FastMap<Box<[u8]>, u32>, texts: &[&str]) -> Option<u32> {
+    texts
+        .iter()
+        .filter_map(|t| ids.get(t.as_bytes()).copied())
+        .min()
+}
+
+/// llama.cpp's loader rules that change attributes: end-of-turn, end-of-message and
+/// fill-in-the-middle tokens found by their text (when the metadata names none) become
+/// control tokens; control tokens named "unused" are unused; some models' special tokens
+/// strip the whitespace beside them. Returns the fill-in-the-middle ids (pad, rep, sep end
+/// generation).
+///
+/// llama.cpp walks an unordered map, so when a vocabulary has several candidate texts for one
+/// role, which one it takes is unspecified; the lowest id is taken here.
+fn adjust_attributes(
+    file: &GgufFile,
+    tokens: &mut [TokenData],
+    ids: &FastMap<Box<[u8]>, u32>,
+    special: &mut SpecialIds,
+) -> Result<Vec<Option<u32>>> {
+    fn force_control(tokens: &mut [TokenData], id: Option<u32>) {
+        if let Some(id) = id {
+            tokens[id as usize].attr |= attr::CONTROL;
+        }
+    }
+    if special.eot.is_none() {
+        special.eot = find_text(ids, EOT_TEXTS);
+        force_control(tokens, special.eot);
+    }
+    if special.eom.is_none() {
+        special.eom = find_text(ids, &["<|eom_id|>"]);
+        force_control(tokens, special.eom);
+    }
+    let mut fim = Vec::new();
+    for (key, texts) in FIM_ROLES {
+        let given = match file.value(&format!("tokenizer.ggml.{key}")) {
+            Some(v) => v
+                .as_integer()
+                .and_then(|i| u32::try_from(i).ok())
+                .filter(|&i| (i as usize) < tokens.len()),
+            None => None,
+        };
+        let id = match given {
+            Some(id) => Some(id),
+            None => {
+                let found = find_text(ids, texts);
+                force_control(tokens, found);
+                found
+            }
+        };
+        fim.push(id);
+    }
+    for t in tokens.iter_mut() {
+        if t.attr & attr::CONTROL != 0 && t.text.windows(6).any(|w| w == b"unused") {
+            t.attr |= attr::UNUSED;
+        }
+    }
+
+    // Whitespace stripping by model, tokenizer or architecture name.
+    let name = file
+        .get_opt::<&str>("general.name")?
+        .unwrap_or("")
+        .to_lowercase();
+    let pre = file.get_opt::<&str>("tokenizer.ggml.pre")?.unwrap_or("");
+    let arch = file.get_opt::<&str>("general.architecture")?.unwrap_or("");
+    let contains_any = |s: &str, subs: &[&str]| subs.iter().any(|x| s.contains(x));
+    let set = |tokens: &mut [TokenData], text: &str, flag: u32, on: bool| {
+        if let Some(&id) = ids.get(text.as_bytes()) {
+            let a = &mut tokens[id as usize].attr;
+            *a = if on { *a | flag } else { *a & !flag };
+        }
+    };
+    if contains_any(pre, &["jina-v2-de", "jina-v2-es", "jina-v2-code"])
+        || contains_any(arch, &["nomic-bert-moe", "jina-bert-v3"])
+    {
+        set(tokens, "<mask>", attr::LSTRIP, true);
+    } else if contains_any(&name, &["phi-3", "phi3"]) {
+        for t in tokens.iter_mut() {
+            if t.attr & (attr::CONTROL | attr::USER_DEFINED | attr::UNKNOWN) != 0 {
+                t.attr |= attr::RSTRIP;
+            }
+        }
+        set(tokens, "</s>", attr::RSTRIP, true);
+        for text in ["<unk>", "<s>", "<|endoftext|>"] {
+            set(tokens, text, attr::RSTRIP, false);
+        }
+    } else if contains_any(&name, &["modern-bert"]) {
+        set(tokens, "[MASK]", attr::LSTRIP, true);
+    }
+    Ok(fim)
+}
+
+/// The end-of-generation set, as llama.cpp builds it (forcing those tokens to control).
+fn end_of_generation(
+    tokens: &mut [TokenData],
+    ids: &FastMap<Box<[u8]>, u32>,
+    special: &SpecialIds,
+    fim: &[Option<u32>],
+) -> Vec<u32> {
+    let mut eog: Vec<u32> = fim[3..].iter().flatten().copied().collect();
+    for text in EOG_TEXTS {
+        if let Some(&id) = ids.get(text.as_bytes()) {
+            eog.push(id);
+            tokens[id as usize].attr |= attr::CONTROL;
+        }
+    }
+    // gpt-oss: these render always.
+    for text in ["<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"] {
+        if let Some(&id) = ids.get(text.as_bytes()) {
+            tokens[id as usize].attr = attr::USER_DEFINED;
+        }
+    }
+    eog.extend(
+        [special.eos, special.eot, special.eom]
+            .into_iter()
+            .flatten(),
+    );
+    eog.sort_unstable();
+    eog.dedup();
+    let id_of = |tokens: &[TokenData], eog: &[u32], t: &str| {
+        eog.iter()
+            .copied()
+            .find(|&id| &*tokens[id as usize].text == t.as_bytes())
+    };
+    let has = |tokens: &[TokenData], eog: &[u32], t: &str| id_of(tokens, eog, t).is_some();
+    // o200k_harmony and solar-open: `<|end|>` is not the end there.
+    let call = has(tokens, &eog, "<|call|>") || has(tokens, &eog, "<|calls|>");
+    if call && (has(tokens, &eog, "<|return|>") || has(tokens, &eog, "<|flush|>")) {
+        if let Some(end) = id_of(tokens, &eog, "<|end|>") {
+            eog.retain(|&id| id != end);
+            tokens[end as usize].attr = attr::USER_DEFINED;
+        }
+    }
+    // gemma4 and plamo have an ordinary `</s>`.
+    if has(tokens, &eog, "<|tool_response>") || has(tokens, &eog, "<|plamo:eos|>") {
+        if let Some(s) = id_of(tokens, &eog, "</s>") {
+            eog.retain(|&id| id != s);
+            tokens[s as usize].attr = attr::NORMAL;
+        }
+    }
+    eog
 }

@@ -1,0 +1,309 @@
+#!/usr/bin/env python3
+"""Render every chat template in templates/ with Hugging Face transformers itself and store the
+prompts in expected.json, which tests/chat_templates.rs compares byte for byte.
+
+    python3 -m pip install transformers gguf   # no model is downloaded
+    python3 crates/gguf-tokenizer/tests/data/chat/make_reference.py
+
+The pipeline is the one `PreTrainedTokenizerBase.apply_chat_template` runs: the messages go through
+`_normalize_chat_messages` (keys whose value is None are dropped), then `render_jinja_template`
+with `tools`, `documents=None`, `add_generation_prompt`, the special tokens and the extra keyword
+variables. Only the clock is pinned: `strftime_now` renders a fixed date so the output is stable.
+
+The default template of a real model (`tokenizer.chat_template` of SmolLM2-135M) is read from the
+cached GGUF file when it is there ($GGUF_CACHE or ~/.cache/gguf) and saved next to the others.
+"""
+
+import datetime
+import json
+import os
+import sys
+from pathlib import Path
+
+import jinja2
+import transformers
+from transformers.utils import chat_template_utils as ctu
+
+HERE = Path(__file__).resolve().parent
+TEMPLATES = HERE / "templates"
+
+# The clock `strftime_now` reads; the Rust test passes the same instant.
+NOW = datetime.datetime(2024, 7, 6, 14, 5, 9)
+
+# Real models whose default template is read from the GGUF file.
+REAL_MODELS = {"smollm2-135m": "smollm2-135m"}
+
+# name -> (bos_token, eos_token)
+TOKENS = {
+    "chatml": ("<s>", "</s>"),
+    "llama3-instruct": ("<|begin_of_text|>", "<|eot_id|>"),
+    "llama3.2-tools": ("<|begin_of_text|>", "<|eot_id|>"),
+    "mistral-v0.3-tools": ("<s>", "</s>"),
+    "qwen2.5-tools": ("<|endoftext|>", "<|im_end|>"),
+    "qwen3-style": ("<|endoftext|>", "<|im_end|>"),
+    "phi3": ("<s>", "<|endoftext|>"),
+    "deepseek-r1": ("<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"),
+    "gemma3": ("<bos>", "<eos>"),
+    "smollm2-135m": ("<|im_start|>", "<|im_end|>"),
+    "smollm3-generation": ("<|im_start|>", "<|im_end|>"),
+    "features-whitespace": ("<s>", "</s>"),
+    "features-values": ("<s>", "</s>"),
+    "features-strings": ("<s>", "</s>"),
+    "features-control": ("<s>", "</s>"),
+    "features-tojson": ("<s>", "</s>"),
+    "features-misc": ("<s>", "</s>"),
+}
+
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Get the current weather in a given location",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "location": {"type": "string", "description": "The city and country, e.g. Paris, France"},
+                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+                "days": {"type": "integer", "minimum": 1, "maximum": 7.5},
+            },
+            "required": ["location"],
+        },
+        "return": {"type": "number"},
+    },
+}
+TIME_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_time",
+        "description": "Heure locale — «Zeit» 時間",
+        "parameters": {"type": "object", "properties": {}},
+    },
+}
+
+CONVERSATIONS = {
+    "system_user": {
+        "messages": [
+            {"role": "system", "content": "You are a helpful assistant."},
+            {"role": "user", "content": "What is the capital of France?"},
+        ],
+    },
+    "user_only": {"messages": [{"role": "user", "content": "Hello!"}]},
+    "multi_turn": {
+        "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Hi there"},
+            {"role": "assistant", "content": "Hello! How can I help?"},
+            {"role": "user", "content": "Name a colour."},
+            {"role": "assistant", "content": "Blue."},
+            {"role": "user", "content": "Another one?"},
+        ],
+    },
+    "no_system_multi": {
+        "messages": [
+            {"role": "user", "content": "2+2?"},
+            {"role": "assistant", "content": "4"},
+            {"role": "user", "content": "  and 3+3?  "},
+        ],
+    },
+    "unicode": {
+        "messages": [
+            {"role": "system", "content": "Réponds en français. 日本語もOK 🙂"},
+            {
+                "role": "user",
+                "content": "  Grüße, 世界! 🌍 — «quotes» \"double\" 'single' <b>&amp;</b>\n\tTabbed line\n  ",
+            },
+            {"role": "assistant", "content": "Ça va? ✓\n\n"},
+            {"role": "user", "content": "{{ not a variable }} {% raw %} \\n back\\slash \u0000\u001f end"},
+        ],
+    },
+    "tools": {
+        "tools": [WEATHER_TOOL, TIME_TOOL],
+        "messages": [
+            {"role": "system", "content": "You can call tools."},
+            {"role": "user", "content": "What's the weather in Paris?"},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {
+                        "id": "abc123xyz",
+                        "type": "function",
+                        "function": {
+                            "name": "get_weather",
+                            "arguments": {"location": "Paris, France", "unit": "celsius"},
+                        },
+                    }
+                ],
+            },
+            {
+                "role": "tool",
+                "tool_call_id": "abc123xyz",
+                "name": "get_weather",
+                "content": "{\"temperature\": 22, \"unit\": \"celsius\"}",
+            },
+            {"role": "assistant", "content": "It is 22 °C in Paris."},
+            {"role": "user", "content": "Thanks!"},
+        ],
+    },
+    "tools_no_calls": {
+        "tools": [WEATHER_TOOL],
+        "messages": [
+            {"role": "system", "content": "You can call tools."},
+            {"role": "user", "content": "Is it sunny in Oslo?"},
+        ],
+    },
+    "tool_calls_string_args": {
+        "messages": [
+            {"role": "user", "content": "Weather in Rome and Oslo?"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call00001",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": "{\"location\": \"Rome\"}"},
+                    },
+                    {
+                        "id": "call00002",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": "{\"location\": \"Oslo\"}"},
+                    },
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call00001", "content": "sunny"},
+            {"role": "tool", "tool_call_id": "call00002", "content": "rain"},
+            {"role": "assistant", "content": "Rome is sunny, Oslo rainy."},
+        ],
+    },
+    "reasoning": {
+        "messages": [
+            {"role": "user", "content": "What is 2+2?"},
+            {"role": "assistant", "reasoning_content": "Simple sum.\n2+2=4.", "content": "4"},
+            {"role": "user", "content": "And 3+3?"},
+            {"role": "assistant", "content": "<think>\nAdd them.\n</think>\n\n6"},
+        ],
+    },
+    "multimodal": {
+        "messages": [
+            {"role": "system", "content": [{"type": "text", "text": "Describe images."}]},
+            {
+                "role": "user",
+                "content": [{"type": "image"}, {"type": "text", "text": "  What is this?  "}],
+            },
+        ],
+    },
+    "alternation_error": {
+        "messages": [
+            {"role": "user", "content": "one"},
+            {"role": "user", "content": "two"},
+        ],
+    },
+}
+
+FEATURE_EXTRA = {"custom": {"k": [1, "v"], "nested": {"z": None, "a": 1.5}}, "flag": False}
+ALL = list(CONVERSATIONS)
+
+# name -> list of (conversation, extra keyword variables)
+PLAN = {
+    "chatml": [(c, {}) for c in ALL],
+    "smollm2-135m": [(c, {}) for c in ALL],
+    "llama3-instruct": [(c, {}) for c in ALL],
+    "llama3.2-tools": [(c, {}) for c in ALL]
+    + [
+        ("tools", {"tools_in_user_message": False}),
+        ("system_user", {"date_string": "01 Jan 2025"}),
+        ("tools_no_calls", {"custom_tools": [TIME_TOOL]}),
+    ],
+    "mistral-v0.3-tools": [(c, {}) for c in ALL],
+    "qwen2.5-tools": [(c, {}) for c in ALL],
+    "qwen3-style": [(c, {}) for c in ALL] + [("reasoning", {"enable_thinking": False}), ("user_only", {"enable_thinking": True})],
+    "phi3": [(c, {}) for c in ALL],
+    "deepseek-r1": [(c, {}) for c in ALL],
+    "gemma3": [(c, {}) for c in ALL],
+    "smollm3-generation": [(c, {}) for c in ["system_user", "multi_turn", "unicode"]],
+    "features-whitespace": [("system_user", {}), ("unicode", {})],
+    "features-values": [("system_user", FEATURE_EXTRA), ("tools_no_calls", FEATURE_EXTRA)],
+    "features-strings": [("system_user", {}), ("no_system_multi", {}), ("unicode", {})],
+    "features-control": [("multi_turn", FEATURE_EXTRA), ("system_user", FEATURE_EXTRA), ("user_only", FEATURE_EXTRA)],
+    "features-tojson": [("tools_no_calls", FEATURE_EXTRA), ("unicode", FEATURE_EXTRA)],
+    "features-misc": [("system_user", {}), ("multi_turn", {})],
+}
+
+
+def cache_dir() -> Path:
+    d = os.environ.get("GGUF_CACHE")
+    return Path(d) if d else Path.home() / ".cache" / "gguf"
+
+
+def extract_real_templates() -> None:
+    try:
+        import gguf
+    except ImportError:
+        print("gguf not installed: keeping the saved real-model templates", file=sys.stderr)
+        return
+    for name, model in REAL_MODELS.items():
+        path = cache_dir() / f"{model}.gguf"
+        if not path.exists():
+            print(f"{path} missing: keeping templates/{name}.jinja", file=sys.stderr)
+            continue
+        reader = gguf.GGUFReader(str(path))
+        field = reader.fields["tokenizer.chat_template"]
+        (TEMPLATES / f"{name}.jinja").write_bytes(bytes(field.parts[field.data[0]]))
+
+
+def render(source: str, conversation: dict, add_generation_prompt: bool, bos: str, eos: str, extra: dict):
+    compiled = ctu._compile_jinja_template(source)
+    compiled.environment.globals["strftime_now"] = lambda fmt: NOW.strftime(fmt)
+    messages = ctu._normalize_chat_messages(conversation["messages"])
+    rendered, _ = ctu.render_jinja_template(
+        conversations=[messages],
+        tools=conversation.get("tools"),
+        documents=None,
+        chat_template=source,
+        add_generation_prompt=add_generation_prompt,
+        bos_token=bos,
+        eos_token=eos,
+        **extra,
+    )
+    return rendered[0]
+
+
+def main() -> None:
+    extract_real_templates()
+    cases = []
+    for name, plan in PLAN.items():
+        source = (TEMPLATES / f"{name}.jinja").read_text(encoding="utf-8")
+        bos, eos = TOKENS[name]
+        for conv_name, extra in plan:
+            for agp in (False, True):
+                case = {
+                    "template": name,
+                    "conversation": conv_name,
+                    "add_generation_prompt": agp,
+                    "extra": extra,
+                }
+                try:
+                    case["expected"] = render(source, CONVERSATIONS[conv_name], agp, bos, eos, extra)
+                except jinja2.exceptions.TemplateError as e:
+                    # raise_exception raises exactly TemplateError; its subclasses are engine errors
+                    kind = "raise_exception" if type(e) is jinja2.exceptions.TemplateError else type(e).__name__
+                    case["error"] = {"kind": kind, "message": str(e)}
+                except Exception as e:  # TypeError and friends from Python operators
+                    case["error"] = {"kind": type(e).__name__, "message": str(e)}
+                cases.append(case)
+    out = {
+        "generator": f"transformers {transformers.__version__}, jinja2 {jinja2.__version__}",
+        "now": [NOW.year, NOW.month, NOW.day, NOW.hour, NOW.minute, NOW.second],
+        "templates": {name: {"bos_token": b, "eos_token": e} for name, (b, e) in TOKENS.items()},
+        "conversations": CONVERSATIONS,
+        "cases": cases,
+    }
+    text = json.dumps(out, ensure_ascii=False, indent=1) + "\n"
+    (HERE / "expected.json").write_text(text, encoding="utf-8")
+    errors = sum(1 for c in cases if "error" in c)
+    print(f"{len(cases)} cases ({errors} errors) -> {HERE / 'expected.json'}")
+
+
+if __name__ == "__main__":
+    main()
