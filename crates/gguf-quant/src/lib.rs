@@ -21,12 +21,17 @@ mod dot;
 mod error;
 mod fp;
 mod grids;
+mod pool;
 mod quant;
+pub mod vec;
 
 pub use dequant::{dequantize, dequantize_row};
-pub use dot::{isa, matmul, matvec, quantize_activations, vec_dot, vec_dot_type, Isa};
+pub use dot::{
+    isa, matmul, matmul_on, matvec, matvec_on, quantize_activations, vec_dot, vec_dot_type, Isa,
+};
 pub use error::{QuantError, Result};
 pub use gguf_format::GgmlType;
+pub use pool::ThreadPool;
 pub use quant::quantize_row;
 
 /// Bytes of `elements` values of `ty`; an error unless they are a whole number of blocks.

@@ -2,7 +2,8 @@
 //! mismatched shapes.
 
 use gguf_quant::{
-    matmul, matvec, quantize_activations, quantize_row, row_bytes, vec_dot, GgmlType, QuantError,
+    matmul, matmul_on, matvec, matvec_on, quantize_activations, quantize_row, row_bytes, vec_dot,
+    GgmlType, QuantError, ThreadPool,
 };
 
 fn values(n: usize, seed: u64) -> Vec<f32> {
@@ -41,7 +42,7 @@ fn matvec_and_matmul_equal_row_dots() {
                 expected[b * rows + r] = vec_dot(ty, cols, &w[r * rb..(r + 1) * rb], &a).unwrap();
             }
         }
-        for threads in [1, 2] {
+        for threads in [1, 2, 3] {
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(threads)
                 .build()
@@ -55,6 +56,15 @@ fn matvec_and_matmul_equal_row_dots() {
                 matmul(ty, &w, cols, &x, batch, &mut y, &mut scratch).unwrap();
                 assert_eq!(y, expected, "{ty} matmul, {threads} threads");
             });
+            // The spinning pool: one share of rows per thread.
+            let pool = ThreadPool::new(threads);
+            let mut scratch = Vec::new();
+            let mut y = vec![0f32; rows];
+            matvec_on(&pool, ty, &w, cols, &x[..cols], &mut y, &mut scratch).unwrap();
+            assert_eq!(y, expected[..rows], "{ty} matvec_on, {threads} threads");
+            let mut y = vec![0f32; rows * batch];
+            matmul_on(&pool, ty, &w, cols, &x, batch, &mut y, &mut scratch).unwrap();
+            assert_eq!(y, expected, "{ty} matmul_on, {threads} threads");
         }
     }
 }

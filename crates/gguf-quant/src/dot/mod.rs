@@ -282,7 +282,7 @@ const ROWS_PER_GROUP: usize = 4;
 
 /// `Y = X W^T` for `batch` activation rows `x` (each `cols` long) against the weight matrix:
 /// `y[b * rows + r] = dot(W[r], x[b])`, where `rows = y.len() / batch`. Parallel over blocks of
-/// weight rows; each weight row is read once for the whole batch.
+/// weight rows on rayon's current pool; each weight row is read once for the whole batch.
 pub fn matmul(
     ty: GgmlType,
     weights: &[u8],
@@ -294,16 +294,116 @@ pub fn matmul(
 ) -> Result<()> {
     use rayon::prelude::*;
 
+    let p = prepare(ty, weights, cols, x, batch, y.len(), scratch)?;
+    if p.rows == 0 {
+        return Ok(());
+    }
+    // Rows per task: four tasks per thread balance the load; at least 16 rows amortise the
+    // scheduling (each task costs about as much as a few short rows).
+    let rows_per_task = (p.rows / (4 * rayon::current_num_threads())).max(16);
+    let tasks = p.rows.div_ceil(rows_per_task);
+    let mut parts: Vec<(usize, Vec<&mut [f32]>)> = (0..tasks)
+        .map(|t| (t * rows_per_task, Vec::with_capacity(p.batch)))
+        .collect();
+    for yb in y.chunks_mut(p.rows) {
+        for (t, piece) in yb.chunks_mut(rows_per_task).enumerate() {
+            parts[t].1.push(piece);
+        }
+    }
+    let acts: &[u8] = scratch;
+    parts
+        .into_par_iter()
+        .for_each(|(first, mut outs)| p.compute(weights, acts, first, &mut outs));
+    Ok(())
+}
+
+/// [`matvec`] on a [`ThreadPool`](crate::ThreadPool): the rows are split into one contiguous
+/// share per thread, with no task scheduling, for the short products of single-token decoding.
+/// Results are identical to [`matvec`]'s.
+pub fn matvec_on(
+    pool: &crate::ThreadPool,
+    ty: GgmlType,
+    weights: &[u8],
+    cols: usize,
+    x: &[f32],
+    y: &mut [f32],
+    scratch: &mut Vec<u8>,
+) -> Result<()> {
+    matmul_on(pool, ty, weights, cols, x, 1, y, scratch)
+}
+
+/// [`matmul`] on a [`ThreadPool`](crate::ThreadPool) (see [`matvec_on`]).
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_on(
+    pool: &crate::ThreadPool,
+    ty: GgmlType,
+    weights: &[u8],
+    cols: usize,
+    x: &[f32],
+    batch: usize,
+    y: &mut [f32],
+    scratch: &mut Vec<u8>,
+) -> Result<()> {
+    let p = prepare(ty, weights, cols, x, batch, y.len(), scratch)?;
+    if p.rows == 0 {
+        return Ok(());
+    }
+    let threads = pool.threads();
+    // Whole groups of rows per thread, so the several-rows kernels run at full width.
+    let share = p
+        .rows
+        .div_ceil(threads)
+        .next_multiple_of(ROWS_PER_GROUP)
+        .max(ROWS_PER_GROUP);
+    let mut parts: Vec<Vec<&mut [f32]>> =
+        (0..threads).map(|_| Vec::with_capacity(p.batch)).collect();
+    for yb in y.chunks_mut(p.rows) {
+        for (t, piece) in yb.chunks_mut(share).enumerate() {
+            parts[t].push(piece);
+        }
+    }
+    // Each thread takes only its own share; the mutexes are never contended.
+    let parts: Vec<std::sync::Mutex<Vec<&mut [f32]>>> =
+        parts.into_iter().map(std::sync::Mutex::new).collect();
+    let acts: &[u8] = scratch;
+    pool.run(|t, _| {
+        let mut outs = parts[t].lock().unwrap_or_else(|e| e.into_inner());
+        if !outs.is_empty() {
+            p.compute(weights, acts, t * share, &mut outs);
+        }
+    });
+    Ok(())
+}
+
+/// A checked product, its activations quantized.
+struct Prepared {
+    k: Kernels,
+    cols: usize,
+    rows: usize,
+    batch: usize,
+    row_bytes: usize,
+    act_row: usize,
+}
+
+/// Checks the shapes and quantizes the `batch` activation rows into `scratch`.
+fn prepare(
+    ty: GgmlType,
+    weights: &[u8],
+    cols: usize,
+    x: &[f32],
+    batch: usize,
+    outputs: usize,
+    scratch: &mut Vec<u8>,
+) -> Result<Prepared> {
     let batch = batch.max(1);
-    let rows = y.len() / batch;
+    let rows = outputs / batch;
     let row_bytes = crate::row_bytes(ty, cols)?;
     check_lengths(ty, rows * cols, weights.len())?;
-    if x.len() != batch * cols || y.len() != batch * rows {
+    if x.len() != batch * cols || outputs != batch * rows {
         return Err(QuantError::Shape(format!(
-            "{batch} activation rows of {cols} need {} inputs and a multiple of {batch} outputs; got {} and {}",
+            "{batch} activation rows of {cols} need {} inputs and a multiple of {batch} outputs; got {} and {outputs}",
             batch * cols,
             x.len(),
-            y.len()
         )));
     }
     let k = kernels(ty)?;
@@ -313,46 +413,34 @@ pub fn matmul(
     for (xb, qb) in x.chunks_exact(cols).zip(scratch.chunks_exact_mut(act_row)) {
         quantize_activation_row(act, xb, qb)?;
     }
-    let acts: &[u8] = scratch;
-    // Rows per task: four tasks per thread balance the load; at least 16 rows amortise the
-    // scheduling (each task costs about as much as a few short rows).
-    let rows_per_task = (rows / (4 * rayon::current_num_threads())).max(16);
-    if batch == 1 {
-        y.par_chunks_mut(rows_per_task)
-            .enumerate()
-            .for_each(|(task, out)| {
-                let first = task * rows_per_task;
-                let w = &weights[first * row_bytes..(first + out.len()) * row_bytes];
-                k.rows(cols, w, row_bytes, acts, out);
-            });
-    } else {
-        // Compute a (batch x rows_per_task) tile per task, then scatter into y.
-        let tiles: Vec<(usize, Vec<f32>)> = (0..rows.div_ceil(rows_per_task))
-            .into_par_iter()
-            .map(|task| {
-                let first = task * rows_per_task;
-                let count = rows_per_task.min(rows - first);
-                let mut tile = vec![0f32; count * batch];
-                // A few weight rows at a time against every activation row, so the weights
-                // are read from memory once and from L1 for the rest of the batch.
-                for i in (0..count).step_by(ROWS_PER_GROUP) {
-                    let group = ROWS_PER_GROUP.min(count - i);
-                    let w = &weights[(first + i) * row_bytes..(first + i + group) * row_bytes];
-                    for (b, a) in acts.chunks_exact(act_row).enumerate() {
-                        let out = &mut tile[b * count + i..b * count + i + group];
-                        k.rows(cols, w, row_bytes, a, out);
-                    }
-                }
-                (first, tile)
-            })
-            .collect();
-        for (first, tile) in tiles {
-            let count = tile.len() / batch;
-            for b in 0..batch {
-                y[b * rows + first..b * rows + first + count]
-                    .copy_from_slice(&tile[b * count..(b + 1) * count]);
+    Ok(Prepared {
+        k,
+        cols,
+        rows,
+        batch,
+        row_bytes,
+        act_row,
+    })
+}
+
+impl Prepared {
+    /// Weight rows `first..first + outs[b].len()` against every activation row `b`, into
+    /// `outs[b]`. A batch takes a few weight rows at a time against every activation row, so
+    /// the weights are read from memory once and from L1 for the rest of the batch.
+    fn compute(&self, weights: &[u8], acts: &[u8], first: usize, outs: &mut [&mut [f32]]) {
+        let rb = self.row_bytes;
+        let count = outs[0].len();
+        if let [out] = outs {
+            let w = &weights[first * rb..(first + count) * rb];
+            self.k.rows(self.cols, w, rb, &acts[..self.act_row], out);
+            return;
+        }
+        for i in (0..count).step_by(ROWS_PER_GROUP) {
+            let group = ROWS_PER_GROUP.min(count - i);
+            let w = &weights[(first + i) * rb..(first + i + group) * rb];
+            for (out, a) in outs.iter_mut().zip(acts.chunks_exact(self.act_row)) {
+                self.k.rows(self.cols, w, rb, a, &mut out[i..i + group]);
             }
         }
     }
-    Ok(())
 }
