@@ -6,6 +6,7 @@
 
 use half::f16;
 
+#[cfg(target_arch = "x86_64")]
 use crate::dot::{isa, Isa};
 
 /// `Σ a[i] * b[i]` as `ggml_vec_dot_f16` (AVX2): four accumulators of eight lanes over 32
