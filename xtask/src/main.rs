@@ -1,6 +1,8 @@
 //! Project automation: `cargo xtask fixtures [--check]`, `cargo xtask models`, `cargo xtask ci`.
 
 mod fixtures;
+mod hf_json_fixtures;
+mod model_fixtures;
 mod tokenizer_fixtures;
 
 use std::path::{Path, PathBuf};

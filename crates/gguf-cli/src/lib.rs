@@ -3,4 +3,5 @@
 
 pub mod inspect;
 pub mod models;
+pub mod run;
 pub mod tensors;

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
-use gguf_cli::{inspect, models};
+use gguf_cli::{inspect, models, run};
 use gguf_format::edit::{edit_metadata, Edit};
 use gguf_format::split::{self, SplitLimit, SplitSet};
 use gguf_format::{GgufFile, OwnedValue, Value, ValueType};
@@ -44,6 +44,14 @@ enum Command {
     Detokenize(DetokenizeArgs),
     /// Render the file's chat template for a conversation, as Hugging Face transformers does.
     ChatTemplate(ChatTemplateArgs),
+    /// Generate text from a raw prompt, streamed to stdout.
+    Generate(run::GenerateArgs),
+    /// Chat interactively with the file's chat template.
+    Chat(run::ChatArgs),
+    /// Perplexity of a text, as llama-perplexity computes it.
+    Perplexity(run::PerplexityArgs),
+    /// Prompt-processing and generation speed, like llama-bench.
+    Bench(run::BenchArgs),
 }
 
 #[derive(Args)]
@@ -217,6 +225,10 @@ fn main() -> ExitCode {
         Command::Tokenize(a) => cmd_tokenize(a),
         Command::Detokenize(a) => cmd_detokenize(a),
         Command::ChatTemplate(a) => cmd_chat_template(a),
+        Command::Generate(a) => run::generate(a),
+        Command::Chat(a) => run::chat(a),
+        Command::Perplexity(a) => run::perplexity(a),
+        Command::Bench(a) => run::bench(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

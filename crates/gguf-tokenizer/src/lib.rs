@@ -14,6 +14,7 @@ mod bpe;
 pub mod chat;
 mod error;
 mod fasthash;
+mod hf_json;
 mod pretok;
 mod special;
 mod spm;
@@ -42,6 +43,8 @@ pub struct Tokenizer {
     special: SpecialMatcher,
     bpe: Option<BpeModel>,
     ugm: Option<ugm::UgmModel>,
+    /// The pipeline of a `tokenizer.huggingface.json` file, which encodes instead.
+    hf: Option<Box<hf_json::HfPipeline>>,
     warnings: Vec<String>,
 }
 
@@ -54,8 +57,13 @@ struct BpeModel {
 }
 
 impl Tokenizer {
-    /// Builds the tokenizer `file`'s `tokenizer.ggml.*` metadata describes.
+    /// Builds the tokenizer `file`'s `tokenizer.ggml.*` metadata describes; a file without
+    /// `tokenizer.ggml.model` but with `tokenizer.huggingface.json` gets the Hugging Face
+    /// tokenizer that JSON describes.
     pub fn from_gguf(file: &GgufFile) -> Result<Tokenizer> {
+        if hf_json::applies(file) {
+            return hf_json::tokenizer_from_gguf(file);
+        }
         let vocab = Vocab::from_gguf(file)?;
         let mut warnings = Vec::new();
         let bpe = match vocab.kind {
@@ -97,6 +105,7 @@ impl Tokenizer {
             special,
             bpe,
             ugm,
+            hf: None,
             warnings,
         })
     }
@@ -191,6 +200,9 @@ impl Tokenizer {
     /// (user-defined tokens are always matched). Any bytes are accepted. WordPiece (`bert`)
     /// models, as in llama.cpp, add BOS and SEP whenever `add_special` is set.
     pub fn encode(&self, text: &[u8], add_special: bool, parse_special: bool) -> Vec<u32> {
+        if let Some(hf) = &self.hf {
+            return hf.encode(text, add_special, parse_special);
+        }
         let vocab = &self.vocab;
         let mut out = Vec::with_capacity(text.len() / 3 + 2);
         if add_special && (vocab.add_bos || vocab.kind == ModelKind::Wpm) {

@@ -250,6 +250,19 @@ pub(crate) struct Vocab {
     pub max_token_len: usize,
 }
 
+/// The parts of a vocabulary that [`Vocab::from_parts`] takes (`tokenizer.huggingface.json`).
+pub(crate) struct VocabParts {
+    pub kind: ModelKind,
+    /// Texts, scores, stored types and final attributes, by id; texts unique.
+    pub tokens: Vec<TokenData>,
+    pub special: SpecialIds,
+    pub add_bos: bool,
+    pub add_eos: bool,
+    pub add_space_prefix: bool,
+    pub pre: String,
+    pub escape_whitespaces: bool,
+}
+
 fn meta(msg: impl Into<String>) -> TokenizerError {
     TokenizerError::Metadata(msg.into())
 }
@@ -513,6 +526,98 @@ impl Vocab {
             escape_whitespaces,
             treat_whitespace_as_suffix: false,
             precompiled_charsmap,
+            max_token_len,
+        })
+    }
+
+    /// Builds a vocabulary that another description than `tokenizer.ggml.*` gave (a Hugging
+    /// Face `tokenizer.json`), already parsed. Token attributes are taken as given: llama.cpp's
+    /// loader rules, which change attributes by token text, are not applied. End of generation
+    /// is EOS, EOT and EOM plus the control tokens whose text llama.cpp takes as an end; EOT and
+    /// EOM, when not given, are the control tokens with llama.cpp's texts for them.
+    pub(crate) fn from_parts(parts: VocabParts) -> Result<Vocab> {
+        let VocabParts {
+            kind,
+            tokens,
+            mut special,
+            add_bos,
+            add_eos,
+            add_space_prefix,
+            pre,
+            escape_whitespaces,
+        } = parts;
+        let mut ids = FastMap::with_capacity_and_hasher(tokens.len(), Default::default());
+        for (i, t) in tokens.iter().enumerate() {
+            ids.insert(t.text.clone(), i as u32);
+        }
+        let in_range = |id: Option<u32>| id.filter(|&id| (id as usize) < tokens.len());
+        special = SpecialIds {
+            bos: in_range(special.bos),
+            eos: in_range(special.eos),
+            eot: in_range(special.eot),
+            eom: in_range(special.eom),
+            unk: in_range(special.unk),
+            sep: in_range(special.sep),
+            pad: in_range(special.pad),
+        };
+        if add_bos && special.bos.is_none() {
+            return Err(meta("add_bos_token is set but there is no BOS token"));
+        }
+        if add_eos && special.eos.is_none() {
+            return Err(meta("add_eos_token is set but there is no EOS token"));
+        }
+        let control_with_text = |texts: &[&str]| {
+            texts
+                .iter()
+                .filter_map(|t| ids.get(t.as_bytes()).copied())
+                .filter(|&id| tokens[id as usize].attr & attr::CONTROL != 0)
+                .min()
+        };
+        special.eot = special.eot.or_else(|| control_with_text(EOT_TEXTS));
+        special.eom = special.eom.or_else(|| control_with_text(&["<|eom_id|>"]));
+        let mut eog: Vec<u32> = EOG_TEXTS
+            .iter()
+            .filter_map(|t| ids.get(t.as_bytes()).copied())
+            .filter(|&id| tokens[id as usize].attr & attr::CONTROL != 0)
+            .chain(
+                [special.eos, special.eot, special.eom]
+                    .into_iter()
+                    .flatten(),
+            )
+            .collect();
+        eog.sort_unstable();
+        eog.dedup();
+        let mut special_cache: Vec<u32> = (0..tokens.len() as u32)
+            .filter(|&id| {
+                tokens[id as usize].attr & (attr::CONTROL | attr::USER_DEFINED | attr::UNKNOWN) != 0
+            })
+            .collect();
+        special_cache.sort_by(|&a, &b| {
+            tokens[b as usize]
+                .text
+                .len()
+                .cmp(&tokens[a as usize].text.len())
+                .then(a.cmp(&b))
+        });
+        let max_token_len = tokens.iter().map(|t| t.text.len()).max().unwrap_or(0);
+        Ok(Vocab {
+            kind,
+            tokens,
+            ids,
+            special,
+            add_bos,
+            add_eos,
+            add_space_prefix,
+            pre,
+            special_cache,
+            eog,
+            add_sep: kind == ModelKind::Wpm,
+            lowercase: false,
+            strip_accents: false,
+            remove_extra_whitespaces: false,
+            escape_whitespaces,
+            treat_whitespace_as_suffix: false,
+            precompiled_charsmap: None,
             max_token_len,
         })
     }

@@ -236,8 +236,10 @@ pub fn quantize_activations(weight_type: GgmlType, x: &[f32], out: &mut Vec<u8>)
     quantize_activation_row(act, x, out)
 }
 
-/// Quantizes one activation row to `act`: the same bytes as [`quantize_row`], through SIMD
-/// where there is a kernel for it.
+/// Quantizes one activation row to `act` as llama.cpp's matrix products do on this CPU: with
+/// AVX2, ggml's x86 `quantize_row_q8_0`/`q8_1` (inverse scale `127 / amax`, ties to even), which
+/// differ from the reference quantizer in a few values per thousand; otherwise (and for Q8_K,
+/// where ggml uses it everywhere) the reference quantizer, as ggml's generic code does.
 fn quantize_activation_row(act: GgmlType, x: &[f32], out: &mut [u8]) -> Result<()> {
     check_lengths(act, x.len(), out.len())?;
     #[cfg(target_arch = "x86_64")]

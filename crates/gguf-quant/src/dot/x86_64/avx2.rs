@@ -975,36 +975,30 @@ unsafe fn f16_f16_avx2(n: usize, w: *const u8, a: *const u8) -> f32 {
 }
 
 /// Quantizes activations to Q8_0 (`with_sum == false`) or Q8_1 (`true`: the block also stores
-/// `d * Σq`) exactly as the reference quantizers do (same bytes), eight lanes at a time.
-/// Blocks holding a NaN or an infinity, or whose inverse scale is not finite (maxima so tiny
-/// that 1/d overflows), go through the scalar reference, whose C-conversion semantics matter
-/// there. Returns `false` when this CPU lacks AVX2/FMA/F16C (nothing written).
+/// `d * Σq`) as ggml's x86 `quantize_row_q8_0`/`q8_1` do: the inverse scale is `127 / amax` and
+/// values round to nearest even. These are the bytes llama.cpp's matrix products use on an AVX2
+/// machine; they differ from the reference quantizer's (`1 / (amax / 127)`, ties away from
+/// zero) in a few values per thousand. Returns `false` when this CPU lacks AVX2/FMA/F16C
+/// (nothing written).
 pub(crate) fn quantize_q8(x: &[f32], out: &mut [u8], with_sum: bool) -> bool {
     if !available() {
         return false;
     }
-    let (ty, size) = if with_sum {
-        (GgmlType::Q8_1, 36)
-    } else {
-        (GgmlType::Q8_0, 34)
-    };
+    let size = if with_sum { 36 } else { 34 };
     for (xb, yb) in x.chunks_exact(32).zip(out.chunks_exact_mut(size)) {
         // SAFETY: AVX2/FMA/F16C were detected above; `xb` holds 32 floats and `yb` `size` bytes.
-        let done = unsafe { quantize_q8_block(xb.as_ptr(), yb.as_mut_ptr(), with_sum) };
-        if !done {
-            crate::quant::quantize_row(ty, xb, yb).ok();
-        }
+        unsafe { quantize_q8_block(xb.as_ptr(), yb.as_mut_ptr(), with_sum) };
     }
     true
 }
 
-/// One Q8_0 or Q8_1 block; `false` (nothing written) for the cases left to the scalar
-/// reference.
+/// One Q8_0 or Q8_1 block, instruction for instruction as ggml's AVX2 code (including what
+/// `maxps` does with NaN and what the saturating packs do with out-of-range values).
 ///
 /// # Safety
 /// `x` points to 32 readable floats and `y` to 34 (Q8_0) or 36 (Q8_1) writable bytes.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn quantize_q8_block(x: *const f32, y: *mut u8, with_sum: bool) -> bool {
+unsafe fn quantize_q8_block(x: *const f32, y: *mut u8, with_sum: bool) {
     // SAFETY: 32 floats are readable at `x` (caller); loads are unaligned.
     let v = unsafe {
         [
@@ -1014,39 +1008,21 @@ unsafe fn quantize_q8_block(x: *const f32, y: *mut u8, with_sum: bool) -> bool {
             _mm256_loadu_ps(x.add(24)),
         ]
     };
-    let abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFF_FFFF));
-    let mut nan = _mm256_setzero_ps();
-    let mut max = _mm256_setzero_ps();
-    for &v in &v {
-        nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-        max = _mm256_max_ps(max, _mm256_and_ps(v, abs_mask));
+    let sign = _mm256_set1_ps(-0.0);
+    let mut max = _mm256_andnot_ps(sign, v[0]);
+    for &v in &v[1..] {
+        max = _mm256_max_ps(max, _mm256_andnot_ps(sign, v));
     }
-    if _mm256_movemask_ps(nan) != 0 {
-        return false;
-    }
-    let m = _mm_max_ps(_mm256_castps256_ps128(max), _mm256_extractf128_ps(max, 1));
+    let m = _mm_max_ps(_mm256_extractf128_ps(max, 1), _mm256_castps256_ps128(max));
     let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
     let amax = _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
     let d = amax / 127.0;
-    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-    // An infinite maximum makes inf * 0 = NaN, whose C conversion truncates where packing
-    // saturates; an infinite inverse scale likewise: leave both to the scalar reference.
-    if !amax.is_finite() || !id.is_finite() {
-        return false;
-    }
+    let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
     let idv = _mm256_set1_ps(id);
-    let half = _mm256_set1_ps(0.5);
     let mut q = [_mm256_setzero_si256(); 4];
     for (q, &v) in q.iter_mut().zip(&v) {
-        // roundf: truncate, then step away from zero when the dropped fraction is >= 1/2
-        // (all exact: |v * id| <= 127.x here).
-        let s = _mm256_mul_ps(v, idv);
-        let t = _mm256_cvttps_epi32(s);
-        let frac = _mm256_sub_ps(s, _mm256_cvtepi32_ps(t));
-        let up = _mm256_castps_si256(_mm256_cmp_ps(frac, half, _CMP_GE_OQ));
-        let down = _mm256_castps_si256(_mm256_cmp_ps(frac, _mm256_set1_ps(-0.5), _CMP_LE_OQ));
-        // Masks are -1 where true: subtracting `up` adds one, adding `down` subtracts one.
-        *q = _mm256_add_epi32(_mm256_sub_epi32(t, up), down);
+        let r = _mm256_round_ps(_mm256_mul_ps(v, idv), _MM_FROUND_TO_NEAREST_INT);
+        *q = _mm256_cvtps_epi32(r);
     }
     // Pack 32 i32 lanes to i8 in element order (packs interleave 128-bit lanes; permute back).
     let p16a = _mm256_packs_epi32(q[0], q[1]);
@@ -1067,11 +1043,10 @@ unsafe fn quantize_q8_block(x: *const f32, y: *mut u8, with_sum: bool) -> bool {
             let sum = _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 1)));
             y.add(2)
                 .cast::<[u8; 2]>()
-                .write(crate::fp::f16_bytes(sum as f32 * d));
+                .write(crate::fp::f16_bytes(d * sum as f32));
         }
         _mm256_storeu_si256(y.add(values_at).cast(), p8);
     }
-    true
 }
 
 /// Quantizes activations to Q8_K exactly as the reference quantizer does (same bytes). Blocks
@@ -1193,13 +1168,8 @@ mod tests {
             eprintln!("skipping: no AVX2/FMA/F16C on this CPU");
             return;
         }
+        // Q8_0 and Q8_1 follow ggml's AVX2 quantizers instead (tests/activation_quant.rs).
         for x in activation_test_rows(&mut Rng(0xACE1_2345_6789_0001)) {
-            let mut q8_0 = vec![0u8; x.len() / 32 * 34];
-            assert!(quantize_q8(&x, &mut q8_0, false));
-            assert_same_as_reference(GgmlType::Q8_0, &x, &q8_0);
-            let mut q8_1 = vec![0u8; x.len() / 32 * 36];
-            assert!(quantize_q8(&x, &mut q8_1, true));
-            assert_same_as_reference(GgmlType::Q8_1, &x, &q8_1);
             let mut q8_k = vec![0u8; x.len() / 256 * 292];
             assert!(quantize_q8_k(&x, &mut q8_k));
             assert_same_as_reference(GgmlType::Q8_K, &x, &q8_k);

@@ -1,0 +1,361 @@
+//! The commands that run a model: `generate`, `chat`, `perplexity` and `bench`.
+
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use gguf_model::{KvType, Model, SamplerConfig, SessionOptions};
+use gguf_tokenizer::chat::ChatMessage;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::models;
+
+/// Options shared by the commands that run a model.
+#[derive(Args, Debug, Clone)]
+pub struct RunOptions {
+    /// Threads (default: the number of physical cores).
+    #[arg(short = 't', long, default_value_t = 0)]
+    pub threads: usize,
+    /// Context length in tokens (default: the model's, at most 4096).
+    #[arg(short = 'c', long = "ctx", default_value_t = 0)]
+    pub ctx: usize,
+    /// KV cache type.
+    #[arg(long = "kv-type", default_value = "f16", value_parser = ["f16", "f32"])]
+    pub kv_type: String,
+}
+
+impl RunOptions {
+    fn session_options(&self) -> SessionOptions {
+        SessionOptions {
+            n_ctx: self.ctx,
+            threads: self.threads,
+            kv_type: if self.kv_type == "f32" {
+                KvType::F32
+            } else {
+                KvType::F16
+            },
+            ..SessionOptions::default()
+        }
+    }
+}
+
+/// Sampling options (llama.cpp's defaults; `--temp 0` is greedy).
+#[derive(Args, Debug, Clone)]
+pub struct SamplingOptions {
+    /// Temperature; 0 picks the most likely token.
+    #[arg(long = "temp", default_value_t = 0.8)]
+    pub temperature: f32,
+    /// Keep the K most likely tokens (0: all).
+    #[arg(long, default_value_t = 40)]
+    pub top_k: usize,
+    /// Keep the most likely tokens up to this total probability.
+    #[arg(long, default_value_t = 0.95)]
+    pub top_p: f32,
+    /// Drop tokens less likely than this fraction of the most likely one.
+    #[arg(long, default_value_t = 0.05)]
+    pub min_p: f32,
+    /// Penalty for repeating recent tokens (1: off).
+    #[arg(long, default_value_t = 1.0)]
+    pub repeat_penalty: f32,
+    /// Presence penalty (0: off).
+    #[arg(long, default_value_t = 0.0)]
+    pub presence_penalty: f32,
+    /// Frequency penalty (0: off).
+    #[arg(long, default_value_t = 0.0)]
+    pub frequency_penalty: f32,
+    /// Seed of the random draw.
+    #[arg(long, short = 's', default_value_t = 0x5EED)]
+    pub seed: u64,
+}
+
+impl SamplingOptions {
+    fn config(&self) -> SamplerConfig {
+        SamplerConfig {
+            temperature: self.temperature,
+            top_k: self.top_k,
+            top_p: self.top_p,
+            min_p: self.min_p,
+            repeat_penalty: self.repeat_penalty,
+            presence_penalty: self.presence_penalty,
+            frequency_penalty: self.frequency_penalty,
+            seed: self.seed,
+            ..SamplerConfig::default()
+        }
+    }
+}
+
+fn load(file: &str) -> Result<Model> {
+    let path = models::resolve(file)?;
+    let model = Model::load(&path).with_context(|| format!("loading {}", path.display()))?;
+    for w in model.tokenizer().warnings() {
+        eprintln!("warning: {}: {w}", path.display());
+    }
+    Ok(model)
+}
+
+/// `gguf generate`.
+#[derive(Args, Debug)]
+pub struct GenerateArgs {
+    /// A .gguf path or a known model name.
+    pub file: String,
+    /// The prompt (raw text; no chat template).
+    #[arg(short, long)]
+    pub prompt: String,
+    /// Tokens to generate at most.
+    #[arg(short = 'n', long, default_value_t = 128)]
+    pub n_predict: usize,
+    #[command(flatten)]
+    pub sampling: SamplingOptions,
+    #[command(flatten)]
+    pub run: RunOptions,
+    /// Print one JSON object (`prompt_ids`, `ids`, `text`, `prompt_tokens_per_s`,
+    /// `gen_tokens_per_s`) instead of streaming the text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `gguf generate`.
+pub fn generate(a: GenerateArgs) -> Result<()> {
+    let model = load(&a.file)?;
+    let mut session = model.session(a.run.session_options())?;
+    let prompt_ids = model.tokenizer().encode(a.prompt.as_bytes(), true, true);
+    if prompt_ids.is_empty() {
+        bail!("the prompt gives no tokens");
+    }
+    let t0 = Instant::now();
+    let mut generation = session.generate_from(&prompt_ids, &a.sampling.config(), a.n_predict)?;
+    let prompt_secs = t0.elapsed().as_secs_f64();
+    let t1 = Instant::now();
+    let mut ids = Vec::new();
+    let mut out = std::io::stdout().lock();
+    if !a.json {
+        write!(out, "{}", a.prompt)?;
+    }
+    for token in &mut generation {
+        let token = token?;
+        ids.push(token.id);
+        if !a.json {
+            write!(out, "{}", token.text)?;
+            out.flush()?;
+        }
+    }
+    let gen_secs = t1.elapsed().as_secs_f64();
+    let text = generation.text().to_string();
+    drop(generation);
+    if a.json {
+        let report = serde_json::json!({
+            "prompt_ids": prompt_ids,
+            "ids": ids,
+            "text": text,
+            "prompt_tokens_per_s": prompt_ids.len() as f64 / prompt_secs,
+            "gen_tokens_per_s": if ids.is_empty() { 0.0 } else { ids.len() as f64 / gen_secs },
+        });
+        writeln!(out, "{report}")?;
+    } else {
+        writeln!(out)?;
+        eprintln!(
+            "prompt: {} tokens, {:.1} tokens/s; generated: {} tokens, {:.1} tokens/s",
+            prompt_ids.len(),
+            prompt_ids.len() as f64 / prompt_secs,
+            ids.len(),
+            ids.len() as f64 / gen_secs
+        );
+    }
+    Ok(())
+}
+
+/// `gguf chat`.
+#[derive(Args, Debug)]
+pub struct ChatArgs {
+    /// A .gguf path or a known model name.
+    pub file: String,
+    /// A system message to start the conversation with.
+    #[arg(long)]
+    pub system: Option<String>,
+    /// Tokens per reply at most.
+    #[arg(short = 'n', long, default_value_t = 512)]
+    pub n_predict: usize,
+    #[command(flatten)]
+    pub sampling: SamplingOptions,
+    #[command(flatten)]
+    pub run: RunOptions,
+}
+
+/// Runs `gguf chat`: reads a line per user turn from stdin, streams each reply.
+pub fn chat(a: ChatArgs) -> Result<()> {
+    let model = load(&a.file)?;
+    let mut session = model.session(a.run.session_options())?;
+    let mut messages = Vec::new();
+    if let Some(system) = &a.system {
+        messages.push(ChatMessage::new("system", system.as_str()));
+    }
+    let sampler = a.sampling.config();
+    let stdin = std::io::stdin();
+    let mut out = std::io::stdout().lock();
+    eprintln!("chatting with {} (end with Ctrl-D)", a.file);
+    loop {
+        write!(out, "> ")?;
+        out.flush()?;
+        let mut line = String::new();
+        if stdin.lock().read_line(&mut line)? == 0 {
+            writeln!(out)?;
+            return Ok(());
+        }
+        let line = line.trim_end_matches(['\n', '\r']);
+        if line.is_empty() {
+            continue;
+        }
+        messages.push(ChatMessage::new("user", line));
+        let mut reply = String::new();
+        {
+            let generation = session.chat(&messages, &sampler, a.n_predict)?;
+            for token in generation {
+                let token = token?;
+                reply.push_str(&token.text);
+                write!(out, "{}", token.text)?;
+                out.flush()?;
+            }
+        }
+        writeln!(out)?;
+        messages.push(ChatMessage::new("assistant", reply.as_str()));
+    }
+}
+
+/// `gguf perplexity`.
+#[derive(Args, Debug)]
+pub struct PerplexityArgs {
+    /// A .gguf path or a known model name.
+    pub file: String,
+    /// The text to score.
+    #[arg(short = 'f', long = "file", value_name = "TEXT")]
+    pub text: PathBuf,
+    /// Chunk length in tokens (the context of each evaluation).
+    #[arg(short = 'c', long = "ctx", default_value_t = 512)]
+    pub ctx: usize,
+    /// Threads (default: the number of physical cores).
+    #[arg(short = 't', long, default_value_t = 0)]
+    pub threads: usize,
+    /// Score at most this many chunks (0: all).
+    #[arg(long, default_value_t = 0)]
+    pub chunks: usize,
+    /// Print one JSON object `{"ppl", "chunks"}` at the end.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `gguf perplexity`.
+pub fn perplexity(a: PerplexityArgs) -> Result<()> {
+    let model = load(&a.file)?;
+    let text = std::fs::read(&a.text).with_context(|| format!("reading {}", a.text.display()))?;
+    let options = SessionOptions {
+        n_ctx: a.ctx,
+        threads: a.threads,
+        n_batch: a.ctx,
+        ..SessionOptions::default()
+    };
+    let mut session = model.session(options)?;
+    let bar = ProgressBar::new(0).with_style(
+        ProgressStyle::with_template("perplexity [{bar:30}] {pos}/{len} chunks {msg}")
+            .expect("valid template"),
+    );
+    let result = gguf_model::perplexity(&mut session, &text, a.chunks, |done, total, ppl| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+        bar.set_message(format!("PPL {ppl:.4}"));
+    })?;
+    bar.finish_and_clear();
+    if a.json {
+        println!(
+            "{}",
+            serde_json::json!({"ppl": result.ppl, "chunks": result.chunk_ppl})
+        );
+    } else {
+        for (i, p) in result.chunk_ppl.iter().enumerate() {
+            println!("[{}] {p:.4}", i + 1);
+        }
+        println!(
+            "Final estimate: PPL = {:.4} over {} chunks of {} tokens",
+            result.ppl,
+            result.chunk_ppl.len(),
+            a.ctx
+        );
+    }
+    Ok(())
+}
+
+/// `gguf bench`.
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// A .gguf path or a known model name.
+    pub file: String,
+    /// Prompt tokens to process (pp).
+    #[arg(short = 'p', long, default_value_t = 512)]
+    pub n_prompt: usize,
+    /// Tokens to generate one by one (tg).
+    #[arg(short = 'n', long, default_value_t = 128)]
+    pub n_gen: usize,
+    /// Threads (default: the number of physical cores).
+    #[arg(short = 't', long, default_value_t = 0)]
+    pub threads: usize,
+    /// Repetitions.
+    #[arg(short = 'r', long, default_value_t = 5)]
+    pub repetitions: usize,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `gguf bench`, measuring like llama-bench: prompt processing of `-p` random tokens in
+/// one batch, and generation of `-n` tokens one at a time, each from an empty cache, after a
+/// warm-up run; mean and standard deviation over `-r` repetitions.
+pub fn bench(a: BenchArgs) -> Result<()> {
+    let model = load(&a.file)?;
+    let options = SessionOptions {
+        n_ctx: (a.n_prompt + a.n_gen).max(1),
+        threads: a.threads,
+        n_batch: a.n_prompt.max(1),
+        ..SessionOptions::default()
+    };
+    let mut session = model.session(options)?;
+    let result = gguf_model::bench(&mut session, a.n_prompt, a.n_gen, a.repetitions.max(1))?;
+    let threads = if a.threads == 0 {
+        gguf_model::physical_cores()
+    } else {
+        a.threads
+    };
+    if a.json {
+        let stat = |s: Option<gguf_model::Throughput>| {
+            s.map(|s| serde_json::json!({"tokens_per_s": s.mean, "sd": s.sd}))
+        };
+        println!(
+            "{}",
+            serde_json::json!({
+                "model": a.file,
+                "threads": threads,
+                "pp": stat(result.pp),
+                "tg": stat(result.tg),
+                "n_prompt": a.n_prompt,
+                "n_gen": a.n_gen,
+                "repetitions": a.repetitions,
+            })
+        );
+    } else {
+        println!("| model | threads | test | t/s |");
+        println!("|---|---|---|---|");
+        if let Some(pp) = result.pp {
+            println!(
+                "| {} | {threads} | pp{} | {:.2} ± {:.2} |",
+                a.file, a.n_prompt, pp.mean, pp.sd
+            );
+        }
+        if let Some(tg) = result.tg {
+            println!(
+                "| {} | {threads} | tg{} | {:.2} ± {:.2} |",
+                a.file, a.n_gen, tg.mean, tg.sd
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,71 @@
+//! The one error type of this crate.
+
+/// What can go wrong loading a model or running it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ModelError {
+    /// The container layer failed (I/O, a malformed file, a missing or mistyped key).
+    #[error(transparent)]
+    Format(#[from] gguf_format::Error),
+    /// A quantized kernel refused its input.
+    #[error(transparent)]
+    Quant(#[from] gguf_quant::QuantError),
+    /// The tokenizer could not be built or a template failed.
+    #[error(transparent)]
+    Tokenizer(#[from] gguf_tokenizer::TokenizerError),
+    /// `general.architecture` names a model this crate does not run.
+    #[error("{file}: architecture `{arch}` is not supported (supported: {})", SUPPORTED.join(", "))]
+    UnsupportedArchitecture {
+        /// The file.
+        file: String,
+        /// Its architecture.
+        arch: String,
+    },
+    /// A tensor the architecture needs is missing.
+    #[error("{file}: tensor `{name}` is missing")]
+    MissingTensor {
+        /// The file.
+        file: String,
+        /// The tensor's name.
+        name: String,
+    },
+    /// A tensor's shape does not fit the hyperparameters.
+    #[error(
+        "{file}: tensor `{name}` has shape {found:?}, but the hyperparameters need {expected:?}"
+    )]
+    TensorShape {
+        /// The file.
+        file: String,
+        /// The tensor's name.
+        name: String,
+        /// The shape the hyperparameters imply (ggml order).
+        expected: Vec<u64>,
+        /// The stored shape.
+        found: Vec<u64>,
+    },
+    /// Hyperparameters are missing, inconsistent or out of range.
+    #[error("{file}: {message}")]
+    Hyperparameters {
+        /// The file.
+        file: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The context would overflow.
+    #[error("the context is full: {needed} positions needed, the session holds {n_ctx}")]
+    ContextFull {
+        /// Positions the request needs.
+        needed: usize,
+        /// The session's context length.
+        n_ctx: usize,
+    },
+    /// A request was malformed (an out-of-range token id, an empty prompt...).
+    #[error("{0}")]
+    Request(String),
+}
+
+/// The architectures this crate runs.
+pub const SUPPORTED: &[&str] = &["llama", "mistral", "qwen2", "qwen3"];
+
+/// This crate's result type.
+pub type Result<T> = std::result::Result<T, ModelError>;

@@ -1,0 +1,476 @@
+//! CPU inference for llama-family GGUF models (`llama`, `mistral`, `qwen2`, `qwen3`), computed
+//! as llama.cpp computes it: weights used in place from the mmap in their stored type,
+//! activations quantized to the type ggml pairs with each weight type, an f16 KV cache.
+//!
+//! ```no_run
+//! use gguf_model::{Model, SamplerConfig, SessionOptions};
+//!
+//! # fn main() -> Result<(), gguf_model::ModelError> {
+//! let model = Model::load("SmolLM2-135M-Instruct.Q4_1.gguf")?;
+//! let mut session = model.session(SessionOptions::default())?;
+//! for token in session.generate("The capital of France is", &SamplerConfig::greedy(), 16)? {
+//!     print!("{}", token?.text);
+//! }
+//! # Ok(()) }
+//! ```
+
+mod config;
+mod error;
+mod eval;
+mod forward;
+mod ops;
+mod sampling;
+mod weights;
+
+pub use config::{Arch, Hparams, RopeScaling};
+pub use error::{ModelError, Result, SUPPORTED};
+pub use eval::{bench, perplexity, BenchResult, PerplexityResult, Throughput};
+pub use forward::KvType;
+pub use gguf_quant::ThreadPool;
+pub use gguf_tokenizer::Tokenizer;
+pub use sampling::{argmax, Sampler, SamplerConfig};
+
+use std::path::Path;
+use std::sync::Arc;
+
+use gguf_format::MappedGguf;
+use gguf_tokenizer::chat::{ChatMessage, ChatTemplate, RenderOptions};
+
+use forward::{Forward, KvCache, Scratch};
+use weights::Weights;
+
+/// A loaded model: the mapped file, its hyperparameters, checked tensors and tokenizer.
+pub struct Model {
+    map: MappedGguf,
+    hparams: Hparams,
+    weights: Weights,
+    tokenizer: Tokenizer,
+    rope: ops::Rope,
+    name: String,
+}
+
+impl std::fmt::Debug for Model {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Model")
+            .field("file", &self.name)
+            .field("hparams", &self.hparams)
+            .finish()
+    }
+}
+
+/// Options of a [`Session`].
+#[derive(Debug, Clone)]
+pub struct SessionOptions {
+    /// Context length in tokens (0: the model's training context, capped at 4096).
+    pub n_ctx: usize,
+    /// Threads (0: the number of physical cores, as llama.cpp picks).
+    pub threads: usize,
+    /// KV cache precision.
+    pub kv_type: KvType,
+    /// Largest batch of prompt tokens per forward pass.
+    pub n_batch: usize,
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        SessionOptions {
+            n_ctx: 0,
+            threads: 0,
+            kv_type: KvType::F16,
+            n_batch: 512,
+        }
+    }
+}
+
+/// The number of physical cores (logical CPUs on machines where that cannot be told).
+pub fn physical_cores() -> usize {
+    let logical = std::thread::available_parallelism().map_or(1, |n| n.get());
+    #[cfg(target_os = "linux")]
+    if let Ok(info) = std::fs::read_to_string("/proc/cpuinfo") {
+        let mut cores = std::collections::HashSet::new();
+        let (mut phys, mut core) = (None, None);
+        for line in info.lines() {
+            if let Some(v) = line.strip_prefix("physical id") {
+                phys = v.trim_start_matches([' ', '\t', ':']).parse::<u32>().ok();
+            } else if let Some(v) = line.strip_prefix("core id") {
+                core = v.trim_start_matches([' ', '\t', ':']).parse::<u32>().ok();
+            } else if line.trim().is_empty() {
+                if let (Some(p), Some(c)) = (phys, core) {
+                    cores.insert((p, c));
+                }
+                phys = None;
+                core = None;
+            }
+        }
+        if !cores.is_empty() {
+            return cores.len().min(logical);
+        }
+    }
+    logical
+}
+
+impl Model {
+    /// Opens `path`, checks every tensor against the hyperparameters and builds the tokenizer.
+    /// An unsupported architecture is an error naming it and the supported ones.
+    pub fn load(path: impl AsRef<Path>) -> Result<Model> {
+        let path = path.as_ref();
+        let name = path.display().to_string();
+        let map = MappedGguf::open(path)?;
+        let file = map.file();
+        let mut hparams = Hparams::from_gguf(file, &name)?;
+        let weights = Weights::load(file, &name, &mut hparams)?;
+        let tokenizer = Tokenizer::from_gguf(file)?;
+        if tokenizer.vocab_size() > hparams.n_vocab {
+            return Err(ModelError::Hyperparameters {
+                file: name,
+                message: format!(
+                    "the tokenizer has {} tokens but token_embd only {} rows",
+                    tokenizer.vocab_size(),
+                    hparams.n_vocab
+                ),
+            });
+        }
+        let rope = forward::rope_for(&hparams);
+        Ok(Model {
+            map,
+            hparams,
+            weights,
+            tokenizer,
+            rope,
+            name,
+        })
+    }
+
+    /// The hyperparameters.
+    pub fn hparams(&self) -> &Hparams {
+        &self.hparams
+    }
+
+    /// The tokenizer rebuilt from the file.
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
+    /// The mapped file.
+    pub fn file(&self) -> &gguf_format::GgufFile<'_> {
+        self.map.file()
+    }
+
+    /// Bytes of the mapped file.
+    pub fn file_size(&self) -> u64 {
+        self.map.len()
+    }
+
+    /// A session: a KV cache and buffers for generating with this model.
+    pub fn session(&self, options: SessionOptions) -> Result<Session<'_>> {
+        let threads = if options.threads == 0 {
+            physical_cores()
+        } else {
+            options.threads
+        };
+        self.session_on(options, Arc::new(ThreadPool::new(threads)))
+    }
+
+    /// A session running on an existing thread pool (several sessions can share one).
+    pub fn session_on(
+        &self,
+        options: SessionOptions,
+        pool: Arc<ThreadPool>,
+    ) -> Result<Session<'_>> {
+        let n_ctx = match options.n_ctx {
+            0 => self.hparams.n_ctx_train.min(4096),
+            n => n,
+        };
+        if n_ctx > self.hparams.n_ctx_train {
+            return Err(ModelError::Request(format!(
+                "a context of {n_ctx} exceeds the model's training context of {}",
+                self.hparams.n_ctx_train
+            )));
+        }
+        if n_ctx == 0 {
+            return Err(ModelError::Request(
+                "the context length must be positive".into(),
+            ));
+        }
+        Ok(Session {
+            model: self,
+            cache: KvCache::new(&self.hparams, n_ctx, options.kv_type),
+            n_ctx,
+            n_batch: options.n_batch.max(1),
+            tokens: Vec::new(),
+            scratch: Scratch::default(),
+            logits: Vec::new(),
+            pool,
+        })
+    }
+
+    fn forward(&self) -> Forward<'_> {
+        Forward {
+            hp: &self.hparams,
+            w: &self.weights,
+            bytes: self.map.file().bytes(),
+            rope: self.rope,
+        }
+    }
+}
+
+/// A generated token.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GeneratedToken {
+    /// Its id.
+    pub id: u32,
+    /// The text it completes (whole characters only; may be empty while a character spans
+    /// several tokens).
+    pub text: String,
+}
+
+/// A conversation with a model: the KV cache of the tokens so far, reused across calls when a
+/// new prompt starts with them.
+pub struct Session<'m> {
+    model: &'m Model,
+    cache: KvCache,
+    n_ctx: usize,
+    n_batch: usize,
+    /// Tokens whose keys and values are in the cache, in order.
+    tokens: Vec<u32>,
+    scratch: Scratch,
+    logits: Vec<f32>,
+    pool: Arc<ThreadPool>,
+}
+
+impl std::fmt::Debug for Session<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("n_ctx", &self.n_ctx)
+            .field("n_past", &self.tokens.len())
+            .finish()
+    }
+}
+
+impl<'m> Session<'m> {
+    /// The model.
+    pub fn model(&self) -> &'m Model {
+        self.model
+    }
+
+    /// Context length.
+    pub fn n_ctx(&self) -> usize {
+        self.n_ctx
+    }
+
+    /// Tokens currently in the cache.
+    pub fn tokens(&self) -> &[u32] {
+        &self.tokens
+    }
+
+    /// Bytes held by the KV cache.
+    pub fn kv_cache_bytes(&self) -> usize {
+        self.cache.bytes()
+    }
+
+    /// Forgets every cached token.
+    pub fn clear(&mut self) {
+        self.tokens.clear();
+    }
+
+    /// The logits after the last evaluated token.
+    pub fn logits(&self) -> &[f32] {
+        &self.logits
+    }
+
+    /// Evaluates `tokens` after the cached ones (in batches of `n_batch`); afterwards
+    /// [`Session::logits`] holds the next-token logits.
+    pub fn eval(&mut self, tokens: &[u32]) -> Result<()> {
+        let fwd = self.model.forward();
+        for chunk in tokens.chunks(self.n_batch) {
+            fwd.run(
+                &self.pool,
+                &mut self.cache,
+                self.n_ctx,
+                chunk,
+                self.tokens.len(),
+                false,
+                &mut self.scratch,
+                &mut self.logits,
+            )?;
+            self.tokens.extend_from_slice(chunk);
+        }
+        Ok(())
+    }
+
+    /// Evaluates `tokens` after the cached ones and returns the logits of every one of them
+    /// (`tokens.len()` rows of the vocabulary size), for scoring text (perplexity).
+    pub fn eval_all_logits(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
+        let fwd = self.model.forward();
+        let mut all = Vec::with_capacity(tokens.len() * self.model.hparams.n_vocab);
+        for chunk in tokens.chunks(self.n_batch) {
+            fwd.run(
+                &self.pool,
+                &mut self.cache,
+                self.n_ctx,
+                chunk,
+                self.tokens.len(),
+                true,
+                &mut self.scratch,
+                &mut self.logits,
+            )?;
+            self.tokens.extend_from_slice(chunk);
+            all.extend_from_slice(&self.logits);
+        }
+        let v = self.model.hparams.n_vocab;
+        let n = self.logits.len();
+        if n >= v {
+            self.logits.drain(..n - v);
+        }
+        Ok(all)
+    }
+
+    /// Makes the cache hold exactly `prompt` and leaves its next-token logits in
+    /// [`Session::logits`], reusing the cached prefix shared with it.
+    pub fn prefill(&mut self, prompt: &[u32]) -> Result<()> {
+        if prompt.is_empty() {
+            return Err(ModelError::Request("the prompt has no tokens".into()));
+        }
+        let common = self
+            .tokens
+            .iter()
+            .zip(prompt)
+            .take_while(|(a, b)| a == b)
+            .count();
+        // At least the last prompt token is evaluated, for its logits.
+        let keep = common.min(prompt.len() - 1);
+        self.tokens.truncate(keep);
+        self.eval(&prompt[keep..])
+    }
+
+    /// Generates up to `max_tokens` tokens after the raw text `prompt` (tokenized with the
+    /// file's BOS settings, special-token text parsed), stopping at an end-of-generation token.
+    pub fn generate(
+        &mut self,
+        prompt: &str,
+        sampler: &SamplerConfig,
+        max_tokens: usize,
+    ) -> Result<Generation<'_, 'm>> {
+        let ids = self.model.tokenizer.encode(prompt.as_bytes(), true, true);
+        self.generate_from(&ids, sampler, max_tokens)
+    }
+
+    /// As [`Session::generate`] from prompt token ids.
+    pub fn generate_from(
+        &mut self,
+        prompt: &[u32],
+        sampler: &SamplerConfig,
+        max_tokens: usize,
+    ) -> Result<Generation<'_, 'm>> {
+        self.prefill(prompt)?;
+        let tokenizer = &self.model.tokenizer;
+        Ok(Generation {
+            decoder: tokenizer.stream_decoder(false),
+            session: self,
+            sampler: Sampler::new(sampler.clone()),
+            remaining: max_tokens,
+            stop_strings: Vec::new(),
+            text: String::new(),
+            done: false,
+            pending: None,
+        })
+    }
+
+    /// Renders `messages` with the file's chat template (with the assistant prompt appended)
+    /// and generates the reply.
+    pub fn chat(
+        &mut self,
+        messages: &[ChatMessage],
+        sampler: &SamplerConfig,
+        max_tokens: usize,
+    ) -> Result<Generation<'_, 'm>> {
+        let prompt = self.model.chat_prompt(messages)?;
+        let tokenizer = &self.model.tokenizer;
+        // The template usually writes BOS itself; add it only if it did not.
+        let starts_with_bos = tokenizer
+            .special_ids()
+            .bos
+            .and_then(|b| tokenizer.token_text(b))
+            .is_some_and(|t| prompt.as_bytes().starts_with(t));
+        let ids = tokenizer.encode(prompt.as_bytes(), !starts_with_bos, true);
+        self.generate_from(&ids, sampler, max_tokens)
+    }
+}
+
+impl Model {
+    /// The prompt the file's chat template renders for `messages`, ending with the
+    /// assistant's turn.
+    pub fn chat_prompt(&self, messages: &[ChatMessage]) -> Result<String> {
+        let template = ChatTemplate::from_gguf(self.map.file(), None)?;
+        Ok(template.render(
+            messages,
+            &RenderOptions {
+                add_generation_prompt: true,
+                ..RenderOptions::default()
+            },
+        )?)
+    }
+}
+
+/// Tokens as they are generated: an iterator of `Result<GeneratedToken>`.
+pub struct Generation<'s, 'm> {
+    session: &'s mut Session<'m>,
+    sampler: Sampler,
+    decoder: gguf_tokenizer::StreamDecoder<'m>,
+    remaining: usize,
+    stop_strings: Vec<String>,
+    text: String,
+    done: bool,
+    pending: Option<u32>,
+}
+
+impl Generation<'_, '_> {
+    /// Also stop once the generated text contains any of `stops` (the token that completes
+    /// one is still returned).
+    pub fn stop_at(mut self, stops: &[&str]) -> Self {
+        self.stop_strings = stops.iter().map(|s| s.to_string()).collect();
+        self
+    }
+
+    /// The text generated so far.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+}
+
+impl Iterator for Generation<'_, '_> {
+    type Item = Result<GeneratedToken>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done || self.remaining == 0 {
+            return None;
+        }
+        // The previous token is evaluated lazily, so the last one costs no forward pass.
+        if let Some(prev) = self.pending.take() {
+            if let Err(e) = self.session.eval(&[prev]) {
+                self.done = true;
+                return Some(Err(e));
+            }
+        }
+        let id = self
+            .sampler
+            .sample(&self.session.logits, &self.session.tokens);
+        self.remaining -= 1;
+        let tokenizer = &self.session.model.tokenizer;
+        if tokenizer.is_end_of_generation(id) {
+            self.done = true;
+            return None;
+        }
+        let text = self.decoder.push(id);
+        self.text.push_str(&text);
+        if self
+            .stop_strings
+            .iter()
+            .any(|s| !s.is_empty() && self.text.contains(s.as_str()))
+        {
+            self.done = true;
+        }
+        self.pending = Some(id);
+        Some(Ok(GeneratedToken { id, text }))
+    }
+}

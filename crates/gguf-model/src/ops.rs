@@ -1,0 +1,301 @@
+//! The element-wise pieces of the forward pass, each written to give the numbers ggml's CPU
+//! backend gives (x86_64, AVX2+FMA build) operation for operation: RMSNorm with a double sum,
+//! RoPE through ggml's YaRN cache, and attention as
+//! `ggml_flash_attn_ext` computes one query against an f16 cache.
+
+use gguf_quant::vec;
+use half::f16;
+
+/// `x * 1/sqrt(mean(x²) + eps) * w`, as `ggml_rms_norm` followed by `ggml_mul`: the sum of
+/// squares in f64, the mean and scale in f32.
+pub(crate) fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
+    let sum: f64 = x.iter().map(|&v| f64::from(v * v)).sum();
+    let mean = (sum / x.len() as f64) as f32;
+    let scale = 1.0 / (mean + eps).sqrt();
+    for ((o, &v), &g) in out.iter_mut().zip(x).zip(w) {
+        *o = (v * scale) * g;
+    }
+}
+
+/// RMSNorm in place (see [`rms_norm`]).
+pub(crate) fn rms_norm_in_place(x: &mut [f32], w: &[f32], eps: f32) {
+    let sum: f64 = x.iter().map(|&v| f64::from(v * v)).sum();
+    let mean = (sum / x.len() as f64) as f32;
+    let scale = 1.0 / (mean + eps).sqrt();
+    for (v, &g) in x.iter_mut().zip(w) {
+        *v = (*v * scale) * g;
+    }
+}
+
+/// RoPE parameters shared by every position.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Rope {
+    pub n_dims: usize,
+    pub neox: bool,
+    pub freq_base: f32,
+    pub freq_scale: f32,
+    pub ext_factor: f32,
+    pub attn_factor: f32,
+    pub corr_dims: [f32; 2],
+}
+
+impl Rope {
+    /// ggml's RoPE parameters (`ggml_rope_ext`'s arguments), with the YaRN correction range.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        n_dims: usize,
+        neox: bool,
+        freq_base: f32,
+        freq_scale: f32,
+        ext_factor: f32,
+        attn_factor: f32,
+        beta_fast: f32,
+        beta_slow: f32,
+        n_ctx_orig: usize,
+    ) -> Rope {
+        // ggml_rope_yarn_corr_dims
+        let corr_dim = |n_rot: f32| {
+            n_dims as f32 * (n_ctx_orig as f32 / (n_rot * 2.0 * std::f32::consts::PI)).ln()
+                / (2.0 * freq_base.ln())
+        };
+        let start = corr_dim(beta_fast).floor();
+        let end = corr_dim(beta_slow).ceil();
+        Rope {
+            n_dims,
+            neox,
+            freq_base,
+            freq_scale,
+            ext_factor,
+            attn_factor,
+            corr_dims: [start.max(0.0), end.min(n_dims as f32 - 1.0)],
+        }
+    }
+
+    /// The (cos, sin) pairs for position `pos`, as `ggml_rope_cache_init`.
+    pub(crate) fn cache(&self, pos: i64, out: &mut Vec<(f32, f32)>) {
+        out.clear();
+        let theta_scale = self.freq_base.powf(-2.0 / self.n_dims as f32);
+        let mut theta = pos as f32;
+        for i0 in (0..self.n_dims).step_by(2) {
+            // rope_yarn
+            let theta_extrap = theta;
+            let theta_interp = self.freq_scale * theta_extrap;
+            let mut th = theta_interp;
+            let mut mscale = self.attn_factor;
+            if self.ext_factor != 0.0 {
+                let y = ((i0 / 2) as f32 - self.corr_dims[0])
+                    / (self.corr_dims[1] - self.corr_dims[0]).max(0.001);
+                let ramp_mix = (1.0 - y.clamp(0.0, 1.0)) * self.ext_factor;
+                th = theta_interp * (1.0 - ramp_mix) + theta_extrap * ramp_mix;
+                mscale *= 1.0 + 0.1 * (1.0 / self.freq_scale).ln();
+            }
+            out.push((th.cos() * mscale, th.sin() * mscale));
+            theta *= theta_scale;
+        }
+    }
+
+    /// Rotates one head in place with a cache from [`Rope::cache`]. GCC contracts ggml's
+    /// `x0*cos - x1*sin` and `x0*sin + x1*cos` into fused multiply-adds (the first product
+    /// fused), so they are written that way here.
+    pub(crate) fn apply(&self, head: &mut [f32], cache: &[(f32, f32)]) {
+        let rotate =
+            |x0: f32, x1: f32, c: f32, s: f32| (x0.mul_add(c, -(x1 * s)), x0.mul_add(s, x1 * c));
+        if self.neox {
+            let half = self.n_dims / 2;
+            for (i, &(c, s)) in cache.iter().enumerate() {
+                (head[i], head[i + half]) = rotate(head[i], head[i + half], c, s);
+            }
+        } else {
+            for (i, &(c, s)) in cache.iter().enumerate() {
+                (head[2 * i], head[2 * i + 1]) = rotate(head[2 * i], head[2 * i + 1], c, s);
+            }
+        }
+    }
+}
+
+/// One query head against the cached keys and values `0..=last` of its KV head (positions
+/// before `first` masked, for sliding windows), as `ggml_flash_attn_ext` (one-chunk path, f16
+/// K and V): the query rounded to f16, online softmax in f32, the weighted values accumulated in
+/// f16.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn attend_f16(
+    q: &[f32],
+    keys: &[f16],
+    values: &[f16],
+    kv_stride: usize,
+    first: usize,
+    last: usize,
+    scale: f32,
+    q16: &mut Vec<f16>,
+    acc: &mut Vec<f16>,
+    out: &mut [f32],
+) {
+    let dk = q.len();
+    let dv = out.len();
+    q16.resize(dk, f16::ZERO);
+    vec::f32_to_f16(q, q16);
+    acc.clear();
+    acc.resize(dv, f16::ZERO);
+    let mut s_sum = 0f32;
+    let mut m = f32::NEG_INFINITY;
+    for ic in first..=last {
+        let k = &keys[ic * kv_stride..ic * kv_stride + dk];
+        let s = vec::dot_f16(k, q16) * scale;
+        let v = &values[ic * kv_stride..ic * kv_stride + dv];
+        let mut ms = 1.0f32;
+        let mut vs = 1.0f32;
+        if s > m {
+            let m_old = m;
+            m = s;
+            ms = (m_old - m).exp();
+            vec::scale_f16(acc, ms);
+        } else {
+            vs = (s - m).exp();
+        }
+        vec::mad_f16(acc, v, vs);
+        s_sum = s_sum.mul_add(ms, vs);
+    }
+    let inv = if s_sum == 0.0 { 0.0 } else { 1.0 / s_sum };
+    for (o, a) in out.iter_mut().zip(acc.iter()) {
+        *o = a.to_f32() * inv;
+    }
+}
+
+/// As [`attend_f16`], but with f32 arithmetic throughout (the query not rounded, keys and
+/// values widened), as ggml's tiled flash-attention path computes batches of 64 queries or
+/// more over an f16 cache.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn attend_f16_wide(
+    q: &[f32],
+    keys: &[f16],
+    values: &[f16],
+    kv_stride: usize,
+    first: usize,
+    last: usize,
+    scale: f32,
+    row: &mut Vec<f32>,
+    acc: &mut Vec<f32>,
+    out: &mut [f32],
+) {
+    let dk = q.len();
+    let dv = out.len();
+    acc.clear();
+    acc.resize(dv, 0.0);
+    row.resize(dk.max(dv), 0.0);
+    let mut s_sum = 0f32;
+    let mut m = f32::NEG_INFINITY;
+    for ic in first..=last {
+        vec::f16_to_f32(&keys[ic * kv_stride..ic * kv_stride + dk], &mut row[..dk]);
+        let s: f32 = row[..dk].iter().zip(q).map(|(&a, &b)| a * b).sum::<f32>() * scale;
+        let mut ms = 1.0f32;
+        let mut vs = 1.0f32;
+        if s > m {
+            let m_old = m;
+            m = s;
+            ms = (m_old - m).exp();
+            for a in acc.iter_mut() {
+                *a *= ms;
+            }
+        } else {
+            vs = (s - m).exp();
+        }
+        vec::f16_to_f32(&values[ic * kv_stride..ic * kv_stride + dv], &mut row[..dv]);
+        for (a, &x) in acc.iter_mut().zip(row.iter()) {
+            *a += x * vs;
+        }
+        s_sum = s_sum * ms + vs;
+    }
+    let inv = if s_sum == 0.0 { 0.0 } else { 1.0 / s_sum };
+    for (o, a) in out.iter_mut().zip(acc.iter()) {
+        *o = a * inv;
+    }
+}
+
+/// As [`attend_f16`] for an f32 cache (values accumulated in f32).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn attend_f32(
+    q: &[f32],
+    keys: &[f32],
+    values: &[f32],
+    kv_stride: usize,
+    first: usize,
+    last: usize,
+    scale: f32,
+    acc: &mut Vec<f32>,
+    out: &mut [f32],
+) {
+    let dk = q.len();
+    let dv = out.len();
+    acc.clear();
+    acc.resize(dv, 0.0);
+    let mut s_sum = 0f32;
+    let mut m = f32::NEG_INFINITY;
+    for ic in first..=last {
+        let k = &keys[ic * kv_stride..ic * kv_stride + dk];
+        let s: f32 = k.iter().zip(q).map(|(&a, &b)| a * b).sum::<f32>() * scale;
+        let v = &values[ic * kv_stride..ic * kv_stride + dv];
+        let mut ms = 1.0f32;
+        let mut vs = 1.0f32;
+        if s > m {
+            let m_old = m;
+            m = s;
+            ms = (m_old - m).exp();
+            for a in acc.iter_mut() {
+                *a *= ms;
+            }
+        } else {
+            vs = (s - m).exp();
+        }
+        for (a, &x) in acc.iter_mut().zip(v) {
+            *a = x.mul_add(vs, *a);
+        }
+        s_sum = s_sum.mul_add(ms, vs);
+    }
+    let inv = if s_sum == 0.0 { 0.0 } else { 1.0 / s_sum };
+    for (o, a) in out.iter_mut().zip(acc.iter()) {
+        *o = a * inv;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rms_norm_of_constant_is_one() {
+        let x = [3.0f32; 64];
+        let mut out = [0f32; 64];
+        rms_norm(&x, &[1.0; 64], 0.0, &mut out);
+        assert!(out.iter().all(|&v| (v - 1.0).abs() < 1e-6));
+    }
+
+    #[test]
+    fn rope_at_position_zero_is_identity_and_preserves_norm() {
+        let rope = Rope::new(64, false, 10_000.0, 1.0, 0.0, 1.0, 32.0, 1.0, 4096);
+        let mut cache = Vec::new();
+        rope.cache(0, &mut cache);
+        let orig: Vec<f32> = (0..64).map(|i| i as f32 * 0.1 - 3.0).collect();
+        let mut head = orig.clone();
+        rope.apply(&mut head, &cache);
+        assert_eq!(head, orig);
+        rope.cache(1234, &mut cache);
+        rope.apply(&mut head, &cache);
+        let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>();
+        assert!((norm(&head) - norm(&orig)).abs() / norm(&orig) < 1e-5);
+    }
+
+    #[test]
+    fn attention_of_one_key_returns_its_value() {
+        let dk = 8;
+        let keys: Vec<f16> = (0..dk).map(|i| f16::from_f32(i as f32)).collect();
+        let values: Vec<f16> = (0..dk).map(|i| f16::from_f32(1.0 + i as f32)).collect();
+        let q = vec![0.5f32; dk];
+        let mut out = vec![0f32; dk];
+        let (mut q16, mut acc) = (Vec::new(), Vec::new());
+        attend_f16(
+            &q, &keys, &values, dk, 0, 0, 0.3, &mut q16, &mut acc, &mut out,
+        );
+        let expected: Vec<f32> = (0..dk).map(|i| 1.0 + i as f32).collect();
+        assert_eq!(out, expected);
+    }
+}

@@ -1,0 +1,254 @@
+//! Choosing the next token from logits, in llama.cpp's default order: repetition, presence and
+//! frequency penalties, then top-k, top-p, min-p, temperature, and a seeded draw (or the
+//! argmax when the temperature is 0).
+
+/// Sampling settings. The defaults are llama.cpp's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SamplerConfig {
+    /// Temperature; 0 (or less) picks the most likely token.
+    pub temperature: f32,
+    /// Keep the `top_k` most likely tokens (0: all).
+    pub top_k: usize,
+    /// Keep the smallest set whose probability reaches `top_p` (1: all).
+    pub top_p: f32,
+    /// Drop tokens less likely than `min_p` times the most likely one (0: none).
+    pub min_p: f32,
+    /// Divide positive (multiply negative) logits of recent tokens by this (1: off).
+    pub repeat_penalty: f32,
+    /// Subtract this from the logit of every recent token (0: off).
+    pub presence_penalty: f32,
+    /// Subtract this times its count from the logit of each recent token (0: off).
+    pub frequency_penalty: f32,
+    /// How many recent tokens the penalties look at.
+    pub penalty_last_n: usize,
+    /// Seed of the random draw.
+    pub seed: u64,
+}
+
+impl Default for SamplerConfig {
+    fn default() -> Self {
+        SamplerConfig {
+            temperature: 0.8,
+            top_k: 40,
+            top_p: 0.95,
+            min_p: 0.05,
+            repeat_penalty: 1.0,
+            presence_penalty: 0.0,
+            frequency_penalty: 0.0,
+            penalty_last_n: 64,
+            seed: 0x5EED,
+        }
+    }
+}
+
+impl SamplerConfig {
+    /// Greedy decoding: always the most likely token.
+    pub fn greedy() -> SamplerConfig {
+        SamplerConfig {
+            temperature: 0.0,
+            ..SamplerConfig::default()
+        }
+    }
+}
+
+/// A seeded sampler (its random state advances with each draw).
+#[derive(Debug, Clone)]
+pub struct Sampler {
+    config: SamplerConfig,
+    rng: u64,
+    candidates: Vec<(u32, f32)>,
+    counts: std::collections::HashMap<u32, u32>,
+}
+
+impl Sampler {
+    /// A sampler with `config`.
+    pub fn new(config: SamplerConfig) -> Sampler {
+        Sampler {
+            rng: config.seed ^ 0x9E37_79B9_7F4A_7C15,
+            config,
+            candidates: Vec::new(),
+            counts: std::collections::HashMap::new(),
+        }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &SamplerConfig {
+        &self.config
+    }
+
+    /// SplitMix64: a small, well-distributed generator, enough for drawing tokens.
+    fn next_f64(&mut self) -> f64 {
+        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        (z >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Picks a token from `logits` given the `history` of tokens so far (for the penalties).
+    pub fn sample(&mut self, logits: &[f32], history: &[u32]) -> u32 {
+        let c = &self.config;
+        let penalize =
+            c.repeat_penalty != 1.0 || c.presence_penalty != 0.0 || c.frequency_penalty != 0.0;
+        let mut logits_buf;
+        let logits = if penalize && !history.is_empty() {
+            logits_buf = logits.to_vec();
+            self.counts.clear();
+            for &t in &history[history.len().saturating_sub(c.penalty_last_n)..] {
+                *self.counts.entry(t).or_insert(0) += 1;
+            }
+            for (&t, &n) in &self.counts {
+                let Some(l) = logits_buf.get_mut(t as usize) else {
+                    continue;
+                };
+                if *l > 0.0 {
+                    *l /= c.repeat_penalty;
+                } else {
+                    *l *= c.repeat_penalty;
+                }
+                *l -= n as f32 * c.frequency_penalty + c.presence_penalty;
+            }
+            &logits_buf[..]
+        } else {
+            logits
+        };
+        if c.temperature <= 0.0 {
+            return argmax(logits);
+        }
+        let cands = &mut self.candidates;
+        cands.clear();
+        cands.extend(logits.iter().enumerate().map(|(i, &l)| (i as u32, l)));
+        cands.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        if c.top_k > 0 {
+            cands.truncate(c.top_k.max(1));
+        }
+        // Probabilities of the sorted candidates.
+        let softmax = |cands: &[(u32, f32)]| -> Vec<f32> {
+            let max = cands[0].1;
+            let e: Vec<f32> = cands.iter().map(|&(_, l)| (l - max).exp()).collect();
+            let sum: f32 = e.iter().sum();
+            e.into_iter().map(|x| x / sum).collect()
+        };
+        if c.top_p < 1.0 {
+            let p = softmax(cands);
+            let mut cum = 0.0;
+            let mut keep = cands.len();
+            for (i, &pi) in p.iter().enumerate() {
+                cum += pi;
+                if cum >= c.top_p {
+                    keep = i + 1;
+                    break;
+                }
+            }
+            cands.truncate(keep.max(1));
+        }
+        if c.min_p > 0.0 {
+            let p = softmax(cands);
+            let threshold = p[0] * c.min_p;
+            let keep = p.iter().take_while(|&&pi| pi >= threshold).count();
+            cands.truncate(keep.max(1));
+        }
+        for cand in cands.iter_mut() {
+            cand.1 /= c.temperature;
+        }
+        let p = softmax(cands);
+        let r = self.next_f64() as f32;
+        let mut cum = 0.0;
+        for (i, &pi) in p.iter().enumerate() {
+            cum += pi;
+            if r < cum {
+                return self.candidates[i].0;
+            }
+        }
+        self.candidates[self.candidates.len() - 1].0
+    }
+}
+
+/// The index of the largest logit (the first of equal ones).
+pub fn argmax(logits: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, &l) in logits.iter().enumerate() {
+        if l > logits[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn greedy_takes_the_argmax() {
+        let mut s = Sampler::new(SamplerConfig::greedy());
+        assert_eq!(s.sample(&[0.1, 2.0, 1.9, 2.0], &[]), 1);
+    }
+
+    #[test]
+    fn penalties_follow_llama_cpp() {
+        let mut s = Sampler::new(SamplerConfig {
+            repeat_penalty: 2.0,
+            ..SamplerConfig::greedy()
+        });
+        // Token 1 (3.0) is halved to 1.5 and loses to token 2 (2.0); a negative logit doubles.
+        assert_eq!(s.sample(&[-1.0, 3.0, 2.0], &[1, 0]), 2);
+        let mut s = Sampler::new(SamplerConfig {
+            presence_penalty: 1.5,
+            frequency_penalty: 0.5,
+            ..SamplerConfig::greedy()
+        });
+        // Token 0: 4.0 - (2 * 0.5 + 1.5) = 1.5 < 2.0.
+        assert_eq!(s.sample(&[4.0, 2.0], &[0, 0]), 1);
+    }
+
+    #[test]
+    fn top_k_one_is_greedy_and_seeds_repeat() {
+        let logits: Vec<f32> = (0..100).map(|i| ((i * 37) % 100) as f32 / 10.0).collect();
+        let mut s = Sampler::new(SamplerConfig {
+            top_k: 1,
+            ..SamplerConfig::default()
+        });
+        assert_eq!(s.sample(&logits, &[]), argmax(&logits));
+        let draw = |seed| {
+            let mut s = Sampler::new(SamplerConfig {
+                temperature: 1.5,
+                top_k: 0,
+                top_p: 1.0,
+                min_p: 0.0,
+                seed,
+                ..SamplerConfig::default()
+            });
+            (0..20).map(|_| s.sample(&logits, &[])).collect::<Vec<_>>()
+        };
+        assert_eq!(draw(7), draw(7));
+        assert_ne!(draw(7), draw(8));
+    }
+
+    #[test]
+    fn min_p_and_top_p_cut_the_tail() {
+        // Probabilities ~ [0.64, 0.24, 0.09, 0.03]: min_p 0.2 keeps two tokens.
+        let logits = [2.0f32, 1.0, 0.0, -1.0];
+        let mut s = Sampler::new(SamplerConfig {
+            temperature: 1.0,
+            top_k: 0,
+            top_p: 1.0,
+            min_p: 0.2,
+            ..SamplerConfig::default()
+        });
+        for _ in 0..200 {
+            assert!(s.sample(&logits, &[]) < 2);
+        }
+        let mut s = Sampler::new(SamplerConfig {
+            temperature: 1.0,
+            top_k: 0,
+            top_p: 0.5,
+            min_p: 0.0,
+            ..SamplerConfig::default()
+        });
+        for _ in 0..200 {
+            assert_eq!(s.sample(&logits, &[]), 0);
+        }
+    }
+}

@@ -1,0 +1,37 @@
+#!/bin/sh
+# Regenerates the llama.cpp reference logits of the tiny fixture models (fixtures/model-*.gguf,
+# written by `cargo xtask fixtures`) into this folder. See README.md.
+#
+#   LLAMA=/path/to/llama.cpp LLAMA_BUILD=/path/to/build/bin ./make_reference.sh
+set -eu
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../../../../.." && pwd)
+LLAMA=${LLAMA:-/opt/llama-ref/llama_cpp_python-0.3.36/vendor/llama.cpp}
+LLAMA_BUILD=${LLAMA_BUILD:-/opt/llama-ref/build/bin}
+commit=$(git -C "$LLAMA" rev-parse HEAD 2>/dev/null || echo unknown)
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cc -O2 -std=c11 -Wall -Wextra -o "$tmp/reference_logits" "$here/reference_logits.c" \
+    -I"$LLAMA/include" -I"$LLAMA/ggml/include" \
+    -L"$LLAMA_BUILD" -lllama -lggml -lggml-base -lggml-cpu -lm
+run() {
+    LD_LIBRARY_PATH="$LLAMA_BUILD${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+        "$tmp/reference_logits" --commit "$commit" -n 8 "$@"
+}
+
+# 20 token ids per vocabulary (seeded random picks; the SentencePiece ones start with BOS).
+spm=1,243,96,299,158,105,212,138,275,128,328,258,184,215,272,318,114,161,281,172
+bpe=265,38,374,105,352,385,372,239,363,334,75,272,108,210,29,178,321,213,238,63
+
+run -m "$root/fixtures/model-llama.gguf" -o "$here/model-llama.json" --tokens "$spm"
+run -m "$root/fixtures/model-qwen2.gguf" -o "$here/model-qwen2.json" --tokens "$bpe"
+run -m "$root/fixtures/model-qwen3.gguf" -o "$here/model-qwen3.json" --tokens "$bpe"
+# llama.cpp has no `mistral` architecture: the same weights loaded as `llama`, once with the
+# sliding window emulated (what gguf-model must give) and once with llama.cpp's full attention.
+run -m "$root/fixtures/model-mistral.gguf" -o "$here/model-mistral.json" --tokens "$spm" \
+    --load-as-llama --swa 8
+run -m "$root/fixtures/model-mistral.gguf" -o "$here/model-mistral-full.json" --tokens "$spm" \
+    --load-as-llama
+echo "wrote $here/model-*.json"

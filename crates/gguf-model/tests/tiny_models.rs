@@ -1,0 +1,286 @@
+//! The tiny random-weight models of `fixtures/model-*.gguf` (written by `cargo xtask fixtures`)
+//! against llama.cpp's logits for the same tokens (`tests/data/tiny/*.json`, made by
+//! `tests/data/tiny/make_reference.sh`): every logit of every position, the argmax at every
+//! position, and an 8-token greedy continuation.
+//!
+//! The references come from one batch of 20 tokens, one thread, llama.cpp's default context
+//! (f16 KV cache, flash attention "auto", which resolves to enabled on the CPU). llama.cpp has
+//! no `mistral` architecture; its reference is the same weights loaded as `llama` with the
+//! sliding window emulated (see `tests/data/tiny/README.md`).
+
+use std::path::PathBuf;
+
+use gguf_format::{GgufBuilder, GgufFile};
+use gguf_model::{argmax, Model, ModelError, SessionOptions, SUPPORTED};
+use serde_json::Value;
+
+/// Largest |ours - llama.cpp| accepted over all logits. The differences left are those of float
+/// operations done in another order (llama.cpp's x86 build runs Q8_0 batches through llamafile's
+/// sgemm, Q4_0 and Q4_K through repacked kernels, and compiles RoPE with contracted FMAs): a few
+/// 1e-6 on logits of magnitude up to ~30. Where such a difference makes a quantized activation or its block scale round the
+/// other way the logits move by 1e-2 or more, so this bound tells "every rounding went the same
+/// way" from "one did not". The fixtures' seeds keep every such rounding at least 8 float ulps
+/// from its boundary in llama.cpp's run (the references' `conditioning`, checked below).
+const TOLERANCE: f32 = 1e-4;
+
+/// Smallest distance (float ulps) from a rounding boundary a reference may have for quantized
+/// activations and their block scales (see `reference_logits.c`).
+const MIN_CONDITIONING_ULPS: f64 = 8.0;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn fixture(name: &str) -> PathBuf {
+    root().join("fixtures").join(name)
+}
+
+struct Reference {
+    tokens: Vec<u32>,
+    greedy: Vec<u32>,
+    /// Row-major: one row of `n_vocab` logits per token.
+    logits: Vec<f32>,
+    n_vocab: usize,
+    json: Value,
+}
+
+fn reference(name: &str) -> Reference {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/tiny")
+        .join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let json: Value = serde_json::from_str(&text).unwrap();
+    let ids = |key: &str| -> Vec<u32> {
+        json[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap() as u32)
+            .collect()
+    };
+    let n_vocab = json["n_vocab"].as_u64().unwrap() as usize;
+    let logits: Vec<f32> = json["logits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|row| {
+            let row = row.as_array().unwrap();
+            assert_eq!(row.len(), n_vocab);
+            row.iter()
+                .map(|v| v.as_f64().unwrap() as f32)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let r = Reference {
+        tokens: ids("tokens"),
+        greedy: ids("greedy"),
+        logits,
+        n_vocab,
+        json,
+    };
+    assert_eq!(r.logits.len(), r.tokens.len() * n_vocab);
+    assert_eq!(r.json["n_threads"], 1);
+    assert_eq!(r.json["kv_cache_type"], "f16");
+    assert_eq!(r.json["flash_attn"], "auto, resolved to enabled");
+    r
+}
+
+/// Our logits for every position of the reference's tokens and our greedy continuation.
+fn run(model: &Model, r: &Reference) -> (Vec<f32>, Vec<u32>) {
+    let mut session = model
+        .session(SessionOptions {
+            threads: 1,
+            ..SessionOptions::default()
+        })
+        .unwrap();
+    let logits = session.eval_all_logits(&r.tokens).unwrap();
+    let mut greedy = Vec::new();
+    let mut next = argmax(&logits[logits.len() - r.n_vocab..]);
+    for step in 0..r.greedy.len() {
+        greedy.push(next);
+        if step + 1 < r.greedy.len() {
+            session.eval(&[next]).unwrap();
+            next = argmax(session.logits());
+        }
+    }
+    (logits, greedy)
+}
+
+/// Max |a - b| over the rows `rows`.
+fn max_diff(a: &[f32], b: &[f32], n_vocab: usize, rows: std::ops::Range<usize>) -> f32 {
+    let span = rows.start * n_vocab..rows.end * n_vocab;
+    a[span.clone()]
+        .iter()
+        .zip(&b[span])
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
+/// Loads `file`, checks it against `reference`, and returns the largest logit difference.
+fn check(file: &str, reference_json: &str) -> f32 {
+    let model = Model::load(fixture(file)).unwrap();
+    let r = reference(reference_json);
+    for kind in ["q8_values", "q8_scales"] {
+        let ulps = r.json["conditioning"][kind]["min_ulps"].as_f64().unwrap();
+        assert!(
+            ulps >= MIN_CONDITIONING_ULPS,
+            "{reference_json}: a {kind} rounding is {ulps} ulps from its boundary: pick another seed"
+        );
+    }
+    assert_eq!(
+        model.hparams().n_vocab,
+        r.n_vocab,
+        "{file}: vocabulary size"
+    );
+    let (ours, greedy) = run(&model, &r);
+    assert_eq!(ours.len(), r.logits.len());
+    let diff = max_diff(&ours, &r.logits, r.n_vocab, 0..r.tokens.len());
+    eprintln!(
+        "{file}: max |ours - llama.cpp| over {} logits = {diff:.3e}",
+        ours.len()
+    );
+    assert!(
+        diff <= TOLERANCE,
+        "{file}: max logit difference {diff} exceeds {TOLERANCE}"
+    );
+    for (pos, (a, b)) in ours
+        .chunks(r.n_vocab)
+        .zip(r.logits.chunks(r.n_vocab))
+        .enumerate()
+    {
+        assert_eq!(argmax(a), argmax(b), "{file}: argmax at position {pos}");
+    }
+    assert_eq!(greedy, r.greedy, "{file}: greedy continuation");
+    diff
+}
+
+#[test]
+fn llama_with_gqa_and_output_weight_matches_llama_cpp() {
+    let model = Model::load(fixture("model-llama.gguf")).unwrap();
+    let hp = model.hparams();
+    assert_eq!((hp.n_head, hp.n_head_kv, hp.head_dim_k), (4, 2, 16));
+    assert!(model.file().tensor("output.weight").is_some());
+    // The file has llama.attention.sliding_window = 8, which llama.cpp never reads for
+    // `llama` (it attends to the whole context): neither may we.
+    assert!(model
+        .file()
+        .value("llama.attention.sliding_window")
+        .is_some());
+    assert_eq!(hp.sliding_window, None);
+    check("model-llama.gguf", "model-llama.json");
+}
+
+#[test]
+fn qwen2_with_qkv_biases_matches_llama_cpp() {
+    let model = Model::load(fixture("model-qwen2.gguf")).unwrap();
+    assert!(model.file().tensor("blk.0.attn_q.bias").is_some());
+    assert!(model.file().tensor("output.weight").is_none());
+    check("model-qwen2.gguf", "model-qwen2.json");
+}
+
+#[test]
+fn qwen3_with_qk_norms_and_wide_heads_matches_llama_cpp() {
+    let model = Model::load(fixture("model-qwen3.gguf")).unwrap();
+    let hp = model.hparams();
+    assert_eq!(
+        (hp.n_head, hp.n_head_kv, hp.head_dim_k, hp.n_embd),
+        (4, 2, 32, 64)
+    );
+    assert!(model.file().tensor("blk.0.attn_q_norm.weight").is_some());
+    check("model-qwen3.gguf", "model-qwen3.json");
+}
+
+/// llama.cpp refuses `general.architecture = mistral` (Mistral's own GGUFs say `llama`, and
+/// llama.cpp gives `llama` full attention whatever `sliding_window` says). We run `mistral`
+/// files with the sliding window; the reference is llama.cpp computing the same weights as
+/// `llama` with every key older than the window taken out of the sequence's cache.
+#[test]
+fn mistral_sliding_window_matches_llama_cpp_with_the_window_emulated() {
+    let model = Model::load(fixture("model-mistral.gguf")).unwrap();
+    assert_eq!(model.hparams().sliding_window, Some(8));
+    let swa = reference("model-mistral.json");
+    assert!(swa.json["original_load_error"]
+        .as_str()
+        .unwrap()
+        .contains("unknown model architecture: 'mistral'"));
+    check("model-mistral.gguf", "model-mistral.json");
+
+    // Against llama.cpp's full attention: equal while the window holds every position
+    // (p < 8), far apart once it does not.
+    let full = reference("model-mistral-full.json");
+    let (ours, _) = run(&model, &full);
+    let inside = max_diff(&ours, &full.logits, full.n_vocab, 0..8);
+    let beyond = max_diff(&ours, &full.logits, full.n_vocab, 8..full.tokens.len());
+    eprintln!(
+        "model-mistral.gguf vs full attention: positions 0-7 {inside:.3e}, 8-19 {beyond:.3e}"
+    );
+    assert!(
+        inside <= TOLERANCE,
+        "positions inside the window differ by {inside}"
+    );
+    assert!(beyond > 0.5, "the window changed nothing ({beyond})");
+}
+
+fn temp_path(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("gguf-model-tiny-{}-{name}", std::process::id()))
+}
+
+/// A copy of `model-llama.gguf` with `edit` applied to its builder.
+fn edited_copy(name: &str, edit: impl FnOnce(&mut GgufBuilder<'_>)) -> PathBuf {
+    let bytes = std::fs::read(fixture("model-llama.gguf")).unwrap();
+    let file = GgufFile::parse(&bytes).unwrap();
+    let mut b = GgufBuilder::from_file(&file);
+    edit(&mut b);
+    let out = b.write_from(&file, Vec::new(), &mut |_, _| {}).unwrap();
+    let path = temp_path(name);
+    std::fs::write(&path, out).unwrap();
+    path
+}
+
+#[test]
+fn unsupported_architecture_is_named_with_the_supported_ones() {
+    let path = edited_copy("gptneox.gguf", |b| {
+        b.set("general.architecture", "gptneox");
+    });
+    let err = Model::load(&path).unwrap_err();
+    std::fs::remove_file(&path).unwrap();
+    assert!(
+        matches!(&err, ModelError::UnsupportedArchitecture { arch, .. } if arch == "gptneox"),
+        "{err:?}"
+    );
+    let msg = err.to_string();
+    assert!(msg.contains("`gptneox`"), "{msg}");
+    for arch in SUPPORTED {
+        assert!(msg.contains(arch), "{msg} does not list {arch}");
+    }
+    assert_eq!(SUPPORTED, ["llama", "mistral", "qwen2", "qwen3"]);
+}
+
+#[test]
+fn wrong_tensor_shape_is_named() {
+    // blk.1.attn_k.weight stored as [32, 64] instead of [64, 32]: the same bytes, transposed.
+    let path = edited_copy("bad-shape.gguf", |b| {
+        let t = b
+            .tensors_mut()
+            .iter_mut()
+            .find(|t| t.name() == "blk.1.attn_k.weight")
+            .unwrap();
+        *t = gguf_format::TensorSpec::new(t.name(), t.ggml_type(), &[32, 64]).unwrap();
+    });
+    let err = Model::load(&path).unwrap_err();
+    std::fs::remove_file(&path).unwrap();
+    match &err {
+        ModelError::TensorShape {
+            name,
+            expected,
+            found,
+            ..
+        } => {
+            assert_eq!(name, "blk.1.attn_k.weight");
+            assert_eq!(expected, &[64, 32]);
+            assert_eq!(found, &[32, 64]);
+        }
+        other => panic!("expected a shape error, got {other:?}"),
+    }
+    assert!(err.to_string().contains("blk.1.attn_k.weight"), "{err}");
+}
