@@ -66,11 +66,18 @@ pub(crate) struct Scratch {
     up: Vec<f32>,
     quant: Vec<u8>,
     rope: Vec<(f32, f32)>,
+    row: Vec<f32>,
+    /// One per pool thread.
+    attn_scratch: Vec<std::sync::Mutex<AttnScratch>>,
+}
+
+/// Buffers of one thread's attention.
+#[derive(Debug, Default)]
+struct AttnScratch {
     q16: Vec<f16>,
     acc16: Vec<f16>,
     acc32: Vec<f32>,
     row: Vec<f32>,
-    wide_row: Vec<f32>,
 }
 
 /// Batches of at least this many tokens attend in f32, as ggml's tiled flash attention does
@@ -248,14 +255,33 @@ impl Forward<'_> {
                     }
                 }
             }
-            for i in 0..n {
-                let p = pos0 + i;
-                let first = hp.sliding_window.map_or(0, |w| (p + 1).saturating_sub(w));
-                for h in 0..hq {
+            // Attention: each thread takes a contiguous share of the (token, head) pairs.
+            let threads = pool.threads();
+            while s.attn_scratch.len() < threads {
+                s.attn_scratch
+                    .push(std::sync::Mutex::new(AttnScratch::default()));
+            }
+            let units = n * hq;
+            let share = units.div_ceil(threads);
+            let outs: Vec<std::sync::Mutex<&mut [f32]>> = s
+                .attn
+                .chunks_mut(share * dv)
+                .map(std::sync::Mutex::new)
+                .collect();
+            let (q_all, scratches, cache_ref) = (&s.q, &s.attn_scratch, &*cache);
+            pool.run(|t, _| {
+                let Some(out) = outs.get(t) else { return };
+                let mut out = out.lock().unwrap_or_else(|e| e.into_inner());
+                let mut a = scratches[t].lock().unwrap_or_else(|e| e.into_inner());
+                let a = &mut *a;
+                for (j, o) in out.chunks_exact_mut(dv).enumerate() {
+                    let u = t * share + j;
+                    let (i, h) = (u / hq, u % hq);
+                    let p = pos0 + i;
+                    let first = hp.sliding_window.map_or(0, |w| (p + 1).saturating_sub(w));
                     let kvh = h / group;
-                    let q = &s.q[(i * hq + h) * dk..(i * hq + h + 1) * dk];
-                    let out = &mut s.attn[(i * hq + h) * dv..(i * hq + h + 1) * dv];
-                    match cache {
+                    let q = &q_all[u * dk..(u + 1) * dk];
+                    match cache_ref {
                         KvCache::F16 { k, v } if n >= WIDE_ATTENTION_BATCH => ops::attend_f16_wide(
                             q,
                             &k[il][kvh * dk..],
@@ -264,9 +290,9 @@ impl Forward<'_> {
                             first,
                             p,
                             kq_scale,
-                            &mut s.wide_row,
-                            &mut s.acc32,
-                            out,
+                            &mut a.row,
+                            &mut a.acc32,
+                            o,
                         ),
                         KvCache::F16 { k, v } => ops::attend_f16(
                             q,
@@ -276,9 +302,9 @@ impl Forward<'_> {
                             first,
                             p,
                             kq_scale,
-                            &mut s.q16,
-                            &mut s.acc16,
-                            out,
+                            &mut a.q16,
+                            &mut a.acc16,
+                            o,
                         ),
                         KvCache::F32 { k, v } => ops::attend_f32(
                             q,
@@ -288,12 +314,13 @@ impl Forward<'_> {
                             first,
                             p,
                             kq_scale,
-                            &mut s.acc32,
-                            out,
+                            &mut a.acc32,
+                            o,
                         ),
                     }
                 }
-            }
+            });
+            drop(outs);
             self.matmul(pool, &layer.wo, &s.attn, &mut s.h, &mut s.quant)?;
             for (x, &y) in s.x.iter_mut().zip(&s.h) {
                 *x += y;

@@ -186,7 +186,7 @@ pub(crate) fn attend_f16_wide(
     let mut m = f32::NEG_INFINITY;
     for ic in first..=last {
         vec::f16_to_f32(&keys[ic * kv_stride..ic * kv_stride + dk], &mut row[..dk]);
-        let s: f32 = row[..dk].iter().zip(q).map(|(&a, &b)| a * b).sum::<f32>() * scale;
+        let s = dot_f32(&row[..dk], q) * scale;
         let mut ms = 1.0f32;
         let mut vs = 1.0f32;
         if s > m {
@@ -211,6 +211,24 @@ pub(crate) fn attend_f16_wide(
     }
 }
 
+/// `Σ a[i] * b[i]` in eight interleaved partial sums (vectorisable; ggml's tiled path sums in
+/// its own order, so no order matches it exactly).
+fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for l in 0..8 {
+            acc[l] += x[l] * y[l];
+        }
+    }
+    let mut sum = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    for (x, y) in ra.iter().zip(rb) {
+        sum += x * y;
+    }
+    sum
+}
+
 /// As [`attend_f16`] for an f32 cache (values accumulated in f32).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn attend_f32(
@@ -232,7 +250,7 @@ pub(crate) fn attend_f32(
     let mut m = f32::NEG_INFINITY;
     for ic in first..=last {
         let k = &keys[ic * kv_stride..ic * kv_stride + dk];
-        let s: f32 = k.iter().zip(q).map(|(&a, &b)| a * b).sum::<f32>() * scale;
+        let s = dot_f32(k, q) * scale;
         let v = &values[ic * kv_stride..ic * kv_stride + dv];
         let mut ms = 1.0f32;
         let mut vs = 1.0f32;

@@ -6,7 +6,9 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use gguf_quant::{dequantize_row, matvec, quantize_activations, quantize_row, vec_dot, GgmlType};
+use gguf_quant::{
+    dequantize_row, matvec_on, quantize_activations, quantize_row, vec_dot, GgmlType,
+};
 
 const TYPES: &[GgmlType] = &[
     GgmlType::Q4_0,
@@ -101,10 +103,8 @@ fn bench(c: &mut Criterion) {
 
     let mut summary = Vec::new();
     for threads in [1usize, 2] {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap();
+        // The engine's path: a spinning pool, one share of rows per thread.
+        let pool = gguf_quant::ThreadPool::new(threads);
         let mut group = c.benchmark_group(format!("matvec_{threads}t"));
         for &ty in &[
             GgmlType::Q4_0,
@@ -121,34 +121,23 @@ fn bench(c: &mut Criterion) {
                 let x = values(cols, 5);
                 let mut y = vec![0f32; rows];
                 let mut scratch = Vec::new();
-                if matvec(ty, &w, cols, &x, &mut y, &mut scratch).is_err() {
+                if matvec_on(&pool, ty, &w, cols, &x, &mut y, &mut scratch).is_err() {
                     continue;
                 }
                 group.throughput(Throughput::Bytes(w.len() as u64));
                 let id = BenchmarkId::new(ty.name(), format!("{cols}x{rows}"));
-                // The loop runs inside the pool, as an engine's does: the caller is one of the
-                // pool's threads, so no call pays a cross-thread hand-off.
                 group.bench_with_input(id, &(), |b, _| {
-                    b.iter_custom(|iters| {
-                        pool.install(|| {
-                            let t = Instant::now();
-                            for _ in 0..iters {
-                                matvec(ty, &w, cols, &x, &mut y, &mut scratch).unwrap();
-                            }
-                            t.elapsed()
-                        })
-                    })
+                    b.iter(|| matvec_on(&pool, ty, &w, cols, &x, &mut y, &mut scratch).unwrap())
                 });
                 if !test_mode {
                     // A plain timing for the bandwidth fraction (criterion keeps its own figures).
-                    let reps = 200;
-                    let secs = pool.install(|| {
-                        let t = Instant::now();
-                        for _ in 0..reps {
-                            matvec(ty, &w, cols, &x, &mut y, &mut scratch).unwrap();
-                        }
-                        t.elapsed().as_secs_f64()
-                    });
+                    // Long enough for the workers to be spinning, as in a forward pass.
+                    let reps = (2_000_000_000 / w.len()).max(200);
+                    let t = Instant::now();
+                    for _ in 0..reps {
+                        matvec_on(&pool, ty, &w, cols, &x, &mut y, &mut scratch).unwrap();
+                    }
+                    let secs = t.elapsed().as_secs_f64();
                     let gbs = (w.len() * reps) as f64 / secs / 1e9;
                     summary.push(format!(
                         "matvec {threads}t {:5} {cols:>5}x{rows:<6} {gbs:6.2} GB/s = {:4.0}% of memory bandwidth",
