@@ -88,7 +88,8 @@ impl SamplingOptions {
 
 fn load(file: &str) -> Result<Model> {
     let path = models::resolve(file)?;
-    let model = Model::load(&path).with_context(|| format!("loading {}", path.display()))?;
+    // The engine's errors name the file already.
+    let model = Model::load(&path)?;
     for w in model.tokenizer().warnings() {
         eprintln!("warning: {}: {w}", path.display());
     }
