@@ -255,3 +255,50 @@ fn peak_memory_of_a_generation_is_bounded() {
     );
     assert!(hwm < bound, "peak RSS {hwm} exceeds {bound}");
 }
+
+/// A session reuses the cached prefix it shares with a new prompt, and the result equals a
+/// fresh session's; running past the context is an error, not a panic.
+#[test]
+fn prefix_reuse_gives_the_same_tokens_and_the_context_is_bounded() {
+    let Some(path) = real_model("smollm2-135m") else {
+        return;
+    };
+    let model = Model::load(&path).unwrap();
+    let options = SessionOptions {
+        n_ctx: 64,
+        threads: 1,
+        ..SessionOptions::default()
+    };
+    let run = |session: &mut gguf_model::Session<'_>, prompt: &str| -> Vec<u32> {
+        session
+            .generate(prompt, &SamplerConfig::greedy(), 8)
+            .unwrap()
+            .map(|t| t.unwrap().id)
+            .collect()
+    };
+    let mut reused = model.session(options.clone()).unwrap();
+    run(&mut reused, "The capital of France is");
+    let shared = reused.tokens().len();
+    let second = run(
+        &mut reused,
+        "The capital of France is Paris. The capital of Spain is",
+    );
+    let mut fresh = model.session(options).unwrap();
+    let expected = run(
+        &mut fresh,
+        "The capital of France is Paris. The capital of Spain is",
+    );
+    assert_eq!(second, expected);
+    assert!(shared > 4);
+
+    // 64 positions: a long prompt does not fit.
+    let long = "word ".repeat(100);
+    let err = reused
+        .generate(&long, &SamplerConfig::greedy(), 8)
+        .err()
+        .expect("context overflow");
+    assert!(
+        matches!(err, gguf_model::ModelError::ContextFull { .. }),
+        "{err}"
+    );
+}

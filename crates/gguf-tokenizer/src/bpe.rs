@@ -135,41 +135,13 @@ struct Symbol {
     next: Option<usize>,
 }
 
-/// A candidate merge of `left` and `right`, valid while both keep these lengths.
-struct Bigram {
-    rank: u32,
-    left: usize,
-    right: usize,
-    left_len: usize,
-    right_len: usize,
-    merged: Option<u32>,
-}
-
-impl PartialEq for Bigram {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other).is_eq()
-    }
-}
-impl Eq for Bigram {}
-impl PartialOrd for Bigram {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Bigram {
-    /// Lowest rank first, then leftmost (llama.cpp's `llm_bigram_bpe::comparator`).
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        other.rank.cmp(&self.rank).then(other.left.cmp(&self.left))
-    }
-}
-
 /// Reused buffers of one tokenization.
 #[derive(Default)]
 pub(crate) struct Scratch {
     word: Vec<u8>,
     utf8: Vec<u8>,
     symbols: Vec<Symbol>,
-    queue: BinaryHeap<Bigram>,
+    queue: BinaryHeap<std::cmp::Reverse<u64>>,
 }
 
 /// Tokenizes one raw fragment into `out`.
@@ -243,17 +215,16 @@ fn tokenize_word(
         offset += len;
     }
 
+    // (Symbol indices fit in 32 bits: a word would need 4 GiB of text otherwise.)
+    // The queue holds `rank << 32 | left` keys, smallest first: lowest rank, then leftmost, as
+    // llama.cpp's `llm_bigram_bpe::comparator`. A popped key is current if the pair now starting
+    // at `left` still has that rank: a rank names one (left text, right text) pair, so an equal
+    // rank means neither symbol changed (llama.cpp compares the pair's text instead).
     let queue = &mut scratch.queue;
-    queue.clear();
-    let add = |symbols: &[Symbol],
-               queue: &mut BinaryHeap<Bigram>,
-               left: Option<usize>,
-               right: Option<usize>| {
-        let (Some(left), Some(right)) = (left, right) else {
-            return;
-        };
-        let (l, r) = (symbols[left], symbols[right]);
-        let found = match (l.id, r.id) {
+    let rank_of = |symbols: &[Symbol], left: usize| -> Option<(u32, Option<u32>)> {
+        let l = symbols[left];
+        let r = symbols[l.next?];
+        match (l.id, r.id) {
             (Some(a), Some(b)) => merges.by_id.get(&(a, b)).copied(),
             _ if merges.by_text.is_empty() => None,
             _ => {
@@ -264,37 +235,47 @@ fn tokenize_word(
                     .get(&(lt, rt))
                     .map(|&rank| (rank, vocab.id(&word[l.start..r.start + r.len])))
             }
-        };
-        if let Some((rank, merged)) = found {
-            queue.push(Bigram {
-                rank,
-                left,
-                right,
-                left_len: l.len,
-                right_len: r.len,
-                merged,
-            });
         }
     };
-    for i in 1..symbols.len() {
-        add(symbols, queue, Some(i - 1), Some(i));
-    }
-    while let Some(bigram) = queue.pop() {
-        let (l, r) = (symbols[bigram.left], symbols[bigram.right]);
-        // Skip pairs whose symbols changed since the pair was queued.
-        if l.len == 0 || r.len == 0 || l.len != bigram.left_len || r.len != bigram.right_len {
+    let key = |rank: u32, left: usize| std::cmp::Reverse((u64::from(rank) << 32) | left as u64);
+    // The first pairs are heapified at once (linear), not pushed one by one.
+    let mut initial = std::mem::take(queue).into_vec();
+    initial.clear();
+    initial.extend(
+        (0..symbols.len().saturating_sub(1))
+            .filter_map(|left| rank_of(symbols, left).map(|(rank, _)| key(rank, left))),
+    );
+    *queue = BinaryHeap::from(initial);
+    while let Some(std::cmp::Reverse(k)) = queue.pop() {
+        let (rank, left) = ((k >> 32) as u32, (k & 0xFFFF_FFFF) as usize);
+        if symbols[left].len == 0 {
             continue;
         }
-        symbols[bigram.left].len += r.len;
-        symbols[bigram.left].id = bigram.merged;
-        symbols[bigram.left].next = r.next;
-        symbols[bigram.right].len = 0;
-        if let Some(next) = r.next {
-            symbols[next].prev = Some(bigram.left);
+        let Some((current, merged)) = rank_of(symbols, left) else {
+            continue;
+        };
+        if current != rank {
+            continue;
         }
-        let merged = symbols[bigram.left];
-        add(symbols, queue, merged.prev, Some(bigram.left));
-        add(symbols, queue, Some(bigram.left), merged.next);
+        let right = symbols[left]
+            .next
+            .expect("a ranked pair has a right symbol");
+        let r = symbols[right];
+        symbols[left].len += r.len;
+        symbols[left].id = merged;
+        symbols[left].next = r.next;
+        symbols[right].len = 0;
+        if let Some(next) = r.next {
+            symbols[next].prev = Some(left);
+        }
+        if let Some(prev) = symbols[left].prev {
+            if let Some((rank, _)) = rank_of(symbols, prev) {
+                queue.push(key(rank, prev));
+            }
+        }
+        if let Some((rank, _)) = rank_of(symbols, left) {
+            queue.push(key(rank, left));
+        }
     }
 
     let mut i = Some(0);

@@ -3,6 +3,7 @@
 //! highest score (leftmost on ties), then emit each piece's token or, failing that, its
 //! bytes as `<0xNN>` tokens.
 
+use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use crate::vocab::Vocab;
@@ -14,35 +15,6 @@ struct Symbol {
     len: usize,
     prev: Option<usize>,
     next: Option<usize>,
-}
-
-/// A candidate merge of symbols `left` and `right` into a token of `score`.
-struct Bigram {
-    score: f32,
-    left: usize,
-    right: usize,
-    size: usize,
-}
-
-impl PartialEq for Bigram {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other).is_eq()
-    }
-}
-impl Eq for Bigram {}
-impl PartialOrd for Bigram {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Bigram {
-    /// Highest score first, then leftmost (llama.cpp's `llm_bigram_spm::comparator`).
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.score
-            .partial_cmp(&other.score)
-            .unwrap_or(std::cmp::Ordering::Equal)
-            .then(other.left.cmp(&self.left))
-    }
 }
 
 /// UTF-8 sequence length announced by a lead byte (1 for continuation or invalid bytes), as
@@ -72,43 +44,54 @@ pub(crate) fn tokenize(vocab: &Vocab, text: &[u8], out: &mut Vec<u32>) {
         offset += len;
     }
 
-    let mut queue = BinaryHeap::new();
-    let try_add = |symbols: &[Symbol],
-                   queue: &mut BinaryHeap<Bigram>,
-                   left: Option<usize>,
-                   right: Option<usize>| {
-        let (Some(left), Some(right)) = (left, right) else {
-            return;
+    // Queue entries are (score, descending; left, ascending; pair size), as
+    // `llm_bigram_spm::comparator` orders them, packed small. An entry is current while the
+    // pair starting at `left` still has that total size: symbols only grow, and `left`'s right
+    // neighbour changes only when `left` absorbs it (llama.cpp checks the same sizes).
+    let descending = |score: f32| {
+        let b = score.to_bits();
+        let ascending = if b & 0x8000_0000 != 0 {
+            !b
+        } else {
+            b | 0x8000_0000
         };
-        let (l, r) = (symbols[left], symbols[right]);
-        let piece = &text[l.start..r.start + r.len];
-        if let Some(id) = vocab.id(piece) {
-            queue.push(Bigram {
-                score: vocab.tokens[id as usize].score,
-                left,
-                right,
-                size: piece.len(),
-            });
-        }
+        !ascending
     };
-    for i in 1..symbols.len() {
-        try_add(&symbols, &mut queue, Some(i - 1), Some(i));
-    }
-    while let Some(bigram) = queue.pop() {
-        let (l, r) = (symbols[bigram.left], symbols[bigram.right]);
+    let entry = |symbols: &[Symbol], left: usize| {
+        let l = symbols[left];
+        let r = symbols[l.next?];
+        let piece = &text[l.start..r.start + r.len];
+        let id = vocab.id(piece)?;
+        let score = vocab.tokens[id as usize].score;
+        Some(Reverse((
+            descending(score),
+            left as u32,
+            piece.len() as u32,
+        )))
+    };
+    let initial: Vec<_> = (0..symbols.len().saturating_sub(1))
+        .filter_map(|left| entry(&symbols, left))
+        .collect();
+    let mut queue = BinaryHeap::from(initial);
+    while let Some(Reverse((_, left, size))) = queue.pop() {
+        let left = left as usize;
+        let l = symbols[left];
+        let Some(right) = l.next else { continue };
+        let r = symbols[right];
         // Skip pairs whose symbols changed since the pair was queued.
-        if l.len == 0 || r.len == 0 || l.len + r.len != bigram.size {
+        if l.len == 0 || l.len + r.len != size as usize {
             continue;
         }
-        symbols[bigram.left].len += r.len;
-        symbols[bigram.right].len = 0;
-        symbols[bigram.left].next = r.next;
+        symbols[left].len += r.len;
+        symbols[right].len = 0;
+        symbols[left].next = r.next;
         if let Some(next) = r.next {
-            symbols[next].prev = Some(bigram.left);
+            symbols[next].prev = Some(left);
         }
-        let merged = symbols[bigram.left];
-        try_add(&symbols, &mut queue, merged.prev, Some(bigram.left));
-        try_add(&symbols, &mut queue, Some(bigram.left), merged.next);
+        if let Some(prev) = symbols[left].prev {
+            queue.extend(entry(&symbols, prev));
+        }
+        queue.extend(entry(&symbols, left));
     }
 
     let mut i = Some(0);
