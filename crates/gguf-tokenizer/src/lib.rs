@@ -220,13 +220,7 @@ impl Tokenizer {
                             if vocab.add_space_prefix && prev_special {
                                 buf.extend_from_slice(ESCAPED_SPACE);
                             }
-                            for &b in &text[range] {
-                                if b == b' ' {
-                                    buf.extend_from_slice(ESCAPED_SPACE);
-                                } else {
-                                    buf.push(b);
-                                }
-                            }
+                            escape_spaces_into(&text[range], &mut buf);
                             spm::tokenize(vocab, &buf, &mut out);
                             prev_special = false;
                         }
@@ -243,12 +237,13 @@ impl Tokenizer {
                     .as_ref()
                     .expect("BPE vocabularies have a BPE model");
                 let mut scratch = bpe::Scratch::default();
+                let mut escaped = Vec::new();
                 for fragment in fragments {
                     match fragment {
                         Fragment::Text(range) => {
-                            let escaped;
                             let raw = if vocab.escape_whitespaces {
-                                escaped = escape_spaces(&text[range]);
+                                escaped.clear();
+                                escape_spaces_into(&text[range], &mut escaped);
                                 &escaped[..]
                             } else {
                                 &text[range]
@@ -353,9 +348,8 @@ impl Tokenizer {
     }
 }
 
-/// ` ` to `▁`.
-fn escape_spaces(text: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(text.len() + text.len() / 4);
+/// ` ` to `▁`, appended to `out`.
+fn escape_spaces_into(text: &[u8], out: &mut Vec<u8>) {
     for &b in text {
         if b == b' ' {
             out.extend_from_slice(ESCAPED_SPACE);
@@ -363,7 +357,6 @@ fn escape_spaces(text: &[u8]) -> Vec<u8> {
             out.push(b);
         }
     }
-    out
 }
 
 /// `▁` back to ` `.

@@ -493,20 +493,7 @@ impl Vocab {
         let fim_ids = adjust_attributes(file, &mut tokens, &ids, &mut special)?;
         let eog = end_of_generation(&mut tokens, &ids, &special, &fim_ids);
 
-        let mut special_cache: Vec<u32> = (0..tokens.len() as u32)
-            .filter(|&id| {
-                tokens[id as usize].attr & (attr::CONTROL | attr::USER_DEFINED | attr::UNKNOWN) != 0
-            })
-            .collect();
-        // Longest first; llama.cpp's unstable sort leaves equal lengths in an unspecified
-        // order, ids ascending here.
-        special_cache.sort_by(|&a, &b| {
-            tokens[b as usize]
-                .text
-                .len()
-                .cmp(&tokens[a as usize].text.len())
-                .then(a.cmp(&b))
-        });
+        let special_cache = special_cache(&tokens);
 
         Ok(Vocab {
             kind,
@@ -587,18 +574,7 @@ impl Vocab {
             .collect();
         eog.sort_unstable();
         eog.dedup();
-        let mut special_cache: Vec<u32> = (0..tokens.len() as u32)
-            .filter(|&id| {
-                tokens[id as usize].attr & (attr::CONTROL | attr::USER_DEFINED | attr::UNKNOWN) != 0
-            })
-            .collect();
-        special_cache.sort_by(|&a, &b| {
-            tokens[b as usize]
-                .text
-                .len()
-                .cmp(&tokens[a as usize].text.len())
-                .then(a.cmp(&b))
-        });
+        let special_cache = special_cache(&tokens);
         let max_token_len = tokens.iter().map(|t| t.text.len()).max().unwrap_or(0);
         Ok(Vocab {
             kind,
@@ -627,6 +603,24 @@ impl Vocab {
     pub(crate) fn id(&self, text: &[u8]) -> Option<u32> {
         self.ids.get(text).copied()
     }
+}
+
+/// Ids of control, user-defined and unknown tokens, longest text first (llama.cpp's unstable
+/// sort leaves equal lengths in an unspecified order; ids ascending here).
+fn special_cache(tokens: &[TokenData]) -> Vec<u32> {
+    let mut cache: Vec<u32> = (0..tokens.len() as u32)
+        .filter(|&id| {
+            tokens[id as usize].attr & (attr::CONTROL | attr::USER_DEFINED | attr::UNKNOWN) != 0
+        })
+        .collect();
+    cache.sort_by(|&a, &b| {
+        tokens[b as usize]
+            .text
+            .len()
+            .cmp(&tokens[a as usize].text.len())
+            .then(a.cmp(&b))
+    });
+    cache
 }
 
 /// The id of the first token (by id) whose text is one of `texts`.

@@ -2,32 +2,14 @@
 //! three modes (defaults, `--no-parse-special`, `--no-bos`); see `tests/data/README.md` for how
 //! the reference was made. Decoding gives every valid-UTF-8 sample back.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+mod common;
+
+use common::real_model;
 use gguf_format::GgufFile;
 use gguf_tokenizer::Tokenizer;
 use serde_json::Value;
-
-fn real_model(name: &str) -> Option<PathBuf> {
-    let dir = match std::env::var_os("GGUF_CACHE").filter(|d| !d.is_empty()) {
-        Some(d) => PathBuf::from(d),
-        None => PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/gguf"),
-    };
-    let path = dir.join(format!("{name}.gguf"));
-    if path.exists() {
-        return Some(path);
-    }
-    assert!(
-        std::env::var("GGUF_REQUIRE_MODELS").as_deref() != Ok("1"),
-        "{} is missing and GGUF_REQUIRE_MODELS=1",
-        path.display()
-    );
-    eprintln!(
-        "skipping: {} not cached (run `cargo xtask models`)",
-        path.display()
-    );
-    None
-}
 
 fn ids(v: &Value) -> Option<Vec<u32>> {
     v.as_array()

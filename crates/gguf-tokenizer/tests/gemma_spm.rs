@@ -2,31 +2,11 @@
 //! llama.cpp 0c1e57098 on the same file, in its three modes: defaults, `--no-parse-special`
 //! and `--no-bos`), and decoding gives the text back.
 
-use std::path::PathBuf;
+mod common;
 
+use common::real_model;
 use gguf_format::GgufFile;
 use gguf_tokenizer::Tokenizer;
-
-fn real_model(name: &str) -> Option<PathBuf> {
-    let dir = match std::env::var_os("GGUF_CACHE").filter(|d| !d.is_empty()) {
-        Some(d) => PathBuf::from(d),
-        None => PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/gguf"),
-    };
-    let path = dir.join(format!("{name}.gguf"));
-    if path.exists() {
-        return Some(path);
-    }
-    assert!(
-        std::env::var("GGUF_REQUIRE_MODELS").as_deref() != Ok("1"),
-        "{} is missing and GGUF_REQUIRE_MODELS=1",
-        path.display()
-    );
-    eprintln!(
-        "skipping: {} not cached (run `cargo xtask models`)",
-        path.display()
-    );
-    None
-}
 
 /// (text, default ids, --no-parse-special ids, --no-bos ids)
 type Case = (&'static str, &'static [u32], &'static [u32], &'static [u32]);
