@@ -162,8 +162,8 @@ impl Hparams {
             ));
         }
         let n_rot = opt_usize("rope.dimension_count")?.unwrap_or(head_dim_k);
-        if n_rot > head_dim_k || n_rot % 2 != 0 {
-            return Err(bad(name, format!("rope.dimension_count {n_rot} must be even and at most the head dimension {head_dim_k}")));
+        if n_rot == 0 || n_rot > head_dim_k || n_rot % 2 != 0 {
+            return Err(bad(name, format!("rope.dimension_count {n_rot} must be even, positive and at most the head dimension {head_dim_k}")));
         }
         let rms_eps = opt_f32("attention.layer_norm_rms_epsilon")?.ok_or_else(|| {
             bad(

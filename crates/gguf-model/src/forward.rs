@@ -192,6 +192,12 @@ impl Forward<'_> {
         let kq_scale = 1.0 / (dk as f32).sqrt();
         s.h.resize(n * d, 0.0);
         s.attn.resize(n * hq * dv, 0.0);
+        // RoPE's cos/sin per position, shared by every layer.
+        let half_rot = hp.n_rot / 2;
+        s.rope.clear();
+        for i in 0..n {
+            self.rope.cache((pos0 + i) as i64, &mut s.rope);
+        }
         for (il, layer) in self.w.layers.iter().enumerate() {
             for i in 0..n {
                 ops::rms_norm(
@@ -227,13 +233,12 @@ impl Forward<'_> {
                     ops::rms_norm_in_place(head, w, hp.rms_eps);
                 }
             }
-            for i in 0..n {
-                self.rope.cache((pos0 + i) as i64, &mut s.rope);
+            for (i, rope) in s.rope.chunks_exact(half_rot).enumerate() {
                 for head in s.q[i * hq * dk..(i + 1) * hq * dk].chunks_exact_mut(dk) {
-                    self.rope.apply(head, &s.rope);
+                    self.rope.apply(head, rope);
                 }
                 for head in s.k[i * hkv * dk..(i + 1) * hkv * dk].chunks_exact_mut(dk) {
-                    self.rope.apply(head, &s.rope);
+                    self.rope.apply(head, rope);
                 }
             }
             // Store K and V, then attend.

@@ -9,9 +9,7 @@ use half::f16;
 /// `x * 1/sqrt(mean(x²) + eps) * w`, as `ggml_rms_norm` followed by `ggml_mul`: the sum of
 /// squares in f64, the mean and scale in f32.
 pub(crate) fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
-    let sum: f64 = x.iter().map(|&v| f64::from(v * v)).sum();
-    let mean = (sum / x.len() as f64) as f32;
-    let scale = 1.0 / (mean + eps).sqrt();
+    let scale = rms_scale(x, eps);
     for ((o, &v), &g) in out.iter_mut().zip(x).zip(w) {
         *o = (v * scale) * g;
     }
@@ -19,12 +17,17 @@ pub(crate) fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
 
 /// RMSNorm in place (see [`rms_norm`]).
 pub(crate) fn rms_norm_in_place(x: &mut [f32], w: &[f32], eps: f32) {
-    let sum: f64 = x.iter().map(|&v| f64::from(v * v)).sum();
-    let mean = (sum / x.len() as f64) as f32;
-    let scale = 1.0 / (mean + eps).sqrt();
+    let scale = rms_scale(x, eps);
     for (v, &g) in x.iter_mut().zip(w) {
         *v = (*v * scale) * g;
     }
+}
+
+/// `1/sqrt(mean(x²) + eps)` as `ggml_rms_norm`: the sum of squares in f64, the rest in f32.
+fn rms_scale(x: &[f32], eps: f32) -> f32 {
+    let sum: f64 = x.iter().map(|&v| f64::from(v * v)).sum();
+    let mean = (sum / x.len() as f64) as f32;
+    1.0 / (mean + eps).sqrt()
 }
 
 /// RoPE parameters shared by every position.
@@ -71,9 +74,9 @@ impl Rope {
         }
     }
 
-    /// The (cos, sin) pairs for position `pos`, as `ggml_rope_cache_init`.
+    /// Appends the `n_dims / 2` (cos, sin) pairs for position `pos` to `out`, as
+    /// `ggml_rope_cache_init`.
     pub(crate) fn cache(&self, pos: i64, out: &mut Vec<(f32, f32)>) {
-        out.clear();
         let theta_scale = self.freq_base.powf(-2.0 / self.n_dims as f32);
         let mut theta = pos as f32;
         for i0 in (0..self.n_dims).step_by(2) {
@@ -113,7 +116,46 @@ impl Rope {
     }
 }
 
-/// One query head against the cached keys and values `0..=last` of its KV head (positions
+/// The online softmax of ggml's flash attention over cache positions `first..=last`:
+/// `score(ic)` is position `ic`'s scaled logit; `update(ic, rescale, weight)` multiplies the
+/// accumulated values by `rescale` (when a new maximum appears) and adds value `ic` times
+/// `weight`. `fused_sum` says whether the weight sum is updated with a fused multiply-add (as
+/// ggml's one-query path is compiled) or not. Returns the reciprocal of the weight sum (0 when
+/// nothing was attended).
+fn online_softmax(
+    first: usize,
+    last: usize,
+    fused_sum: bool,
+    mut score: impl FnMut(usize) -> f32,
+    mut update: impl FnMut(usize, Option<f32>, f32),
+) -> f32 {
+    let mut sum = 0f32;
+    let mut max = f32::NEG_INFINITY;
+    for ic in first..=last {
+        let s = score(ic);
+        let (rescale, weight) = if s > max {
+            let old = max;
+            max = s;
+            (Some((old - max).exp()), 1.0)
+        } else {
+            (None, (s - max).exp())
+        };
+        update(ic, rescale, weight);
+        let ms = rescale.unwrap_or(1.0);
+        sum = if fused_sum {
+            sum.mul_add(ms, weight)
+        } else {
+            sum * ms + weight
+        };
+    }
+    if sum == 0.0 {
+        0.0
+    } else {
+        1.0 / sum
+    }
+}
+
+/// One query head against the cached keys and values `first..=last` of its KV head (positions
 /// before `first` masked, for sliding windows), as `ggml_flash_attn_ext` (one-chunk path, f16
 /// K and V): the query rounded to f16, online softmax in f32, the weighted values accumulated in
 /// f16.
@@ -130,32 +172,24 @@ pub(crate) fn attend_f16(
     acc: &mut Vec<f16>,
     out: &mut [f32],
 ) {
-    let dk = q.len();
-    let dv = out.len();
+    let (dk, dv) = (q.len(), out.len());
     q16.resize(dk, f16::ZERO);
     vec::f32_to_f16(q, q16);
     acc.clear();
     acc.resize(dv, f16::ZERO);
-    let mut s_sum = 0f32;
-    let mut m = f32::NEG_INFINITY;
-    for ic in first..=last {
-        let k = &keys[ic * kv_stride..ic * kv_stride + dk];
-        let s = vec::dot_f16(k, q16) * scale;
-        let v = &values[ic * kv_stride..ic * kv_stride + dv];
-        let mut ms = 1.0f32;
-        let mut vs = 1.0f32;
-        if s > m {
-            let m_old = m;
-            m = s;
-            ms = (m_old - m).exp();
-            vec::scale_f16(acc, ms);
-        } else {
-            vs = (s - m).exp();
-        }
-        vec::mad_f16(acc, v, vs);
-        s_sum = s_sum.mul_add(ms, vs);
-    }
-    let inv = if s_sum == 0.0 { 0.0 } else { 1.0 / s_sum };
+    let q16 = &*q16;
+    let inv = online_softmax(
+        first,
+        last,
+        true,
+        |ic| vec::dot_f16(&keys[ic * kv_stride..ic * kv_stride + dk], q16) * scale,
+        |ic, rescale, weight| {
+            if let Some(ms) = rescale {
+                vec::scale_f16(acc, ms);
+            }
+            vec::mad_f16(acc, &values[ic * kv_stride..ic * kv_stride + dv], weight);
+        },
+    );
     for (o, a) in out.iter_mut().zip(acc.iter()) {
         *o = a.to_f32() * inv;
     }
@@ -177,35 +211,29 @@ pub(crate) fn attend_f16_wide(
     acc: &mut Vec<f32>,
     out: &mut [f32],
 ) {
-    let dk = q.len();
-    let dv = out.len();
+    let (dk, dv) = (q.len(), out.len());
     acc.clear();
     acc.resize(dv, 0.0);
-    row.resize(dk.max(dv), 0.0);
-    let mut s_sum = 0f32;
-    let mut m = f32::NEG_INFINITY;
-    for ic in first..=last {
-        vec::f16_to_f32(&keys[ic * kv_stride..ic * kv_stride + dk], &mut row[..dk]);
-        let s = dot_f32(&row[..dk], q) * scale;
-        let mut ms = 1.0f32;
-        let mut vs = 1.0f32;
-        if s > m {
-            let m_old = m;
-            m = s;
-            ms = (m_old - m).exp();
-            for a in acc.iter_mut() {
-                *a *= ms;
+    row.resize(dk + dv, 0.0);
+    let (key_row, value_row) = row.split_at_mut(dk);
+    let inv = online_softmax(
+        first,
+        last,
+        false,
+        |ic| {
+            vec::f16_to_f32(&keys[ic * kv_stride..ic * kv_stride + dk], key_row);
+            dot_f32(key_row, q) * scale
+        },
+        |ic, rescale, weight| {
+            if let Some(ms) = rescale {
+                acc.iter_mut().for_each(|a| *a *= ms);
             }
-        } else {
-            vs = (s - m).exp();
-        }
-        vec::f16_to_f32(&values[ic * kv_stride..ic * kv_stride + dv], &mut row[..dv]);
-        for (a, &x) in acc.iter_mut().zip(row.iter()) {
-            *a += x * vs;
-        }
-        s_sum = s_sum * ms + vs;
-    }
-    let inv = if s_sum == 0.0 { 0.0 } else { 1.0 / s_sum };
+            vec::f16_to_f32(&values[ic * kv_stride..ic * kv_stride + dv], value_row);
+            for (a, &x) in acc.iter_mut().zip(value_row.iter()) {
+                *a += x * weight;
+            }
+        },
+    );
     for (o, a) in out.iter_mut().zip(acc.iter()) {
         *o = a * inv;
     }
@@ -242,34 +270,24 @@ pub(crate) fn attend_f32(
     acc: &mut Vec<f32>,
     out: &mut [f32],
 ) {
-    let dk = q.len();
-    let dv = out.len();
+    let (dk, dv) = (q.len(), out.len());
     acc.clear();
     acc.resize(dv, 0.0);
-    let mut s_sum = 0f32;
-    let mut m = f32::NEG_INFINITY;
-    for ic in first..=last {
-        let k = &keys[ic * kv_stride..ic * kv_stride + dk];
-        let s = dot_f32(k, q) * scale;
-        let v = &values[ic * kv_stride..ic * kv_stride + dv];
-        let mut ms = 1.0f32;
-        let mut vs = 1.0f32;
-        if s > m {
-            let m_old = m;
-            m = s;
-            ms = (m_old - m).exp();
-            for a in acc.iter_mut() {
-                *a *= ms;
+    let inv = online_softmax(
+        first,
+        last,
+        true,
+        |ic| dot_f32(&keys[ic * kv_stride..ic * kv_stride + dk], q) * scale,
+        |ic, rescale, weight| {
+            if let Some(ms) = rescale {
+                acc.iter_mut().for_each(|a| *a *= ms);
             }
-        } else {
-            vs = (s - m).exp();
-        }
-        for (a, &x) in acc.iter_mut().zip(v) {
-            *a = x.mul_add(vs, *a);
-        }
-        s_sum = s_sum.mul_add(ms, vs);
-    }
-    let inv = if s_sum == 0.0 { 0.0 } else { 1.0 / s_sum };
+            let v = &values[ic * kv_stride..ic * kv_stride + dv];
+            for (a, &x) in acc.iter_mut().zip(v) {
+                *a = x.mul_add(weight, *a);
+            }
+        },
+    );
     for (o, a) in out.iter_mut().zip(acc.iter()) {
         *o = a * inv;
     }
@@ -296,6 +314,7 @@ mod tests {
         let mut head = orig.clone();
         rope.apply(&mut head, &cache);
         assert_eq!(head, orig);
+        cache.clear();
         rope.cache(1234, &mut cache);
         rope.apply(&mut head, &cache);
         let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>();

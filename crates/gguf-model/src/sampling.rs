@@ -58,6 +58,8 @@ pub struct Sampler {
     rng: u64,
     candidates: Vec<(u32, f32)>,
     counts: std::collections::HashMap<u32, u32>,
+    /// The logits after the penalties (reused between calls).
+    penalized: Vec<f32>,
 }
 
 impl Sampler {
@@ -68,6 +70,7 @@ impl Sampler {
             config,
             candidates: Vec::new(),
             counts: std::collections::HashMap::new(),
+            penalized: Vec::new(),
         }
     }
 
@@ -91,15 +94,16 @@ impl Sampler {
         let c = &self.config;
         let penalize =
             c.repeat_penalty != 1.0 || c.presence_penalty != 0.0 || c.frequency_penalty != 0.0;
-        let mut logits_buf;
         let logits = if penalize && !history.is_empty() {
-            logits_buf = logits.to_vec();
+            let buf = &mut self.penalized;
+            buf.clear();
+            buf.extend_from_slice(logits);
             self.counts.clear();
             for &t in &history[history.len().saturating_sub(c.penalty_last_n)..] {
                 *self.counts.entry(t).or_insert(0) += 1;
             }
             for (&t, &n) in &self.counts {
-                let Some(l) = logits_buf.get_mut(t as usize) else {
+                let Some(l) = buf.get_mut(t as usize) else {
                     continue;
                 };
                 if *l > 0.0 {
@@ -109,7 +113,7 @@ impl Sampler {
                 }
                 *l -= n as f32 * c.frequency_penalty + c.presence_penalty;
             }
-            &logits_buf[..]
+            &buf[..]
         } else {
             logits
         };
