@@ -142,6 +142,36 @@ fn k_min_products(mn: [u8; 8], sums32: __m128i) -> __m128i {
     )
 }
 
+/// What Q4_K and Q5_K blocks share against a Q8_K block with scale `da`: `d * da` for the
+/// sub-block sums, the eight 6-bit scales as i16 ([`k_scales`]), and `acc_mins` plus the min
+/// correction `dmin * da * Σ_j m_j * sums32[j]` (kept in four lanes until the end).
+///
+/// # Safety
+/// `bw` must point to a Q4_K or Q5_K block (`d`, `dmin` and 12 scale bytes first).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn k_block_head(
+    bw: *const u8,
+    da: __m256,
+    sums32: __m128i,
+    acc_mins: __m128,
+) -> (__m256, __m256i, __m128) {
+    // SAFETY: the caller guarantees the block's first 16 bytes.
+    let (d, dmin, (sc, mn)) = unsafe {
+        (
+            _mm256_mul_ps(da, f16_splat(bw)),
+            _mm256_mul_ps(da, f16_splat(bw.add(2))),
+            k_scale_min(std::slice::from_raw_parts(bw.add(4), 12)),
+        )
+    };
+    let mins = _mm_fmadd_ps(
+        _mm256_castps256_ps128(dmin),
+        _mm_cvtepi32_ps(k_min_products(mn, sums32)),
+        acc_mins,
+    );
+    (d, k_scales(sc), mins)
+}
+
 /// Sum of the four lanes.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -453,16 +483,8 @@ unsafe fn q4_k_q8_k_avx2<const R: usize>(
             let sums32 = q8k_sums32(ba);
             for r in 0..R {
                 let bw = ws[r].add(i * 144);
-                let d = _mm256_mul_ps(da, f16_splat(bw));
-                let dmin = _mm256_mul_ps(da, f16_splat(bw.add(2)));
-                let (sc, mn) = k_scale_min(std::slice::from_raw_parts(bw.add(4), 12));
-                let scales = k_scales(sc);
-                // Σ_j m_j * sums32[j], kept in four lanes until the end.
-                acc_mins[r] = _mm_fmadd_ps(
-                    _mm256_castps256_ps128(dmin),
-                    _mm_cvtepi32_ps(k_min_products(mn, sums32)),
-                    acc_mins[r],
-                );
+                let (d, scales, mins) = k_block_head(bw, da, sums32, acc_mins[r]);
+                acc_mins[r] = mins;
                 let qs = bw.add(16);
                 let mut sumi = _mm256_setzero_si256();
                 for k in 0..4 {
@@ -782,16 +804,9 @@ unsafe fn q5_k_q8_k_avx2(blocks: usize, w: *const u8, a: *const u8) -> f32 {
         // 48..176; the Q8_K scale at 0..4, values at 4..260, bsums at 260..292).
         unsafe {
             let (bw, ba) = (w.add(i * 176), a.add(i * 292));
-            let da = ba.cast::<f32>().read_unaligned();
-            let d = _mm256_mul_ps(f16_splat(bw), _mm256_set1_ps(da));
-            let dmin = _mm256_mul_ps(f16_splat(bw.add(2)), _mm256_set1_ps(da));
-            let (sc, mn) = k_scale_min(std::slice::from_raw_parts(bw.add(4), 12));
-            let scales = k_scales(sc);
-            acc_mins = _mm_fmadd_ps(
-                _mm256_castps256_ps128(dmin),
-                _mm_cvtepi32_ps(k_min_products(mn, q8k_sums32(ba))),
-                acc_mins,
-            );
+            let da = _mm256_set1_ps(ba.cast::<f32>().read_unaligned());
+            let (d, scales, mins) = k_block_head(bw, da, q8k_sums32(ba), acc_mins);
+            acc_mins = mins;
             let (qs, ys) = (bw.add(48), ba.add(4));
             // Bits 2k and 2k+1 of qh[l] are the fifth bits of elements 64k + l and 64k + 32 + l;
             // shifting the whole vector right by 2 per step keeps them at bits 0 and 1 of each
