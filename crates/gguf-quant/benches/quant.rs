@@ -104,7 +104,7 @@ fn bench(c: &mut Criterion) {
     let mut summary = Vec::new();
     for threads in [1usize, 2] {
         // The engine's path: a spinning pool, one share of rows per thread.
-        let pool = gguf_quant::ThreadPool::new(threads);
+        let pool = gguf_quant::ThreadPool::new(threads).unwrap();
         let mut group = c.benchmark_group(format!("matvec_{threads}t"));
         for &ty in &[
             GgmlType::Q4_0,

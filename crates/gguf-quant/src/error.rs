@@ -40,6 +40,16 @@ pub enum QuantError {
         /// What was asked: "dequantize", "quantize", ...
         op: &'static str,
     },
+    /// The operating system refused to start a thread of a [`crate::ThreadPool`].
+    #[error("could not start thread {started} of {threads}: {message}")]
+    ThreadSpawn {
+        /// Threads asked for.
+        threads: usize,
+        /// Threads running when the refusal came (the caller counts as one).
+        started: usize,
+        /// The operating system's reason.
+        message: String,
+    },
 }
 
 /// Result alias for this crate.

@@ -7,13 +7,14 @@
 //! idle pool costs nothing.
 //!
 //! ```
-//! let pool = gguf_quant::ThreadPool::new(2);
+//! let pool = gguf_quant::ThreadPool::new(2)?;
 //! let sums: Vec<std::sync::atomic::AtomicUsize> = (0..2).map(|_| Default::default()).collect();
 //! pool.run(|thread, threads| {
 //!     assert_eq!(threads, 2);
 //!     sums[thread].fetch_add(thread + 1, std::sync::atomic::Ordering::Relaxed);
 //! });
 //! assert_eq!(sums.iter().map(|s| s.load(std::sync::atomic::Ordering::Relaxed)).sum::<usize>(), 3);
+//! # Ok::<(), gguf_quant::QuantError>(())
 //! ```
 
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
@@ -22,8 +23,39 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::error::{QuantError, Result};
+
 /// How long an idle worker spins before it sleeps.
 const SPIN: Duration = Duration::from_micros(200);
+
+/// Waits of up to 2^SPIN_STEPS pause instructions before a waiter starts yielding its CPU.
+const SPIN_STEPS: u32 = 6;
+
+/// Waiting for another thread of the pool: a few short bursts of pause instructions (the
+/// answer usually comes within a microsecond), then a yield of the CPU at each check. With
+/// more threads than free cores (a `-t` above the core count, or a busy machine) pure spinning
+/// burns the time slices that the threads being waited for need, and a job that takes
+/// microseconds takes milliseconds; yielding lets them run.
+struct Backoff {
+    step: u32,
+}
+
+impl Backoff {
+    fn new() -> Backoff {
+        Backoff { step: 0 }
+    }
+
+    fn snooze(&mut self) {
+        if self.step < SPIN_STEPS {
+            for _ in 0..1u32 << self.step {
+                std::hint::spin_loop();
+            }
+            self.step += 1;
+        } else {
+            std::thread::yield_now();
+        }
+    }
+}
 
 /// The job of the current generation, type-erased: a pointer to the caller's closure.
 #[derive(Clone, Copy)]
@@ -66,8 +98,9 @@ impl std::fmt::Debug for ThreadPool {
 
 impl ThreadPool {
     /// A pool of `threads` threads in all (at least 1): the caller of [`ThreadPool::run`] and
-    /// `threads - 1` workers.
-    pub fn new(threads: usize) -> ThreadPool {
+    /// `threads - 1` workers. Fails, with the workers already started stopped again, when the
+    /// operating system refuses a thread.
+    pub fn new(threads: usize) -> Result<ThreadPool> {
         let threads = threads.max(1);
         let shared = Arc::new(Shared {
             generation: AtomicUsize::new(0),
@@ -80,20 +113,29 @@ impl ThreadPool {
             stop: AtomicBool::new(false),
             threads,
         });
-        let workers = (1..threads)
-            .map(|index| {
-                let shared = Arc::clone(&shared);
-                std::thread::Builder::new()
-                    .name(format!("gguf-pool-{index}"))
-                    .spawn(move || worker(&shared, index))
-                    .expect("spawning a pool thread")
-            })
-            .collect();
-        ThreadPool {
+        let mut pool = ThreadPool {
             shared,
-            workers,
+            workers: Vec::with_capacity(threads - 1),
             running: Mutex::new(()),
+        };
+        for index in 1..threads {
+            let shared = Arc::clone(&pool.shared);
+            let spawned = std::thread::Builder::new()
+                .name(format!("gguf-pool-{index}"))
+                .spawn(move || worker(&shared, index));
+            match spawned {
+                Ok(handle) => pool.workers.push(handle),
+                // Dropping `pool` stops and joins the workers started so far.
+                Err(e) => {
+                    return Err(QuantError::ThreadSpawn {
+                        threads,
+                        started: index,
+                        message: e.to_string(),
+                    })
+                }
+            }
         }
+        Ok(pool)
     }
 
     /// Number of threads, the caller included.
@@ -124,8 +166,9 @@ impl ThreadPool {
             shared.wake.notify_all();
         }
         let mine = catch_unwind(AssertUnwindSafe(|| job(0, threads)));
+        let mut backoff = Backoff::new();
         while shared.remaining.load(Ordering::Acquire) != 0 {
-            std::hint::spin_loop();
+            backoff.snooze();
         }
         *shared.job.lock().unwrap_or_else(|e| e.into_inner()) = None;
         if let Err(payload) = mine {
@@ -165,6 +208,7 @@ fn worker(shared: &Shared, index: usize) {
     loop {
         // Spin for a while, then sleep until the generation changes.
         let start = Instant::now();
+        let mut backoff = Backoff::new();
         loop {
             let g = shared.generation.load(Ordering::Acquire);
             if g != seen {
@@ -172,7 +216,7 @@ fn worker(shared: &Shared, index: usize) {
                 break;
             }
             if start.elapsed() < SPIN {
-                std::hint::spin_loop();
+                backoff.snooze();
                 continue;
             }
             let guard = shared.sleepers.lock().unwrap_or_else(|e| e.into_inner());
@@ -205,7 +249,7 @@ mod tests {
     #[test]
     fn every_thread_runs_each_job_once() {
         for threads in 1..=4 {
-            let pool = ThreadPool::new(threads);
+            let pool = ThreadPool::new(threads).unwrap();
             for round in 0..200 {
                 let hits: Vec<AtomicUsize> = (0..threads).map(|_| AtomicUsize::new(0)).collect();
                 pool.run(|t, n| {
@@ -223,9 +267,31 @@ mod tests {
         }
     }
 
+    /// Far more threads than cores (here 64 on a 2-core machine) once made every job wait
+    /// for each worker's time slice: 300 empty jobs took 9 s. With yielding waits they take
+    /// milliseconds; the bound only catches a collapse, it is no speed target.
+    #[test]
+    fn an_oversubscribed_pool_does_not_collapse() {
+        let threads = 64;
+        let pool = ThreadPool::new(threads).unwrap();
+        let runs = AtomicUsize::new(0);
+        let start = Instant::now();
+        for _ in 0..300 {
+            pool.run(|_, _| {
+                runs.fetch_add(1, Ordering::Relaxed);
+            });
+        }
+        assert_eq!(runs.load(Ordering::Relaxed), 300 * threads);
+        let took = start.elapsed();
+        assert!(
+            took < Duration::from_secs(3),
+            "300 jobs on 64 threads took {took:?}"
+        );
+    }
+
     #[test]
     fn a_worker_panic_reaches_the_caller_and_the_pool_survives() {
-        let pool = ThreadPool::new(2);
+        let pool = ThreadPool::new(2).unwrap();
         let result = catch_unwind(AssertUnwindSafe(|| {
             pool.run(|t, _| {
                 if t == 1 {

@@ -57,7 +57,7 @@ fn matvec_and_matmul_equal_row_dots() {
                 assert_eq!(y, expected, "{ty} matmul, {threads} threads");
             });
             // The spinning pool: one share of rows per thread.
-            let pool = ThreadPool::new(threads);
+            let pool = ThreadPool::new(threads).unwrap();
             let mut scratch = Vec::new();
             let mut y = vec![0f32; rows];
             matvec_on(&pool, ty, &w, cols, &x[..cols], &mut y, &mut scratch).unwrap();
