@@ -41,7 +41,7 @@ mod writer;
 pub mod testing;
 
 pub use error::{Error, Result};
-pub use mmap::MappedGguf;
+pub use mmap::{open_regular, MappedGguf};
 pub use reader::{GgufFile, KeyValue, TensorInfo, DEFAULT_ALIGNMENT, MAGIC, MAX_ARRAY_DEPTH};
 pub use types::{GgmlType, TypeIdError};
 pub use value::{ArrayIter, ArrayView, ByteOrder, FromValue, Value, ValueType};
