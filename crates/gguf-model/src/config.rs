@@ -165,14 +165,45 @@ impl Hparams {
         if n_rot == 0 || n_rot > head_dim_k || n_rot % 2 != 0 {
             return Err(bad(name, format!("rope.dimension_count {n_rot} must be even, positive and at most the head dimension {head_dim_k}")));
         }
+        // Float hyperparameters that must be finite and above zero: a NaN, zero or negative
+        // one turns every logit into NaN (or divides by zero), which would generate nothing.
+        let positive = |suffix: &str, value: f32| -> Result<f32> {
+            if value.is_finite() && value > 0.0 {
+                Ok(value)
+            } else {
+                Err(bad(
+                    name,
+                    format!(
+                        "{} is {value}; it must be a finite number above zero",
+                        key(suffix)
+                    ),
+                ))
+            }
+        };
+        let finite = |suffix: &str, value: f32| -> Result<f32> {
+            if value.is_finite() {
+                Ok(value)
+            } else {
+                Err(bad(
+                    name,
+                    format!("{} is {value}; it must be a finite number", key(suffix)),
+                ))
+            }
+        };
         let rms_eps = opt_f32("attention.layer_norm_rms_epsilon")?.ok_or_else(|| {
             bad(
                 name,
                 format!("{} is missing", key("attention.layer_norm_rms_epsilon")),
             )
         })?;
-        let rope_freq_base = opt_f32("rope.freq_base")?.unwrap_or(10_000.0);
-        let factor = opt_f32("rope.scaling.factor")?;
+        let rms_eps = positive("attention.layer_norm_rms_epsilon", rms_eps)?;
+        let rope_freq_base = positive(
+            "rope.freq_base",
+            opt_f32("rope.freq_base")?.unwrap_or(10_000.0),
+        )?;
+        let factor = opt_f32("rope.scaling.factor")?
+            .map(|f| positive("rope.scaling.factor", f))
+            .transpose()?;
         let scaling_type = file.get_opt::<&str>(&key("rope.scaling.type"))?;
         let rope_scaling = match (scaling_type, factor) {
             (None | Some("none"), _) | (_, None) => match (scaling_type, factor) {
@@ -187,12 +218,35 @@ impl Hparams {
             (Some("linear"), Some(f)) => RopeScaling::Linear { factor: f },
             (Some("yarn"), Some(f)) => RopeScaling::Yarn {
                 factor: f,
-                original_context: opt_usize("rope.scaling.original_context_length")?
-                    .unwrap_or(n_ctx_train),
-                ext_factor: opt_f32("rope.scaling.yarn_ext_factor")?.unwrap_or(1.0),
-                attn_factor: opt_f32("rope.scaling.yarn_attn_factor")?.unwrap_or(1.0),
-                beta_fast: opt_f32("rope.scaling.yarn_beta_fast")?.unwrap_or(32.0),
-                beta_slow: opt_f32("rope.scaling.yarn_beta_slow")?.unwrap_or(1.0),
+                original_context: match opt_usize("rope.scaling.original_context_length")? {
+                    None => n_ctx_train,
+                    Some(0) => {
+                        return Err(bad(
+                            name,
+                            format!(
+                                "{} is 0; it must be positive",
+                                key("rope.scaling.original_context_length")
+                            ),
+                        ))
+                    }
+                    Some(n) => n,
+                },
+                ext_factor: finite(
+                    "rope.scaling.yarn_ext_factor",
+                    opt_f32("rope.scaling.yarn_ext_factor")?.unwrap_or(1.0),
+                )?,
+                attn_factor: positive(
+                    "rope.scaling.yarn_attn_factor",
+                    opt_f32("rope.scaling.yarn_attn_factor")?.unwrap_or(1.0),
+                )?,
+                beta_fast: positive(
+                    "rope.scaling.yarn_beta_fast",
+                    opt_f32("rope.scaling.yarn_beta_fast")?.unwrap_or(32.0),
+                )?,
+                beta_slow: positive(
+                    "rope.scaling.yarn_beta_slow",
+                    opt_f32("rope.scaling.yarn_beta_slow")?.unwrap_or(1.0),
+                )?,
             },
             (Some(other), _) => {
                 return Err(bad(

@@ -59,6 +59,13 @@ pub enum ModelError {
         /// The session's context length.
         n_ctx: usize,
     },
+    /// The forward pass produced NaN logits: corrupted weights, or hyperparameters that the
+    /// load-time checks do not cover. Sampling from them would pick token 0 for every step.
+    #[error("the model computed NaN logits at position {position} (corrupted weights?)")]
+    NotANumber {
+        /// The position whose logits were NaN.
+        position: usize,
+    },
     /// A request was malformed (an out-of-range token id, an empty prompt...).
     #[error("{0}")]
     Request(String),

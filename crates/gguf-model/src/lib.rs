@@ -63,7 +63,8 @@ impl std::fmt::Debug for Model {
 pub struct SessionOptions {
     /// Context length in tokens (0: the model's training context, capped at 4096).
     pub n_ctx: usize,
-    /// Threads (0: the number of physical cores, as llama.cpp picks).
+    /// Threads (0: the number of physical cores, as llama.cpp picks). More than
+    /// [`max_threads`] are not started: threads beyond the CPUs only wait for each other.
     pub threads: usize,
     /// KV cache precision.
     pub kv_type: KvType,
@@ -79,6 +80,20 @@ impl Default for SessionOptions {
             kv_type: KvType::F16,
             n_batch: 512,
         }
+    }
+}
+
+/// The most threads a session runs: the CPUs this process may use.
+pub fn max_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// The threads a session runs for a requested count (0: [`physical_cores`]), at most
+/// [`max_threads`].
+pub fn session_threads(requested: usize) -> usize {
+    match requested {
+        0 => physical_cores(),
+        n => n.min(max_threads()),
     }
 }
 
@@ -163,12 +178,8 @@ impl Model {
 
     /// A session: a KV cache and buffers for generating with this model.
     pub fn session(&self, options: SessionOptions) -> Result<Session<'_>> {
-        let threads = if options.threads == 0 {
-            physical_cores()
-        } else {
-            options.threads
-        };
-        self.session_on(options, Arc::new(ThreadPool::new(threads)))
+        let pool = ThreadPool::new(session_threads(options.threads))?;
+        self.session_on(options, Arc::new(pool))
     }
 
     /// A session running on an existing thread pool (several sessions can share one).
@@ -253,6 +264,11 @@ impl<'m> Session<'m> {
         self.model
     }
 
+    /// Threads the session computes on.
+    pub fn threads(&self) -> usize {
+        self.pool.threads()
+    }
+
     /// Context length.
     pub fn n_ctx(&self) -> usize {
         self.n_ctx
@@ -278,9 +294,29 @@ impl<'m> Session<'m> {
         &self.logits
     }
 
+    /// Refuses, before anything is computed, tokens that would overflow the context or are
+    /// not in the vocabulary (rather than finding out after evaluating the batches before).
+    fn check_request(&self, tokens: &[u32]) -> Result<()> {
+        let needed = self.tokens.len() + tokens.len();
+        if needed > self.n_ctx {
+            return Err(ModelError::ContextFull {
+                needed,
+                n_ctx: self.n_ctx,
+            });
+        }
+        let n_vocab = self.model.hparams.n_vocab;
+        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= n_vocab) {
+            return Err(ModelError::Request(format!(
+                "token id {bad} is out of range (the vocabulary has {n_vocab} tokens)"
+            )));
+        }
+        Ok(())
+    }
+
     /// Evaluates `tokens` after the cached ones (in batches of `n_batch`); afterwards
     /// [`Session::logits`] holds the next-token logits.
     pub fn eval(&mut self, tokens: &[u32]) -> Result<()> {
+        self.check_request(tokens)?;
         let fwd = self.model.forward();
         for chunk in tokens.chunks(self.n_batch) {
             fwd.run(
@@ -301,6 +337,7 @@ impl<'m> Session<'m> {
     /// Evaluates `tokens` after the cached ones and returns the logits of every one of them
     /// (`tokens.len()` rows of the vocabulary size), for scoring text (perplexity).
     pub fn eval_all_logits(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
+        self.check_request(tokens)?;
         let fwd = self.model.forward();
         let mut all = Vec::with_capacity(tokens.len() * self.model.hparams.n_vocab);
         for chunk in tokens.chunks(self.n_batch) {
@@ -362,6 +399,7 @@ impl<'m> Session<'m> {
         sampler: &SamplerConfig,
         max_tokens: usize,
     ) -> Result<Generation<'_, 'm>> {
+        sampler.check()?;
         self.prefill(prompt)?;
         let tokenizer = &self.model.tokenizer;
         Ok(Generation {
@@ -371,7 +409,7 @@ impl<'m> Session<'m> {
             remaining: max_tokens,
             stop_strings: Vec::new(),
             text: String::new(),
-            done: false,
+            stop: None,
             pending: None,
         })
     }
@@ -412,6 +450,35 @@ impl Model {
     }
 }
 
+/// Why a [`Generation`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// The model produced an end-of-generation token (not returned).
+    EndOfGeneration,
+    /// `max_tokens` tokens were generated.
+    MaxTokens,
+    /// The text reached one of the [`Generation::stop_at`] strings.
+    StopString,
+    /// The context is full: the last token returned could not be evaluated for another.
+    /// llama.cpp stops there too (it shifts the context only when asked to).
+    ContextFull,
+    /// An error was returned.
+    Error,
+}
+
+impl StopReason {
+    /// A short name for reports: `eog`, `length`, `stop`, `context_full`, `error`.
+    pub fn name(self) -> &'static str {
+        match self {
+            StopReason::EndOfGeneration => "eog",
+            StopReason::MaxTokens => "length",
+            StopReason::StopString => "stop",
+            StopReason::ContextFull => "context_full",
+            StopReason::Error => "error",
+        }
+    }
+}
+
 /// Tokens as they are generated: an iterator of `Result<GeneratedToken>`.
 pub struct Generation<'s, 'm> {
     session: &'s mut Session<'m>,
@@ -420,7 +487,7 @@ pub struct Generation<'s, 'm> {
     remaining: usize,
     stop_strings: Vec<String>,
     text: String,
-    done: bool,
+    stop: Option<StopReason>,
     pending: Option<u32>,
 }
 
@@ -436,29 +503,51 @@ impl Generation<'_, '_> {
     pub fn text(&self) -> &str {
         &self.text
     }
+
+    /// Why generation ended, once it has (`None` while tokens may still come).
+    pub fn stop_reason(&self) -> Option<StopReason> {
+        self.stop
+    }
+
+    fn end(&mut self, reason: StopReason) {
+        self.stop = Some(reason);
+    }
 }
 
 impl Iterator for Generation<'_, '_> {
     type Item = Result<GeneratedToken>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.done || self.remaining == 0 {
+        if self.stop.is_some() {
+            return None;
+        }
+        if self.remaining == 0 {
+            self.end(StopReason::MaxTokens);
             return None;
         }
         // The previous token is evaluated lazily, so the last one costs no forward pass.
         if let Some(prev) = self.pending.take() {
+            if self.session.tokens.len() >= self.session.n_ctx {
+                self.end(StopReason::ContextFull);
+                return None;
+            }
             if let Err(e) = self.session.eval(&[prev]) {
-                self.done = true;
+                self.end(StopReason::Error);
                 return Some(Err(e));
             }
         }
-        let id = self
-            .sampler
-            .sample(&self.session.logits, &self.session.tokens);
+        let logits = &self.session.logits;
+        if logits.iter().any(|l| l.is_nan()) {
+            self.end(StopReason::Error);
+            return Some(Err(ModelError::NotANumber {
+                position: self.session.tokens.len(),
+            }));
+        }
+        let id = self.sampler.sample(logits, &self.session.tokens);
         self.remaining -= 1;
         let tokenizer = &self.session.model.tokenizer;
         if tokenizer.is_end_of_generation(id) {
-            self.done = true;
+            self.end(StopReason::EndOfGeneration);
             return None;
         }
         let text = self.decoder.push(id);
@@ -468,7 +557,7 @@ impl Iterator for Generation<'_, '_> {
             .iter()
             .any(|s| !s.is_empty() && self.text.contains(s.as_str()))
         {
-            self.done = true;
+            self.end(StopReason::StopString);
         }
         self.pending = Some(id);
         Some(Ok(GeneratedToken { id, text }))

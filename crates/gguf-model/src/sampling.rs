@@ -42,6 +42,33 @@ impl Default for SamplerConfig {
 }
 
 impl SamplerConfig {
+    /// Refuses settings that mean nothing: NaN or infinite numbers, and a repetition penalty
+    /// that is not positive (it divides logits). Kept as llama.cpp has them: a temperature of
+    /// 0 or less is greedy, `top_p` of 1 or more, `min_p` of 0 or less and `top_k` 0 disable
+    /// their cut.
+    pub fn check(&self) -> crate::Result<()> {
+        let fields = [
+            ("temperature", self.temperature),
+            ("top_p", self.top_p),
+            ("min_p", self.min_p),
+            ("repeat_penalty", self.repeat_penalty),
+            ("presence_penalty", self.presence_penalty),
+            ("frequency_penalty", self.frequency_penalty),
+        ];
+        if let Some((name, value)) = fields.iter().find(|(_, v)| !v.is_finite()) {
+            return Err(crate::ModelError::Request(format!(
+                "sampler: {name} must be a finite number, not {value}"
+            )));
+        }
+        if self.repeat_penalty <= 0.0 {
+            return Err(crate::ModelError::Request(format!(
+                "sampler: repeat_penalty must be positive (1 is off), not {}",
+                self.repeat_penalty
+            )));
+        }
+        Ok(())
+    }
+
     /// Greedy decoding: always the most likely token.
     pub fn greedy() -> SamplerConfig {
         SamplerConfig {
@@ -183,6 +210,41 @@ pub fn argmax(logits: &[f32]) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn meaningless_settings_are_refused_and_llama_cpp_habits_kept() {
+        let with = |f: fn(&mut SamplerConfig)| {
+            let mut c = SamplerConfig::default();
+            f(&mut c);
+            c.check().map_err(|e| e.to_string())
+        };
+        for (bad, field) in [
+            (with(|c| c.temperature = f32::NAN), "temperature"),
+            (with(|c| c.temperature = f32::INFINITY), "temperature"),
+            (with(|c| c.top_p = f32::NAN), "top_p"),
+            (with(|c| c.min_p = f32::NEG_INFINITY), "min_p"),
+            (with(|c| c.presence_penalty = f32::NAN), "presence_penalty"),
+            (
+                with(|c| c.frequency_penalty = f32::INFINITY),
+                "frequency_penalty",
+            ),
+            (with(|c| c.repeat_penalty = f32::NAN), "repeat_penalty"),
+            (with(|c| c.repeat_penalty = -1.0), "repeat_penalty"),
+            (with(|c| c.repeat_penalty = 0.0), "repeat_penalty"),
+        ] {
+            let message = bad.unwrap_err();
+            assert!(message.contains(field), "{message}");
+        }
+        // Greedy by temperature 0 or below; top-p 1, top-k 0 and min-p 0 switch cuts off.
+        assert!(with(|c| c.temperature = 0.0).is_ok());
+        assert!(with(|c| c.temperature = -1.0).is_ok());
+        assert!(with(|c| {
+            c.top_p = 1.0;
+            c.top_k = 0;
+            c.min_p = 0.0
+        })
+        .is_ok());
+    }
 
     #[test]
     fn greedy_takes_the_argmax() {

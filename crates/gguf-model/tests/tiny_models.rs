@@ -284,3 +284,155 @@ fn wrong_tensor_shape_is_named() {
     }
     assert!(err.to_string().contains("blk.1.attn_k.weight"), "{err}");
 }
+
+#[test]
+fn hyperparameters_that_compute_nothing_are_refused_naming_the_key() {
+    let eps = "llama.attention.layer_norm_rms_epsilon";
+    let base = "llama.rope.freq_base";
+    let mut cases: Vec<(&str, f32)> = Vec::new();
+    for v in [f32::NAN, 0.0, -1e-5, f32::INFINITY] {
+        cases.push((eps, v));
+    }
+    for v in [0.0, -10_000.0, f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+        cases.push((base, v));
+    }
+    for (i, (key, value)) in cases.into_iter().enumerate() {
+        let path = edited_copy(&format!("bad-hparam-{i}.gguf"), |b| {
+            b.set(key, value);
+        });
+        let err = Model::load(&path).unwrap_err();
+        std::fs::remove_file(&path).unwrap();
+        assert!(
+            matches!(err, ModelError::Hyperparameters { .. }),
+            "{key}={value}: {err:?}"
+        );
+        let msg = err.to_string();
+        assert!(
+            msg.contains(key) && msg.contains(&value.to_string()),
+            "{msg}"
+        );
+    }
+    for (i, factor) in [0.0f32, f32::NAN, -2.0].into_iter().enumerate() {
+        let path = edited_copy(&format!("bad-rope-scale-{i}.gguf"), |b| {
+            b.set("llama.rope.scaling.type", "linear");
+            b.set("llama.rope.scaling.factor", factor);
+        });
+        let err = Model::load(&path).unwrap_err().to_string();
+        std::fs::remove_file(&path).unwrap();
+        assert!(err.contains("llama.rope.scaling.factor"), "{err}");
+    }
+}
+
+fn tiny_session(model: &Model, n_ctx: usize) -> gguf_model::Session<'_> {
+    model
+        .session(SessionOptions {
+            n_ctx,
+            n_batch: 4,
+            threads: 1,
+            ..SessionOptions::default()
+        })
+        .unwrap()
+}
+
+#[test]
+fn a_request_beyond_the_context_is_refused_before_any_work() {
+    let model = Model::load(fixture("model-llama.gguf")).unwrap();
+    let mut session = tiny_session(&model, 16);
+    let tokens: Vec<u32> = (3..23).collect();
+    let err = session.eval(&tokens).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ModelError::ContextFull {
+                needed: 20,
+                n_ctx: 16
+            }
+        ),
+        "{err:?}"
+    );
+    // Nothing was evaluated: before, the first four batches were computed first.
+    assert!(session.tokens().is_empty());
+    // An out-of-range id in a later batch is found before the first batch is computed.
+    let mut bad: Vec<u32> = (3..12).collect();
+    bad.push(10_000);
+    let err = session.eval(&bad).unwrap_err();
+    assert!(err.to_string().contains("token id 10000"), "{err}");
+    assert!(session.tokens().is_empty());
+    assert!(session
+        .generate_from(&tokens, &gguf_model::SamplerConfig::greedy(), 4)
+        .is_err());
+    assert!(session.tokens().is_empty());
+}
+
+#[test]
+fn generation_stops_cleanly_at_the_end_of_the_context() {
+    let model = Model::load(fixture("model-llama.gguf")).unwrap();
+    let mut session = tiny_session(&model, 16);
+    let prompt: Vec<u32> = (3..13).collect();
+    let mut generation = session
+        .generate_from(&prompt, &gguf_model::SamplerConfig::greedy(), 100)
+        .unwrap();
+    let ids: Vec<u32> = (&mut generation).map(|t| t.unwrap().id).collect();
+    assert_eq!(
+        generation.stop_reason(),
+        Some(gguf_model::StopReason::ContextFull)
+    );
+    // 10 prompt tokens and 6 generated ones fill the 16 positions; the 7th generated token
+    // comes from the logits of the 16th and is returned, but cannot be evaluated.
+    assert_eq!(ids.len(), 7);
+    drop(generation);
+    assert_eq!(session.tokens().len(), 16);
+    // max_tokens reached first.
+    let mut generation = session
+        .generate_from(&prompt, &gguf_model::SamplerConfig::greedy(), 3)
+        .unwrap();
+    assert_eq!((&mut generation).count(), 3);
+    assert_eq!(
+        generation.stop_reason(),
+        Some(gguf_model::StopReason::MaxTokens)
+    );
+}
+
+#[test]
+fn meaningless_sampler_settings_are_refused_before_any_work() {
+    let model = Model::load(fixture("model-llama.gguf")).unwrap();
+    let mut session = tiny_session(&model, 16);
+    let sampler = gguf_model::SamplerConfig {
+        top_p: f32::NAN,
+        ..gguf_model::SamplerConfig::default()
+    };
+    let Err(err) = session.generate_from(&[3, 4, 5], &sampler, 4) else {
+        panic!("a NaN top_p was accepted")
+    };
+    assert!(err.to_string().contains("top_p"), "{err}");
+    assert!(session.tokens().is_empty());
+}
+
+#[test]
+fn nan_logits_are_an_error_rather_than_token_zero() {
+    // A NaN in a norm weight (a corrupted file) makes every logit NaN; sampling would have
+    // returned token 0 at every step.
+    let mut bytes = std::fs::read(fixture("model-llama.gguf")).unwrap();
+    let file = GgufFile::parse(&bytes).unwrap();
+    let t = file.tensor("blk.0.attn_norm.weight").unwrap();
+    let start = (file.data_offset() + t.offset) as usize;
+    let end = start + t.size as usize;
+    drop(file);
+    for chunk in bytes[start..end].chunks_mut(4) {
+        chunk.copy_from_slice(&f32::NAN.to_le_bytes());
+    }
+    let path = temp_path("nan-weights.gguf");
+    std::fs::write(&path, &bytes).unwrap();
+    let model = Model::load(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let mut session = tiny_session(&model, 16);
+    let mut generation = session
+        .generate_from(&[1, 3, 4], &gguf_model::SamplerConfig::greedy(), 4)
+        .unwrap();
+    let first = generation.next().unwrap();
+    assert!(
+        matches!(first, Err(ModelError::NotANumber { position: 3 })),
+        "{first:?}"
+    );
+    assert!(generation.next().is_none());
+}
