@@ -189,6 +189,30 @@ fn shape_text(t: &TensorInfo<'_>) -> String {
     format!("[{}]", dims.join(", "))
 }
 
+/// The widest a key or tensor name is shown in the text table; longer names are cut (they
+/// are whole in `--json`). Files may hold names of any length, and `format!` refuses widths
+/// above 65,535.
+const NAME_CELL_CHARS: usize = 64;
+
+/// The width of a name column: its longest name, at most [`NAME_CELL_CHARS`].
+fn column_width<'a>(names: impl Iterator<Item = &'a str>) -> usize {
+    names
+        .map(|n| n.chars().count().min(NAME_CELL_CHARS))
+        .max()
+        .unwrap_or(0)
+}
+
+/// `name` as a table cell: cut to [`NAME_CELL_CHARS`] characters, the cut marked with `…`.
+fn name_cell(name: &str) -> std::borrow::Cow<'_, str> {
+    match name.char_indices().nth(NAME_CELL_CHARS) {
+        None => name.into(),
+        Some(_) => {
+            let keep: String = name.chars().take(NAME_CELL_CHARS - 1).collect();
+            format!("{keep}…").into()
+        }
+    }
+}
+
 /// The readable summary.
 pub fn file_text(file: &GgufFile<'_>, name: &str, view: View<'_>) -> String {
     let full = view.full;
@@ -216,33 +240,23 @@ pub fn file_text(file: &GgufFile<'_>, name: &str, view: View<'_>) -> String {
     if !view.tensors_only {
         let _ = writeln!(out, "\nMetadata:");
     }
-    let width = file
-        .metadata()
-        .iter()
-        .map(|kv| kv.key.len())
-        .max()
-        .unwrap_or(0);
+    let width = column_width(file.metadata().iter().map(|kv| kv.key));
     for kv in file.metadata().iter().filter(|_| !view.tensors_only) {
         let _ = writeln!(
             out,
             "  {:width$}  {:6}  {}",
-            kv.key,
+            name_cell(kv.key),
             kv.value.value_type().name(),
             value_text(&kv.value, full)
         );
     }
     let _ = writeln!(out, "\nTensors:");
-    let width = file
-        .tensors()
-        .iter()
-        .map(|t| t.name.len())
-        .max()
-        .unwrap_or(0);
+    let width = column_width(file.tensors().iter().map(|t| t.name));
     for (i, t) in file.tensors().iter().enumerate() {
         let _ = write!(
             out,
             "  {:width$}  {:7}  {:24}  {:>10}",
-            t.name,
+            name_cell(t.name),
             t.ggml_type.name(),
             shape_text(t),
             human_bytes(t.size)

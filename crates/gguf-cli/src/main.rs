@@ -1,11 +1,14 @@
 //! The `gguf` command.
 
+// Output goes through `out!`/`outln!` (see the library), never `print!`.
+#![deny(clippy::print_stdout)]
+
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
-use gguf_cli::{inspect, models, run};
+use gguf_cli::{inspect, models, out, outln, run};
 use gguf_format::edit::{edit_metadata, Edit};
 use gguf_format::split::{self, SplitLimit, SplitSet};
 use gguf_format::{GgufFile, OwnedValue, Value, ValueType};
@@ -232,6 +235,10 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader of our output has gone (`gguf inspect M | head -1`): end quietly, as
+        // ripgrep does (`cat` dies of SIGPIPE; an exit status of 0 keeps `pipefail` scripts
+        // working too).
+        Err(e) if gguf_cli::is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
@@ -264,12 +271,12 @@ fn cmd_inspect(a: InspectArgs) -> Result<()> {
         stats: stats.as_deref(),
     };
     if a.json {
-        println!("{}", inspect::file_json(file, view));
+        outln!("{}", inspect::file_json(file, view))?;
     } else {
-        print!(
+        out!(
             "{}",
             inspect::file_text(file, &path.display().to_string(), view)
-        );
+        )?;
     }
     Ok(())
 }
@@ -328,25 +335,44 @@ fn cmd_validate(a: ValidateArgs) -> Result<()> {
             }
         }
     }
+    // The container is sound; for an architecture the engine runs, its hyperparameters must
+    // be usable too (a NaN epsilon or a zero RoPE base parses fine but computes nothing).
+    let mut errors = Vec::new();
+    match gguf_model::Hparams::from_gguf(set.metadata(), &path.display().to_string()) {
+        Ok(_) | Err(gguf_model::ModelError::UnsupportedArchitecture { .. }) => {}
+        Err(e) => errors.push(e.to_string()),
+    }
     if a.json {
         let out = serde_json::json!({
-            "valid": true,
+            "valid": errors.is_empty(),
             "parts": set.parts().len(),
             "tensors": set.tensor_count(),
             "llama_cpp_compatible": warnings.is_empty(),
+            "errors": errors,
             "warnings": warnings,
         });
-        println!("{out}");
+        outln!("{out}")?;
     } else {
-        println!(
-            "{}: valid GGUF ({} part(s), {} tensors)",
+        let verdict = if errors.is_empty() {
+            "valid GGUF"
+        } else {
+            "a well-formed GGUF that cannot run"
+        };
+        outln!(
+            "{}: {verdict} ({} part(s), {} tensors)",
             path.display(),
             set.parts().len(),
             set.tensor_count()
-        );
-        for w in &warnings {
-            println!("warning: {w}");
+        )?;
+        for e in &errors {
+            outln!("error: {e}")?;
         }
+        for w in &warnings {
+            outln!("warning: {w}")?;
+        }
+    }
+    if !errors.is_empty() {
+        bail!("{}: {} error(s)", path.display(), errors.len());
     }
     Ok(())
 }
@@ -359,13 +385,13 @@ fn cmd_pull(a: PullArgs) -> Result<()> {
             } else {
                 "not cached"
             };
-            println!(
+            outln!(
                 "{:14} {:10} {}  ({})",
                 m.name,
                 state,
                 m.description,
                 m.cached_path().display()
-            );
+            )?;
         }
         return Ok(());
     }
@@ -382,7 +408,7 @@ fn cmd_pull(a: PullArgs) -> Result<()> {
     };
     for m in wanted {
         let p = models::pull(m, a.verify)?;
-        println!("{}", p.display());
+        outln!("{}", p.display())?;
     }
     Ok(())
 }
@@ -515,7 +541,7 @@ fn cmd_split(a: SplitArgs) -> Result<()> {
     )?;
     bar.finish_and_clear();
     for p in paths {
-        println!("{}", p.display());
+        outln!("{}", p.display())?;
     }
     Ok(())
 }
@@ -527,7 +553,7 @@ fn cmd_merge(a: MergeArgs) -> Result<()> {
         bar.set_position(d);
     })?;
     bar.finish_and_clear();
-    println!("{}", Path::new(&a.output).display());
+    outln!("{}", Path::new(&a.output).display())?;
     Ok(())
 }
 
@@ -545,20 +571,18 @@ fn load_tokenizer(arg: &str) -> Result<gguf_tokenizer::Tokenizer> {
 fn cmd_tokenize(a: TokenizeArgs) -> Result<()> {
     let tokenizer = load_tokenizer(&a.file)?;
     let text = match (&a.text, &a.text_file) {
-        (_, Some(path)) => {
-            std::fs::read(path).with_context(|| format!("reading {}", path.display()))?
-        }
+        (_, Some(path)) => gguf_cli::read_input_file(path)?,
         (Some(t), None) => t.clone().into_bytes(),
         (None, None) => unreachable!("clap requires one"),
     };
     let ids = tokenizer.encode(&text, !a.no_bos, !a.no_parse_special);
     if a.ids {
-        println!("{}", serde_json::to_string(&ids)?);
+        outln!("{}", serde_json::to_string(&ids)?)?;
         return Ok(());
     }
     for id in ids {
         let piece = tokenizer.token_to_piece(id, true);
-        println!("{id:>7} -> {:?}", String::from_utf8_lossy(&piece));
+        outln!("{id:>7} -> {:?}", String::from_utf8_lossy(&piece))?;
     }
     Ok(())
 }
@@ -590,19 +614,17 @@ fn cmd_chat_template(a: ChatTemplateArgs) -> Result<()> {
     let file = mapped.file();
     if a.list {
         if file.value(chat::TEMPLATE_KEY).is_some() {
-            println!("default");
+            outln!("default")?;
         }
         for name in chat::template_names(file) {
-            println!("{name}");
+            outln!("{name}")?;
         }
         return Ok(());
     }
     let messages_path = a.messages.as_ref().expect("clap requires --messages");
-    let json: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(messages_path)
-            .with_context(|| format!("reading {}", messages_path.display()))?,
-    )
-    .with_context(|| format!("{}: not JSON", messages_path.display()))?;
+    let json: serde_json::Value =
+        serde_json::from_slice(&gguf_cli::read_input_file(messages_path)?)
+            .with_context(|| format!("{}: not JSON", messages_path.display()))?;
     let (messages, tools) = match json {
         serde_json::Value::Array(_) => (json, None),
         serde_json::Value::Object(mut o) => {
@@ -624,6 +646,6 @@ fn cmd_chat_template(a: ChatTemplateArgs) -> Result<()> {
         ..RenderOptions::default()
     };
     let prompt = template.render_value(&Value::from_serialize(&messages), &options)?;
-    print!("{prompt}");
+    out!("{prompt}")?;
     Ok(())
 }

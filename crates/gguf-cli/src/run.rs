@@ -4,13 +4,13 @@ use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::Args;
-use gguf_model::{KvType, Model, SamplerConfig, SessionOptions};
+use gguf_model::{KvType, Model, SamplerConfig, SessionOptions, StopReason};
 use gguf_tokenizer::chat::ChatMessage;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::models;
+use crate::{models, outln};
 
 /// Options shared by the commands that run a model.
 #[derive(Args, Debug, Clone)]
@@ -26,11 +26,21 @@ pub struct RunOptions {
     pub kv_type: String,
 }
 
+/// `-t` as the engine will run it: at most the CPUs this process may use, with a warning
+/// when that is fewer than asked (threads beyond the CPUs only wait for each other).
+fn threads_arg(requested: usize) -> usize {
+    let max = gguf_model::max_threads();
+    if requested > max {
+        eprintln!("warning: -t {requested} is more than the {max} CPUs available; using {max}");
+    }
+    requested.min(max)
+}
+
 impl RunOptions {
     fn session_options(&self) -> SessionOptions {
         SessionOptions {
             n_ctx: self.ctx,
-            threads: self.threads,
+            threads: threads_arg(self.threads),
             kv_type: if self.kv_type == "f32" {
                 KvType::F32
             } else {
@@ -45,25 +55,25 @@ impl RunOptions {
 #[derive(Args, Debug, Clone)]
 pub struct SamplingOptions {
     /// Temperature; 0 picks the most likely token.
-    #[arg(long = "temp", default_value_t = 0.8)]
+    #[arg(long = "temp", default_value_t = 0.8, allow_hyphen_values = true)]
     pub temperature: f32,
     /// Keep the K most likely tokens (0: all).
     #[arg(long, default_value_t = 40)]
     pub top_k: usize,
     /// Keep the most likely tokens up to this total probability.
-    #[arg(long, default_value_t = 0.95)]
+    #[arg(long, default_value_t = 0.95, allow_hyphen_values = true)]
     pub top_p: f32,
     /// Drop tokens less likely than this fraction of the most likely one.
-    #[arg(long, default_value_t = 0.05)]
+    #[arg(long, default_value_t = 0.05, allow_hyphen_values = true)]
     pub min_p: f32,
     /// Penalty for repeating recent tokens (1: off).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, allow_hyphen_values = true)]
     pub repeat_penalty: f32,
     /// Presence penalty (0: off).
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, allow_hyphen_values = true)]
     pub presence_penalty: f32,
     /// Frequency penalty (0: off).
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, allow_hyphen_values = true)]
     pub frequency_penalty: f32,
     /// Seed of the random draw.
     #[arg(long, short = 's', default_value_t = 0x5EED)]
@@ -120,13 +130,16 @@ pub struct GenerateArgs {
 /// Runs `gguf generate`.
 pub fn generate(a: GenerateArgs) -> Result<()> {
     let model = load(&a.file)?;
+    let sampler = a.sampling.config();
+    sampler.check()?;
     let mut session = model.session(a.run.session_options())?;
     let prompt_ids = model.tokenizer().encode(a.prompt.as_bytes(), true, true);
     if prompt_ids.is_empty() {
         bail!("the prompt gives no tokens");
     }
+    check_prompt_fits(prompt_ids.len(), &session)?;
     let t0 = Instant::now();
-    let mut generation = session.generate_from(&prompt_ids, &a.sampling.config(), a.n_predict)?;
+    let mut generation = session.generate_from(&prompt_ids, &sampler, a.n_predict)?;
     let prompt_secs = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
     let mut ids = Vec::new();
@@ -144,12 +157,17 @@ pub fn generate(a: GenerateArgs) -> Result<()> {
     }
     let gen_secs = t1.elapsed().as_secs_f64();
     let text = generation.text().to_string();
+    let stop = generation.stop_reason();
     drop(generation);
+    if stop == Some(StopReason::ContextFull) {
+        note_context_full(ids.len(), session.n_ctx());
+    }
     if a.json {
         let report = serde_json::json!({
             "prompt_ids": prompt_ids,
             "ids": ids,
             "text": text,
+            "stop_reason": stop.map(StopReason::name),
             "prompt_tokens_per_s": prompt_ids.len() as f64 / prompt_secs,
             "gen_tokens_per_s": if ids.is_empty() { 0.0 } else { ids.len() as f64 / gen_secs },
         });
@@ -165,6 +183,26 @@ pub fn generate(a: GenerateArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Refuses, before any computing, a prompt that does not fit the session's context.
+fn check_prompt_fits(prompt_tokens: usize, session: &gguf_model::Session<'_>) -> Result<()> {
+    let n_ctx = session.n_ctx();
+    if prompt_tokens > n_ctx {
+        bail!(
+            "the prompt has {prompt_tokens} tokens, more than the context of {n_ctx} \
+             (-c sets the context, up to the model's {})",
+            session.model().hparams().n_ctx_train
+        );
+    }
+    Ok(())
+}
+
+/// Generation stopped at the end of the context, as llama.cpp stops there: a note, not an error.
+fn note_context_full(generated: usize, n_ctx: usize) {
+    eprintln!(
+        "note: stopped after {generated} tokens: the context of {n_ctx} tokens is full (-c sets it)"
+    );
 }
 
 /// `gguf chat`.
@@ -187,12 +225,13 @@ pub struct ChatArgs {
 /// Runs `gguf chat`: reads a line per user turn from stdin, streams each reply.
 pub fn chat(a: ChatArgs) -> Result<()> {
     let model = load(&a.file)?;
+    let sampler = a.sampling.config();
+    sampler.check()?;
     let mut session = model.session(a.run.session_options())?;
     let mut messages = Vec::new();
     if let Some(system) = &a.system {
         messages.push(ChatMessage::new("system", system.as_str()));
     }
-    let sampler = a.sampling.config();
     let stdin = std::io::stdin();
     let mut out = std::io::stdout().lock();
     eprintln!("chatting with {} (end with Ctrl-D)", a.file);
@@ -210,14 +249,22 @@ pub fn chat(a: ChatArgs) -> Result<()> {
         }
         messages.push(ChatMessage::new("user", line));
         let mut reply = String::new();
-        {
-            let generation = session.chat(&messages, &sampler, a.n_predict)?;
-            for token in generation {
-                let token = token?;
-                reply.push_str(&token.text);
-                write!(out, "{}", token.text)?;
-                out.flush()?;
-            }
+        let mut reply_tokens = 0;
+        let mut generation = session.chat(&messages, &sampler, a.n_predict)?;
+        for token in &mut generation {
+            let token = token?;
+            reply_tokens += 1;
+            reply.push_str(&token.text);
+            write!(out, "{}", token.text)?;
+            out.flush()?;
+        }
+        let context_full = generation.stop_reason() == Some(StopReason::ContextFull);
+        drop(generation);
+        if context_full {
+            writeln!(out)?;
+            note_context_full(reply_tokens, session.n_ctx());
+            eprintln!("the conversation fills the context; start a new one (or raise -c)");
+            return Ok(());
         }
         writeln!(out)?;
         messages.push(ChatMessage::new("assistant", reply.as_str()));
@@ -249,10 +296,10 @@ pub struct PerplexityArgs {
 /// Runs `gguf perplexity`.
 pub fn perplexity(a: PerplexityArgs) -> Result<()> {
     let model = load(&a.file)?;
-    let text = std::fs::read(&a.text).with_context(|| format!("reading {}", a.text.display()))?;
+    let text = crate::read_input_file(&a.text)?;
     let options = SessionOptions {
         n_ctx: a.ctx,
-        threads: a.threads,
+        threads: threads_arg(a.threads),
         n_batch: a.ctx,
         ..SessionOptions::default()
     };
@@ -268,20 +315,20 @@ pub fn perplexity(a: PerplexityArgs) -> Result<()> {
     })?;
     bar.finish_and_clear();
     if a.json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({"ppl": result.ppl, "chunks": result.chunk_ppl})
-        );
+        )?;
     } else {
         for (i, p) in result.chunk_ppl.iter().enumerate() {
-            println!("[{}] {p:.4}", i + 1);
+            outln!("[{}] {p:.4}", i + 1)?;
         }
-        println!(
+        outln!(
             "Final estimate: PPL = {:.4} over {} chunks of {} tokens",
             result.ppl,
             result.chunk_ppl.len(),
             a.ctx
-        );
+        )?;
     }
     Ok(())
 }
@@ -315,22 +362,18 @@ pub fn bench(a: BenchArgs) -> Result<()> {
     let model = load(&a.file)?;
     let options = SessionOptions {
         n_ctx: (a.n_prompt + a.n_gen).max(1),
-        threads: a.threads,
+        threads: threads_arg(a.threads),
         n_batch: a.n_prompt.max(1),
         ..SessionOptions::default()
     };
     let mut session = model.session(options)?;
     let result = gguf_model::bench(&mut session, a.n_prompt, a.n_gen, a.repetitions.max(1))?;
-    let threads = if a.threads == 0 {
-        gguf_model::physical_cores()
-    } else {
-        a.threads
-    };
+    let threads = session.threads();
     if a.json {
         let stat = |s: Option<gguf_model::Throughput>| {
             s.map(|s| serde_json::json!({"tokens_per_s": s.mean, "sd": s.sd}))
         };
-        println!(
+        outln!(
             "{}",
             serde_json::json!({
                 "model": a.file,
@@ -341,21 +384,27 @@ pub fn bench(a: BenchArgs) -> Result<()> {
                 "n_gen": a.n_gen,
                 "repetitions": a.repetitions,
             })
-        );
+        )?;
     } else {
-        println!("| model | threads | test | t/s |");
-        println!("|---|---|---|---|");
+        outln!("| model | threads | test | t/s |")?;
+        outln!("|---|---|---|---|")?;
         if let Some(pp) = result.pp {
-            println!(
+            outln!(
                 "| {} | {threads} | pp{} | {:.2} ± {:.2} |",
-                a.file, a.n_prompt, pp.mean, pp.sd
-            );
+                a.file,
+                a.n_prompt,
+                pp.mean,
+                pp.sd
+            )?;
         }
         if let Some(tg) = result.tg {
-            println!(
+            outln!(
                 "| {} | {threads} | tg{} | {:.2} ± {:.2} |",
-                a.file, a.n_gen, tg.mean, tg.sd
-            );
+                a.file,
+                a.n_gen,
+                tg.mean,
+                tg.sd
+            )?;
         }
     }
     Ok(())
