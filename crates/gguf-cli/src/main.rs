@@ -7,8 +7,9 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use gguf_cli::{inspect, models, run};
 use gguf_format::edit::{edit_metadata, Edit};
+use gguf_format::fsutil::{self, WriteMode};
 use gguf_format::split::{self, SplitLimit, SplitSet};
-use gguf_format::{GgufFile, OwnedValue, Value, ValueType};
+use gguf_format::{GgufFile, OwnedValue, Refusal, Value, ValueType};
 use indicatif::{ProgressBar, ProgressStyle};
 
 #[derive(Parser)]
@@ -116,10 +117,11 @@ struct EditArgs {
         conflicts_with = "in_place"
     )]
     output: Option<PathBuf>,
-    /// Replace the input (through a temporary file and an atomic rename).
+    /// Replace the input (through a temporary file and an atomic rename), keeping its mode
+    /// and owner; a symbolic link is followed and kept.
     #[arg(long)]
     in_place: bool,
-    /// Overwrite an existing output file.
+    /// Overwrite an existing output file (regular files only), or a read-only one.
     #[arg(long)]
     force: bool,
     /// Set a key: `KEY=VALUE` keeps the existing key's type, `KEY:TYPE=VALUE` names it
@@ -239,6 +241,21 @@ fn main() -> ExitCode {
     }
 }
 
+/// A refused destination, with the flag that would allow it.
+fn with_force_hint(e: gguf_format::Error) -> anyhow::Error {
+    match &e {
+        gguf_format::Error::Refused {
+            reason: Refusal::Exists,
+            ..
+        } => anyhow::anyhow!("{e} (pass --force to replace it)"),
+        gguf_format::Error::Refused {
+            reason: Refusal::ReadOnly,
+            ..
+        } => anyhow::anyhow!("{e} (pass --force to replace it all the same; it stays read-only)"),
+        _ => e.into(),
+    }
+}
+
 fn cmd_inspect(a: InspectArgs) -> Result<()> {
     let path = models::resolve(&a.file)?;
     let mapped = GgufFile::open(&path)?;
@@ -281,7 +298,8 @@ fn cmd_dequantize(a: DequantizeArgs) -> Result<()> {
     let t = file
         .tensor(&a.tensor)
         .with_context(|| format!("{}: no tensor named '{}'", path.display(), a.tensor))?;
-    gguf_format::fsutil::write_atomic(&a.output, |out| {
+    // An existing regular file is replaced, as before; a FIFO, device or read-only file is not.
+    fsutil::write_atomic(&a.output, WriteMode::Replace { force: false }, |out| {
         gguf_cli::tensors::write_npy(file, t, out)
             .map_err(|e| gguf_format::Error::Io(std::io::Error::other(format!("{e:#}"))))
     })?;
@@ -432,12 +450,13 @@ fn cmd_edit(a: EditArgs) -> Result<()> {
         );
     }
     let output = a.output.clone().unwrap_or_else(|| input.clone());
-    if !a.in_place && output.exists() && !a.force {
-        bail!(
-            "{} already exists; pass --force to overwrite it",
-            output.display()
-        );
-    }
+    let mode = if a.in_place || a.force {
+        WriteMode::Replace { force: a.force }
+    } else {
+        WriteMode::CreateNew
+    };
+    // Refuse before the work; the write checks again when it starts and when it ends.
+    fsutil::check_destination(&output, mode).map_err(with_force_hint)?;
     let mapped = GgufFile::open(&input)?;
     let file = mapped.file();
     let mut edits = Vec::new();
@@ -470,10 +489,11 @@ fn cmd_edit(a: EditArgs) -> Result<()> {
     }
     drop(mapped);
     let bar = progress_bar("writing");
-    edit_metadata(&input, &output, &edits, &mut |done, total| {
+    edit_metadata(&input, &output, mode, &edits, &mut |done, total| {
         bar.set_length(total);
         bar.set_position(done);
-    })?;
+    })
+    .map_err(with_force_hint)?;
     bar.finish_and_clear();
     eprintln!("wrote {}", output.display());
     Ok(())

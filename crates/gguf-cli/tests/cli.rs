@@ -289,3 +289,247 @@ fn dequantize_writes_npy_and_stats_describe_tensors() {
         .unwrap();
     assert!(String::from_utf8_lossy(&missing.stderr).contains("no tensor named 'nope'"));
 }
+
+/// How `edit`, `split`, `merge` and `dequantize` treat what is already on disk.
+#[cfg(unix)]
+mod files {
+    use std::fs;
+    use std::os::unix::fs::{symlink, FileTypeExt, MetadataExt, PermissionsExt};
+    use std::path::{Path, PathBuf};
+    use std::process::{Command, Output, Stdio};
+
+    use super::{fixture, gguf};
+
+    fn mode(path: &Path) -> u32 {
+        fs::metadata(path).unwrap().permissions().mode() & 0o7777
+    }
+
+    fn set_mode(path: &Path, mode: u32) {
+        fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    fn copy_fixture(dir: &Path, name: &str) -> PathBuf {
+        let path = dir.join(name);
+        fs::copy(fixture("all-types-v3.gguf"), &path).unwrap();
+        path
+    }
+
+    fn listing(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    fn run(cmd: &mut Command) -> Output {
+        cmd.stdin(Stdio::null()).output().unwrap()
+    }
+
+    fn stderr(out: &Output) -> String {
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+
+    fn edit(input: &Path, extra: &[&str]) -> Output {
+        run(gguf()
+            .arg("edit")
+            .arg(input)
+            .args(extra)
+            .args(["--set", "new.key:u32=7"]))
+    }
+
+    fn edit_to(input: &Path, output: &Path, extra: &[&str]) -> Output {
+        run(gguf()
+            .arg("edit")
+            .arg(input)
+            .arg("-o")
+            .arg(output)
+            .args(extra)
+            .args(["--set", "new.key:u32=7"]))
+    }
+
+    fn has_new_key(path: &Path) -> bool {
+        let bytes = fs::read(path).unwrap();
+        let file = gguf_format::GgufFile::parse(&bytes).unwrap();
+        file.get::<u32>("new.key").ok() == Some(7)
+    }
+
+    #[test]
+    fn edit_keeps_the_mode_and_owner_of_the_file_it_replaces() {
+        let dir = tempfile::tempdir().unwrap();
+        let private = copy_fixture(dir.path(), "private.gguf");
+        set_mode(&private, 0o600);
+        // As root the owner and group are kept too (anyone else cannot give a file away).
+        let root = fs::metadata(dir.path()).unwrap().uid() == 0;
+        if root {
+            std::os::unix::fs::chown(&private, Some(4321), Some(4322)).unwrap();
+        }
+        let out = edit(&private, &["--in-place"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(has_new_key(&private));
+        assert_eq!(mode(&private), 0o600, "an in-place edit keeps the mode");
+        if root {
+            let meta = fs::metadata(&private).unwrap();
+            assert_eq!((meta.uid(), meta.gid()), (4321, 4322));
+        }
+
+        // An output that replaces an existing file keeps that file's mode ...
+        let shared = copy_fixture(dir.path(), "shared.gguf");
+        set_mode(&shared, 0o640);
+        let out = edit_to(&fixture("all-types-v3.gguf"), &shared, &["--force"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(has_new_key(&shared));
+        assert_eq!(mode(&shared), 0o640);
+
+        // ... and a new output gets the mode any new file gets (the umask's).
+        let probe = dir.path().join("probe");
+        fs::File::create(&probe).unwrap();
+        let new = dir.path().join("new.gguf");
+        let out = edit_to(&fixture("all-types-v3.gguf"), &new, &[]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert_eq!(mode(&new), mode(&probe));
+    }
+
+    #[test]
+    fn edit_through_a_symlink_edits_its_target_and_keeps_the_link() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join("real")).unwrap();
+        let target = copy_fixture(&dir.path().join("real"), "model.gguf");
+        let link = dir.path().join("link.gguf");
+        symlink("real/model.gguf", &link).unwrap();
+
+        let out = edit(&link, &["--in-place"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(fs::read_link(&link).unwrap(), Path::new("real/model.gguf"));
+        assert!(has_new_key(&target));
+        assert_eq!(listing(dir.path()), ["link.gguf", "real"]);
+        assert_eq!(listing(&dir.path().join("real")), ["model.gguf"]);
+
+        // The same through -o LINK --force.
+        let out = run(gguf()
+            .arg("edit")
+            .arg(fixture("all-types-v3.gguf"))
+            .arg("-o")
+            .arg(&link)
+            .args(["--force", "--set", "other.key:u8=1"]));
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        let bytes = fs::read(&target).unwrap();
+        let file = gguf_format::GgufFile::parse(&bytes).unwrap();
+        assert_eq!(file.get::<u8>("other.key").unwrap(), 1);
+        assert_eq!(listing(&dir.path().join("real")), ["model.gguf"]);
+    }
+
+    #[test]
+    fn read_only_files_are_replaced_only_with_force() {
+        let dir = tempfile::tempdir().unwrap();
+        let ro = copy_fixture(dir.path(), "ro.gguf");
+        set_mode(&ro, 0o444);
+        let before = fs::read(&ro).unwrap();
+
+        let out = edit(&ro, &["--in-place"]);
+        assert!(!out.status.success());
+        let err = stderr(&out);
+        assert!(
+            err.contains("read-only") && err.contains("--force"),
+            "{err}"
+        );
+        assert_eq!(fs::read(&ro).unwrap(), before);
+        let out = edit_to(&fixture("all-types-v3.gguf"), &ro, &[]);
+        assert!(!out.status.success());
+        assert!(stderr(&out).contains("already exists"), "{}", stderr(&out));
+        assert_eq!(fs::read(&ro).unwrap(), before);
+
+        let out = edit(&ro, &["--in-place", "--force"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(has_new_key(&ro));
+        assert_eq!(mode(&ro), 0o444, "still read-only");
+        assert_eq!(listing(dir.path()), ["ro.gguf"]);
+    }
+
+    #[test]
+    fn force_overwrites_regular_files_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let status = Command::new("mkfifo").arg(&fifo).status().unwrap();
+        assert!(status.success());
+        let out = edit_to(&fixture("all-types-v3.gguf"), &fifo, &["--force"]);
+        assert!(!out.status.success());
+        assert!(stderr(&out).contains("is a FIFO"), "{}", stderr(&out));
+        assert!(fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+
+        let subdir = dir.path().join("subdir");
+        fs::create_dir(&subdir).unwrap();
+        let out = edit_to(&fixture("all-types-v3.gguf"), &subdir, &["--force"]);
+        assert!(!out.status.success());
+        assert!(stderr(&out).contains("is a directory"), "{}", stderr(&out));
+        assert!(subdir.is_dir());
+
+        // A symlink is followed, and what it leads to must be a regular file too.
+        let null_link = dir.path().join("null.gguf");
+        symlink("/dev/null", &null_link).unwrap();
+        let out = edit_to(&fixture("all-types-v3.gguf"), &null_link, &["--force"]);
+        assert!(!out.status.success());
+        assert!(
+            stderr(&out).contains("is a character device"),
+            "{}",
+            stderr(&out)
+        );
+        assert!(fs::symlink_metadata(&null_link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+
+        // dequantize replaces an existing .npy, but not a FIFO.
+        let out = run(gguf()
+            .arg("dequantize")
+            .arg(fixture("all-types-v3.gguf"))
+            .args(["q8_0", "-o"])
+            .arg(&fifo));
+        assert!(!out.status.success());
+        assert!(stderr(&out).contains("is a FIFO"), "{}", stderr(&out));
+        assert!(fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+        assert_eq!(listing(dir.path()), ["fifo", "null.gguf", "subdir"]);
+    }
+
+    #[test]
+    fn stale_temp_files_of_a_killed_write_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        // What a writer killed with SIGKILL leaves: a temp file of ours, unlocked.
+        let stale = [".out.gguf.gguf-tmp.4000000.0", ".out.gguf.gguf-tmp.17.3"];
+        // Named like ours for another destination, or not quite like ours: kept.
+        let unrelated = [
+            ".out.gguf.gguf-tmp.4000000.0.bak",
+            ".out.gguf.gguf-tmp.x.0",
+            ".out.gguf.gguf-tmp.4000000.",
+            ".other.gguf.gguf-tmp.4000000.0",
+            "out.gguf.gguf-tmp.4000000.0",
+            ".out.gguf.4000000.0.tmp",
+        ];
+        for name in stale.iter().chain(&unrelated) {
+            fs::write(d.join(name), b"partial").unwrap();
+        }
+        // One whose writer is still at work (it holds the lock): kept.
+        let live = d.join(".out.gguf.gguf-tmp.4000001.0");
+        let live_file = fs::File::create(&live).unwrap();
+        live_file.lock().unwrap();
+
+        let out = edit_to(&fixture("all-types-v3.gguf"), &d.join("out.gguf"), &[]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let mut expected: Vec<String> = unrelated.iter().map(|s| s.to_string()).collect();
+        expected.push(".out.gguf.gguf-tmp.4000001.0".into());
+        expected.push("out.gguf".into());
+        expected.sort();
+        assert_eq!(listing(d), expected);
+        drop(live_file);
+    }
+}

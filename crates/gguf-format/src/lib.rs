@@ -40,7 +40,7 @@ mod writer;
 #[doc(hidden)]
 pub mod testing;
 
-pub use error::{Error, Result};
+pub use error::{Error, Refusal, Result};
 pub use mmap::MappedGguf;
 pub use reader::{GgufFile, KeyValue, TensorInfo, DEFAULT_ALIGNMENT, MAGIC, MAX_ARRAY_DEPTH};
 pub use types::{GgmlType, TypeIdError};
