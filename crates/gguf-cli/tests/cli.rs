@@ -297,6 +297,7 @@ mod files {
     use std::os::unix::fs::{symlink, FileTypeExt, MetadataExt, PermissionsExt};
     use std::path::{Path, PathBuf};
     use std::process::{Command, Output, Stdio};
+    use std::time::{Duration, Instant};
 
     use super::{fixture, gguf};
 
@@ -531,5 +532,225 @@ mod files {
         expected.sort();
         assert_eq!(listing(d), expected);
         drop(live_file);
+    }
+
+    /// A model of `tensors` F32 tensors of `mb` MB each, of zeros.
+    fn big_model(path: &Path, tensors: usize, mb: u64) {
+        let mut b = gguf_format::GgufBuilder::new();
+        b.set("general.architecture", "llama");
+        for i in 0..tensors {
+            b.add_tensor(&format!("t{i}"), gguf_format::GgmlType::F32, &[mb << 18])
+                .unwrap();
+        }
+        let out = std::io::BufWriter::new(fs::File::create(path).unwrap());
+        let mut w = b.write(out).unwrap();
+        let zeros = vec![0u8; (mb << 20) as usize];
+        for _ in 0..tensors {
+            w.write_tensor(&zeros).unwrap();
+        }
+        w.finish().unwrap();
+    }
+
+    fn hidden(dir: &Path) -> Vec<String> {
+        listing(dir)
+            .into_iter()
+            .filter(|n| n.starts_with('.'))
+            .collect()
+    }
+
+    /// Runs `cmd` until a temporary file appears in `watch`, sends it `signal` and returns
+    /// whether the signal ended it (false: it finished first, so the caller tries again).
+    fn interrupt(mut cmd: Command, watch: &Path, signal: (&str, i32)) -> bool {
+        use std::os::unix::process::ExitStatusExt;
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let start = Instant::now();
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                assert!(status.success(), "{status}");
+                return false;
+            }
+            if !hidden(watch).is_empty() {
+                break;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "no temporary file"
+            );
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        let status = Command::new("kill")
+            .arg(format!("-{}", signal.0))
+            .arg(child.id().to_string())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let status = child.wait().unwrap();
+        if status.success() {
+            return false;
+        }
+        assert!(
+            status.signal() == Some(signal.1) || status.code() == Some(128 + signal.1),
+            "{status}: expected death by SIG{}",
+            signal.0
+        );
+        assert_eq!(
+            hidden(watch),
+            Vec::<String>::new(),
+            "SIG{} left temporary files",
+            signal.0
+        );
+        true
+    }
+
+    /// Whether this test process was started with `signal` ignored (a background job of a
+    /// shell without job control ignores SIGINT, `nohup` SIGHUP): the `gguf` it starts then
+    /// keeps ignoring it, as it should.
+    fn ignored_here(signal: i32) -> bool {
+        let status = fs::read_to_string("/proc/self/status").unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("SigIgn:"))
+            .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+            .is_some_and(|mask| mask & (1 << (signal - 1)) != 0)
+    }
+
+    const SIGHUP: (&str, i32) = ("HUP", 1);
+    const SIGINT: (&str, i32) = ("INT", 2);
+    const SIGTERM: (&str, i32) = ("TERM", 15);
+
+    #[test]
+    fn a_signal_during_a_write_removes_the_temporary_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("big.gguf");
+        big_model(&big, 4, 40);
+        let parts = dir.path().join("parts");
+        fs::create_dir(&parts).unwrap();
+        let out = run(gguf()
+            .arg("split")
+            .arg(&big)
+            .arg(parts.join("p"))
+            .args(["--max-tensors", "1"]));
+        assert!(out.status.success(), "{}", stderr(&out));
+        let first_part = parts.join("p-00001-of-00004.gguf");
+
+        // A case sets up `gguf` in a directory of its own and returns whether its destination
+        // is untouched after the signal (asserting that it is at least not half-written).
+        type Case<'a> = &'a dyn Fn(&Path, &mut Command) -> Box<dyn Fn() -> bool>;
+        let mut n = 0;
+        let mut attempt = |what: &str, signal: (&str, i32), case: Case<'_>| {
+            if ignored_here(signal.1) {
+                eprintln!("skipping {what} with SIG{}: ignored here", signal.0);
+                return;
+            }
+            for _ in 0..10 {
+                n += 1;
+                let sub = dir.path().join(format!("case{n}"));
+                fs::create_dir(&sub).unwrap();
+                let mut cmd = gguf();
+                let untouched = case(&sub, &mut cmd);
+                eprintln!("{what} SIG{}: attempt {n}", signal.0);
+                // The signal may also arrive just after the rename, when the output is
+                // complete: then try again.
+                if interrupt(cmd, &sub, signal) && untouched() {
+                    return;
+                }
+            }
+            panic!("{what}: finished every time before the signal arrived");
+        };
+
+        // An in-place edit: the file stays the same file (a hard link to the big model).
+        attempt("edit --in-place", SIGINT, &|sub, cmd| {
+            let target = sub.join("model.gguf");
+            fs::hard_link(&big, &target).unwrap();
+            cmd.arg("edit")
+                .arg(&target)
+                .args(["--in-place", "--set", "general.architecture=x"]);
+            let ino = fs::metadata(&big).unwrap().ino();
+            Box::new(move || fs::metadata(&target).unwrap().ino() == ino)
+        });
+        // Nothing, or everything.
+        let nothing_or = |sub: &Path, complete: usize| {
+            let sub = sub.to_path_buf();
+            Box::new(move || {
+                let names = listing(&sub);
+                assert!(
+                    names.is_empty() || names.len() == complete,
+                    "half-written: {names:?}"
+                );
+                names.is_empty()
+            })
+        };
+        for signal in [SIGINT, SIGTERM] {
+            attempt("edit -o", signal, &|sub, cmd| {
+                cmd.arg("edit")
+                    .arg(&big)
+                    .arg("-o")
+                    .arg(sub.join("out.gguf"))
+                    .args(["--set", "general.architecture=x"]);
+                nothing_or(sub, 1)
+            });
+            attempt("split", signal, &|sub, cmd| {
+                cmd.arg("split")
+                    .arg(&big)
+                    .arg(sub.join("p"))
+                    .args(["--max-tensors", "1"]);
+                nothing_or(sub, 4)
+            });
+        }
+        for signal in [SIGTERM, SIGHUP] {
+            attempt("merge", signal, &|sub, cmd| {
+                cmd.arg("merge")
+                    .arg(&first_part)
+                    .arg(sub.join("merged.gguf"));
+                nothing_or(sub, 1)
+            });
+        }
+    }
+
+    /// Interrupting `gguf chat` while it waits for a line still just ends it.
+    #[test]
+    fn ctrl_c_ends_chat() {
+        use std::os::unix::process::ExitStatusExt;
+        if ignored_here(2) {
+            eprintln!("skipping: SIGINT is ignored in this process");
+            return;
+        }
+        let mut child = gguf()
+            .arg("chat")
+            .arg(fixture("model-llama.gguf"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = child.stdout.take().unwrap();
+        let mut prompt = [0u8; 2];
+        std::io::Read::read_exact(&mut stdout, &mut prompt).unwrap();
+        assert_eq!(&prompt, b"> ");
+        let status = Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let start = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if start.elapsed() > Duration::from_secs(30) {
+                child.kill().unwrap();
+                panic!("gguf chat still runs 30 s after SIGINT");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert!(
+            status.signal() == Some(2) || status.code() == Some(130),
+            "{status}"
+        );
     }
 }
