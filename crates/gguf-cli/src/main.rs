@@ -10,8 +10,9 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use gguf_cli::{inspect, models, out, outln, run};
 use gguf_format::edit::{edit_metadata, Edit};
+use gguf_format::fsutil::{self, WriteMode};
 use gguf_format::split::{self, SplitLimit, SplitSet};
-use gguf_format::{GgufFile, OwnedValue, Value, ValueType};
+use gguf_format::{GgufFile, OwnedValue, Refusal, Value, ValueType};
 use indicatif::{ProgressBar, ProgressStyle};
 
 #[derive(Parser)]
@@ -119,10 +120,11 @@ struct EditArgs {
         conflicts_with = "in_place"
     )]
     output: Option<PathBuf>,
-    /// Replace the input (through a temporary file and an atomic rename).
+    /// Replace the input (through a temporary file and an atomic rename), keeping its mode
+    /// and owner; a symbolic link is followed and kept.
     #[arg(long)]
     in_place: bool,
-    /// Overwrite an existing output file.
+    /// Overwrite an existing output file (regular files only), or a read-only one.
     #[arg(long)]
     force: bool,
     /// Set a key: `KEY=VALUE` keeps the existing key's type, `KEY:TYPE=VALUE` names it
@@ -216,6 +218,8 @@ struct MergeArgs {
 }
 
 fn main() -> ExitCode {
+    #[cfg(unix)]
+    remove_temp_files_on_signals();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Inspect(a) => cmd_inspect(a),
@@ -243,6 +247,60 @@ fn main() -> ExitCode {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// On SIGINT, SIGTERM and SIGHUP: remove the temporary files of the writes under way, then
+/// end as the signal would have ended the program (so a shell sees 130, 143 or 129).
+///
+/// The signals are caught by signal-hook and handled on a thread of their own, so nothing
+/// runs in signal context, reads on stdin are restarted rather than interrupted (`gguf chat`),
+/// and a signal the program was started with ignored (SIGHUP under `nohup`) stays ignored.
+#[cfg(unix)]
+fn remove_temp_files_on_signals() {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let wanted: Vec<i32> = [SIGINT, SIGTERM, SIGHUP]
+        .into_iter()
+        .filter(|&s| !ignored_at_start(s))
+        .collect();
+    let Ok(mut signals) = signal_hook::iterator::Signals::new(&wanted) else {
+        return;
+    };
+    std::thread::spawn(move || {
+        if let Some(signal) = signals.forever().next() {
+            fsutil::remove_temp_files();
+            let _ = signal_hook::low_level::emulate_default_handler(signal);
+            std::process::exit(128 + signal);
+        }
+    });
+}
+
+/// Whether `signal` is ignored (as `nohup` leaves SIGHUP): Linux's /proc tells; elsewhere the
+/// answer is no.
+#[cfg(unix)]
+fn ignored_at_start(signal: i32) -> bool {
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigIgn:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .is_some_and(|mask| (1..=64).contains(&signal) && mask & (1 << (signal - 1)) != 0)
+}
+
+/// A refused destination, with the flag that would allow it.
+fn with_force_hint(e: gguf_format::Error) -> anyhow::Error {
+    match &e {
+        gguf_format::Error::Refused {
+            reason: Refusal::Exists,
+            ..
+        } => anyhow::anyhow!("{e} (pass --force to replace it)"),
+        gguf_format::Error::Refused {
+            reason: Refusal::ReadOnly,
+            ..
+        } => anyhow::anyhow!("{e} (pass --force to replace it all the same; it stays read-only)"),
+        _ => e.into(),
     }
 }
 
@@ -288,7 +346,8 @@ fn cmd_dequantize(a: DequantizeArgs) -> Result<()> {
     let t = file
         .tensor(&a.tensor)
         .with_context(|| format!("{}: no tensor named '{}'", path.display(), a.tensor))?;
-    gguf_format::fsutil::write_atomic(&a.output, |out| {
+    // An existing regular file is replaced, as before; a FIFO, device or read-only file is not.
+    fsutil::write_atomic(&a.output, WriteMode::Replace { force: false }, |out| {
         gguf_cli::tensors::write_npy(file, t, out)
             .map_err(|e| gguf_format::Error::Io(std::io::Error::other(format!("{e:#}"))))
     })?;
@@ -458,12 +517,13 @@ fn cmd_edit(a: EditArgs) -> Result<()> {
         );
     }
     let output = a.output.clone().unwrap_or_else(|| input.clone());
-    if !a.in_place && output.exists() && !a.force {
-        bail!(
-            "{} already exists; pass --force to overwrite it",
-            output.display()
-        );
-    }
+    let mode = if a.in_place || a.force {
+        WriteMode::Replace { force: a.force }
+    } else {
+        WriteMode::CreateNew
+    };
+    // Refuse before the work; the write checks again when it starts and when it ends.
+    fsutil::check_destination(&output, mode).map_err(with_force_hint)?;
     let mapped = GgufFile::open(&input)?;
     let file = mapped.file();
     let mut edits = Vec::new();
@@ -496,10 +556,11 @@ fn cmd_edit(a: EditArgs) -> Result<()> {
     }
     drop(mapped);
     let bar = progress_bar("writing");
-    edit_metadata(&input, &output, &edits, &mut |done, total| {
+    edit_metadata(&input, &output, mode, &edits, &mut |done, total| {
         bar.set_length(total);
         bar.set_position(done);
-    })?;
+    })
+    .map_err(with_force_hint)?;
     bar.finish_and_clear();
     eprintln!("wrote {}", output.display());
     Ok(())

@@ -289,3 +289,468 @@ fn dequantize_writes_npy_and_stats_describe_tensors() {
         .unwrap();
     assert!(String::from_utf8_lossy(&missing.stderr).contains("no tensor named 'nope'"));
 }
+
+/// How `edit`, `split`, `merge` and `dequantize` treat what is already on disk.
+#[cfg(unix)]
+mod files {
+    use std::fs;
+    use std::os::unix::fs::{symlink, FileTypeExt, MetadataExt, PermissionsExt};
+    use std::path::{Path, PathBuf};
+    use std::process::{Command, Output, Stdio};
+    use std::time::{Duration, Instant};
+
+    use super::{fixture, gguf};
+
+    fn mode(path: &Path) -> u32 {
+        fs::metadata(path).unwrap().permissions().mode() & 0o7777
+    }
+
+    fn set_mode(path: &Path, mode: u32) {
+        fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    fn copy_fixture(dir: &Path, name: &str) -> PathBuf {
+        let path = dir.join(name);
+        fs::copy(fixture("all-types-v3.gguf"), &path).unwrap();
+        path
+    }
+
+    fn listing(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    fn run(cmd: &mut Command) -> Output {
+        cmd.stdin(Stdio::null()).output().unwrap()
+    }
+
+    fn stderr(out: &Output) -> String {
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+
+    fn edit(input: &Path, extra: &[&str]) -> Output {
+        run(gguf()
+            .arg("edit")
+            .arg(input)
+            .args(extra)
+            .args(["--set", "new.key:u32=7"]))
+    }
+
+    fn edit_to(input: &Path, output: &Path, extra: &[&str]) -> Output {
+        run(gguf()
+            .arg("edit")
+            .arg(input)
+            .arg("-o")
+            .arg(output)
+            .args(extra)
+            .args(["--set", "new.key:u32=7"]))
+    }
+
+    fn has_new_key(path: &Path) -> bool {
+        let bytes = fs::read(path).unwrap();
+        let file = gguf_format::GgufFile::parse(&bytes).unwrap();
+        file.get::<u32>("new.key").ok() == Some(7)
+    }
+
+    #[test]
+    fn edit_keeps_the_mode_and_owner_of_the_file_it_replaces() {
+        let dir = tempfile::tempdir().unwrap();
+        let private = copy_fixture(dir.path(), "private.gguf");
+        set_mode(&private, 0o600);
+        // As root the owner and group are kept too (anyone else cannot give a file away).
+        let root = fs::metadata(dir.path()).unwrap().uid() == 0;
+        if root {
+            std::os::unix::fs::chown(&private, Some(4321), Some(4322)).unwrap();
+        }
+        let out = edit(&private, &["--in-place"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(has_new_key(&private));
+        assert_eq!(mode(&private), 0o600, "an in-place edit keeps the mode");
+        if root {
+            let meta = fs::metadata(&private).unwrap();
+            assert_eq!((meta.uid(), meta.gid()), (4321, 4322));
+        }
+
+        // An output that replaces an existing file keeps that file's mode ...
+        let shared = copy_fixture(dir.path(), "shared.gguf");
+        set_mode(&shared, 0o640);
+        let out = edit_to(&fixture("all-types-v3.gguf"), &shared, &["--force"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(has_new_key(&shared));
+        assert_eq!(mode(&shared), 0o640);
+
+        // ... and a new output gets the mode any new file gets (the umask's).
+        let probe = dir.path().join("probe");
+        fs::File::create(&probe).unwrap();
+        let new = dir.path().join("new.gguf");
+        let out = edit_to(&fixture("all-types-v3.gguf"), &new, &[]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert_eq!(mode(&new), mode(&probe));
+    }
+
+    #[test]
+    fn edit_through_a_symlink_edits_its_target_and_keeps_the_link() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join("real")).unwrap();
+        let target = copy_fixture(&dir.path().join("real"), "model.gguf");
+        let link = dir.path().join("link.gguf");
+        symlink("real/model.gguf", &link).unwrap();
+
+        let out = edit(&link, &["--in-place"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(fs::read_link(&link).unwrap(), Path::new("real/model.gguf"));
+        assert!(has_new_key(&target));
+        assert_eq!(listing(dir.path()), ["link.gguf", "real"]);
+        assert_eq!(listing(&dir.path().join("real")), ["model.gguf"]);
+
+        // The same through -o LINK --force.
+        let out = run(gguf()
+            .arg("edit")
+            .arg(fixture("all-types-v3.gguf"))
+            .arg("-o")
+            .arg(&link)
+            .args(["--force", "--set", "other.key:u8=1"]));
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        let bytes = fs::read(&target).unwrap();
+        let file = gguf_format::GgufFile::parse(&bytes).unwrap();
+        assert_eq!(file.get::<u8>("other.key").unwrap(), 1);
+        assert_eq!(listing(&dir.path().join("real")), ["model.gguf"]);
+    }
+
+    #[test]
+    fn read_only_files_are_replaced_only_with_force() {
+        let dir = tempfile::tempdir().unwrap();
+        let ro = copy_fixture(dir.path(), "ro.gguf");
+        set_mode(&ro, 0o444);
+        let before = fs::read(&ro).unwrap();
+
+        let out = edit(&ro, &["--in-place"]);
+        assert!(!out.status.success());
+        let err = stderr(&out);
+        assert!(
+            err.contains("read-only") && err.contains("--force"),
+            "{err}"
+        );
+        assert_eq!(fs::read(&ro).unwrap(), before);
+        let out = edit_to(&fixture("all-types-v3.gguf"), &ro, &[]);
+        assert!(!out.status.success());
+        assert!(stderr(&out).contains("already exists"), "{}", stderr(&out));
+        assert_eq!(fs::read(&ro).unwrap(), before);
+
+        let out = edit(&ro, &["--in-place", "--force"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(has_new_key(&ro));
+        assert_eq!(mode(&ro), 0o444, "still read-only");
+        assert_eq!(listing(dir.path()), ["ro.gguf"]);
+    }
+
+    #[test]
+    fn force_overwrites_regular_files_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let status = Command::new("mkfifo").arg(&fifo).status().unwrap();
+        assert!(status.success());
+        let out = edit_to(&fixture("all-types-v3.gguf"), &fifo, &["--force"]);
+        assert!(!out.status.success());
+        assert!(stderr(&out).contains("is a FIFO"), "{}", stderr(&out));
+        assert!(fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+
+        let subdir = dir.path().join("subdir");
+        fs::create_dir(&subdir).unwrap();
+        let out = edit_to(&fixture("all-types-v3.gguf"), &subdir, &["--force"]);
+        assert!(!out.status.success());
+        assert!(stderr(&out).contains("is a directory"), "{}", stderr(&out));
+        assert!(subdir.is_dir());
+
+        // A symlink is followed, and what it leads to must be a regular file too.
+        let null_link = dir.path().join("null.gguf");
+        symlink("/dev/null", &null_link).unwrap();
+        let out = edit_to(&fixture("all-types-v3.gguf"), &null_link, &["--force"]);
+        assert!(!out.status.success());
+        assert!(
+            stderr(&out).contains("is a character device"),
+            "{}",
+            stderr(&out)
+        );
+        assert!(fs::symlink_metadata(&null_link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+
+        // dequantize replaces an existing .npy, but not a FIFO.
+        let out = run(gguf()
+            .arg("dequantize")
+            .arg(fixture("all-types-v3.gguf"))
+            .args(["q8_0", "-o"])
+            .arg(&fifo));
+        assert!(!out.status.success());
+        assert!(stderr(&out).contains("is a FIFO"), "{}", stderr(&out));
+        assert!(fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+        assert_eq!(listing(dir.path()), ["fifo", "null.gguf", "subdir"]);
+    }
+
+    #[test]
+    fn stale_temp_files_of_a_killed_write_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        // What a writer killed with SIGKILL leaves: a temp file of ours, unlocked.
+        let stale = [".out.gguf.gguf-tmp.4000000.0", ".out.gguf.gguf-tmp.17.3"];
+        // Named like ours for another destination, or not quite like ours: kept.
+        let unrelated = [
+            ".out.gguf.gguf-tmp.4000000.0.bak",
+            ".out.gguf.gguf-tmp.x.0",
+            ".out.gguf.gguf-tmp.4000000.",
+            ".other.gguf.gguf-tmp.4000000.0",
+            "out.gguf.gguf-tmp.4000000.0",
+            ".out.gguf.4000000.0.tmp",
+        ];
+        for name in stale.iter().chain(&unrelated) {
+            fs::write(d.join(name), b"partial").unwrap();
+        }
+        // One whose writer is still at work (it holds the lock): kept.
+        let live = d.join(".out.gguf.gguf-tmp.4000001.0");
+        let live_file = fs::File::create(&live).unwrap();
+        live_file.lock().unwrap();
+
+        let out = edit_to(&fixture("all-types-v3.gguf"), &d.join("out.gguf"), &[]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let mut expected: Vec<String> = unrelated.iter().map(|s| s.to_string()).collect();
+        expected.push(".out.gguf.gguf-tmp.4000001.0".into());
+        expected.push("out.gguf".into());
+        expected.sort();
+        assert_eq!(listing(d), expected);
+        drop(live_file);
+    }
+
+    /// A model of `tensors` F32 tensors of `mb` MB each, of zeros.
+    fn big_model(path: &Path, tensors: usize, mb: u64) {
+        let mut b = gguf_format::GgufBuilder::new();
+        b.set("general.architecture", "llama");
+        for i in 0..tensors {
+            b.add_tensor(&format!("t{i}"), gguf_format::GgmlType::F32, &[mb << 18])
+                .unwrap();
+        }
+        let out = std::io::BufWriter::new(fs::File::create(path).unwrap());
+        let mut w = b.write(out).unwrap();
+        let zeros = vec![0u8; (mb << 20) as usize];
+        for _ in 0..tensors {
+            w.write_tensor(&zeros).unwrap();
+        }
+        w.finish().unwrap();
+    }
+
+    fn hidden(dir: &Path) -> Vec<String> {
+        listing(dir)
+            .into_iter()
+            .filter(|n| n.starts_with('.'))
+            .collect()
+    }
+
+    /// Runs `cmd` until a temporary file appears in `watch`, sends it `signal` and returns
+    /// whether the signal ended it (false: it finished first, so the caller tries again).
+    fn interrupt(mut cmd: Command, watch: &Path, signal: (&str, i32)) -> bool {
+        use std::os::unix::process::ExitStatusExt;
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let start = Instant::now();
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                assert!(status.success(), "{status}");
+                return false;
+            }
+            if !hidden(watch).is_empty() {
+                break;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "no temporary file"
+            );
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        let status = Command::new("kill")
+            .arg(format!("-{}", signal.0))
+            .arg(child.id().to_string())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let status = child.wait().unwrap();
+        if status.success() {
+            return false;
+        }
+        assert!(
+            status.signal() == Some(signal.1) || status.code() == Some(128 + signal.1),
+            "{status}: expected death by SIG{}",
+            signal.0
+        );
+        assert_eq!(
+            hidden(watch),
+            Vec::<String>::new(),
+            "SIG{} left temporary files",
+            signal.0
+        );
+        true
+    }
+
+    /// Whether this test process was started with `signal` ignored (a background job of a
+    /// shell without job control ignores SIGINT, `nohup` SIGHUP): the `gguf` it starts then
+    /// keeps ignoring it, as it should.
+    fn ignored_here(signal: i32) -> bool {
+        let status = fs::read_to_string("/proc/self/status").unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("SigIgn:"))
+            .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+            .is_some_and(|mask| mask & (1 << (signal - 1)) != 0)
+    }
+
+    const SIGHUP: (&str, i32) = ("HUP", 1);
+    const SIGINT: (&str, i32) = ("INT", 2);
+    const SIGTERM: (&str, i32) = ("TERM", 15);
+
+    #[test]
+    fn a_signal_during_a_write_removes_the_temporary_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("big.gguf");
+        big_model(&big, 4, 40);
+        let parts = dir.path().join("parts");
+        fs::create_dir(&parts).unwrap();
+        let out = run(gguf()
+            .arg("split")
+            .arg(&big)
+            .arg(parts.join("p"))
+            .args(["--max-tensors", "1"]));
+        assert!(out.status.success(), "{}", stderr(&out));
+        let first_part = parts.join("p-00001-of-00004.gguf");
+
+        // A case sets up `gguf` in a directory of its own and returns whether its destination
+        // is untouched after the signal (asserting that it is at least not half-written).
+        type Case<'a> = &'a dyn Fn(&Path, &mut Command) -> Box<dyn Fn() -> bool>;
+        let mut n = 0;
+        let mut attempt = |what: &str, signal: (&str, i32), case: Case<'_>| {
+            if ignored_here(signal.1) {
+                eprintln!("skipping {what} with SIG{}: ignored here", signal.0);
+                return;
+            }
+            for _ in 0..10 {
+                n += 1;
+                let sub = dir.path().join(format!("case{n}"));
+                fs::create_dir(&sub).unwrap();
+                let mut cmd = gguf();
+                let untouched = case(&sub, &mut cmd);
+                eprintln!("{what} SIG{}: attempt {n}", signal.0);
+                // The signal may also arrive just after the rename, when the output is
+                // complete: then try again.
+                if interrupt(cmd, &sub, signal) && untouched() {
+                    return;
+                }
+            }
+            panic!("{what}: finished every time before the signal arrived");
+        };
+
+        // An in-place edit: the file stays the same file (a hard link to the big model).
+        attempt("edit --in-place", SIGINT, &|sub, cmd| {
+            let target = sub.join("model.gguf");
+            fs::hard_link(&big, &target).unwrap();
+            cmd.arg("edit")
+                .arg(&target)
+                .args(["--in-place", "--set", "general.architecture=x"]);
+            let ino = fs::metadata(&big).unwrap().ino();
+            Box::new(move || fs::metadata(&target).unwrap().ino() == ino)
+        });
+        // Nothing, or everything.
+        let nothing_or = |sub: &Path, complete: usize| {
+            let sub = sub.to_path_buf();
+            Box::new(move || {
+                let names = listing(&sub);
+                assert!(
+                    names.is_empty() || names.len() == complete,
+                    "half-written: {names:?}"
+                );
+                names.is_empty()
+            })
+        };
+        for signal in [SIGINT, SIGTERM] {
+            attempt("edit -o", signal, &|sub, cmd| {
+                cmd.arg("edit")
+                    .arg(&big)
+                    .arg("-o")
+                    .arg(sub.join("out.gguf"))
+                    .args(["--set", "general.architecture=x"]);
+                nothing_or(sub, 1)
+            });
+            attempt("split", signal, &|sub, cmd| {
+                cmd.arg("split")
+                    .arg(&big)
+                    .arg(sub.join("p"))
+                    .args(["--max-tensors", "1"]);
+                nothing_or(sub, 4)
+            });
+        }
+        for signal in [SIGTERM, SIGHUP] {
+            attempt("merge", signal, &|sub, cmd| {
+                cmd.arg("merge")
+                    .arg(&first_part)
+                    .arg(sub.join("merged.gguf"));
+                nothing_or(sub, 1)
+            });
+        }
+    }
+
+    /// Interrupting `gguf chat` while it waits for a line still just ends it.
+    #[test]
+    fn ctrl_c_ends_chat() {
+        use std::os::unix::process::ExitStatusExt;
+        if ignored_here(2) {
+            eprintln!("skipping: SIGINT is ignored in this process");
+            return;
+        }
+        let mut child = gguf()
+            .arg("chat")
+            .arg(fixture("model-llama.gguf"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = child.stdout.take().unwrap();
+        let mut prompt = [0u8; 2];
+        std::io::Read::read_exact(&mut stdout, &mut prompt).unwrap();
+        assert_eq!(&prompt, b"> ");
+        let status = Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let start = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if start.elapsed() > Duration::from_secs(30) {
+                child.kill().unwrap();
+                panic!("gguf chat still runs 30 s after SIGINT");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert!(
+            status.signal() == Some(2) || status.code() == Some(130),
+            "{status}"
+        );
+    }
+}

@@ -463,7 +463,7 @@ fn paths_that_are_not_regular_files_are_refused_before_reading() {
                 "--file".as_ref(),
                 "/dev/zero".as_ref(),
             ],
-            "/dev/zero: is a device, not a regular file",
+            "/dev/zero: is a character device, not a regular file",
         ),
         (
             vec![

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::fsutil::write_atomic;
+use crate::fsutil::{write_atomic, WriteMode};
 use crate::mmap::MappedGguf;
 use crate::writer::{GgufBuilder, OwnedValue};
 
@@ -41,12 +41,15 @@ impl Edit {
 /// Writes `output` as a copy of `input` with `edits` applied to its metadata.
 ///
 /// The new file goes to a temporary file beside `output` and is renamed into place only when
-/// complete, so a failure at any point leaves `output` as it was; `output` may be `input`
-/// itself (an in-place edit). Tensor data is copied unchanged, laid out as llama.cpp expects.
-/// `progress` is called with (bytes of tensor data copied, total).
+/// complete, so a failure at any point leaves `output` as it was; `mode` says whether `output`
+/// may exist (see [`crate::fsutil`]: a replaced file keeps its mode and owner, a symbolic link
+/// is followed, a read-only file needs `force`). `output` may be `input` itself, with
+/// [`WriteMode::Replace`] (an in-place edit). Tensor data is copied unchanged, laid out as
+/// llama.cpp expects. `progress` is called with (bytes of tensor data copied, total).
 pub fn edit_metadata(
     input: &Path,
     output: &Path,
+    mode: WriteMode,
     edits: &[Edit],
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<()> {
@@ -56,7 +59,7 @@ pub fn edit_metadata(
     for edit in edits {
         edit.apply(&mut builder).map_err(|e| e.in_file(input))?;
     }
-    write_atomic(output, |out| {
+    write_atomic(output, mode, |out| {
         builder.write_from(file, out, progress)?;
         Ok(())
     })

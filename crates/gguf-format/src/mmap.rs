@@ -1,6 +1,5 @@
 //! Opening files: a read-only memory map plus the parse that borrows from it.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
@@ -32,54 +31,6 @@ impl std::fmt::Debug for MappedGguf {
     }
 }
 
-/// Opens `path` for reading if it is a regular file (symlinks followed); anything else (a
-/// directory, FIFO, socket or device) is an `InvalidInput` error saying what it is, returned
-/// before the path is opened: opening a FIFO blocks until a writer comes, and a device such
-/// as `/dev/zero` never ends.
-pub fn open_regular(path: &Path) -> std::io::Result<File> {
-    let not_regular = |kind: &str| {
-        std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            format!("is {kind}, not a regular file"),
-        )
-    };
-    let kind = file_kind(&std::fs::metadata(path)?);
-    if let Some(kind) = kind {
-        return Err(not_regular(kind));
-    }
-    let handle = File::open(path)?;
-    // The path could have been replaced between the two looks.
-    match file_kind(&handle.metadata()?) {
-        Some(kind) => Err(not_regular(kind)),
-        None => Ok(handle),
-    }
-}
-
-/// `None` for a regular file, else what the file is.
-fn file_kind(meta: &std::fs::Metadata) -> Option<&'static str> {
-    let ty = meta.file_type();
-    if ty.is_file() {
-        return None;
-    }
-    if ty.is_dir() {
-        return Some("a directory");
-    }
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::FileTypeExt;
-        if ty.is_fifo() {
-            return Some("a FIFO");
-        }
-        if ty.is_socket() {
-            return Some("a socket");
-        }
-        if ty.is_char_device() || ty.is_block_device() {
-            return Some("a device");
-        }
-    }
-    Some("an unknown kind of file")
-}
-
 impl MappedGguf {
     /// Maps and parses the file at `path`; errors name the file.
     pub fn open(path: impl AsRef<Path>) -> Result<MappedGguf> {
@@ -88,7 +39,7 @@ impl MappedGguf {
     }
 
     fn open_inner(path: &Path) -> Result<MappedGguf> {
-        let handle = open_regular(path)?;
+        let handle = crate::fsutil::open_regular(path)?;
         // SAFETY: the map is read-only and private to this process. Another process that
         // truncates or rewrites the file while it is mapped would change bytes under us; that is
         // the documented caveat of every mmap-based model loader (llama.cpp's included), and

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::fsutil::{same_file, write_atomic};
+use crate::fsutil::{check_destination, refuse_inputs, write_atomic, StagedFiles, WriteMode};
 use crate::keys;
 use crate::mmap::MappedGguf;
 use crate::reader::{GgufFile, TensorInfo};
@@ -225,26 +225,18 @@ fn is_split_key(key: &str) -> bool {
     key == keys::split::NO || key == keys::split::COUNT || key == keys::split::TENSORS_COUNT
 }
 
+/// Refuses `path` if it is one of `inputs` or exists at all.
 fn refuse_existing(path: &Path, inputs: &[&Path]) -> Result<()> {
-    if inputs.iter().any(|i| same_file(i, path)) {
-        return Err(Error::Invalid(format!(
-            "{} is an input of this command; refusing to write over it",
-            path.display()
-        )));
-    }
-    if path.exists() {
-        return Err(Error::Invalid(format!(
-            "{} already exists; remove it or choose another output",
-            path.display()
-        )));
-    }
-    Ok(())
+    refuse_inputs(path, inputs)?;
+    check_destination(path, WriteMode::CreateNew)
 }
 
 /// Writes `input` as a split set named from `output_prefix`; returns the paths written.
 ///
-/// Refuses to write over any existing file. Each part is written through a temporary file and
-/// renamed when complete. `progress` gets (bytes of tensor data copied, total).
+/// Refuses to write over any existing file. Every part is written to a temporary file first,
+/// and they are renamed into place together only when all are complete: a failure or an
+/// interruption at any point leaves no part behind. `progress` gets (bytes of tensor data
+/// copied, total).
 pub fn write_split(
     input: &Path,
     output_prefix: &str,
@@ -264,6 +256,7 @@ pub fn write_split(
     }
     let total: u64 = file.tensors().iter().map(|t| t.size).sum();
     let mut done = 0;
+    let mut staged = StagedFiles::new();
     for (i, (tensor_ids, path)) in plan.iter().zip(&paths).enumerate() {
         let mut builder = GgufBuilder::new();
         builder.byte_order(file.byte_order());
@@ -281,7 +274,7 @@ pub fn write_split(
                 TensorSpec::new(info.name, info.ggml_type, info.shape())?.with_trimmed_shape(),
             )?;
         }
-        write_atomic(path, |out| {
+        staged.stage(path, WriteMode::CreateNew, |out| {
             let mut w = builder.write(out)?;
             for &t in tensor_ids {
                 let info = &file.tensors()[t];
@@ -293,6 +286,7 @@ pub fn write_split(
             Ok(())
         })?;
     }
+    staged.commit()?;
     Ok(paths)
 }
 
@@ -326,7 +320,7 @@ pub fn merge(first_part: &Path, output: &Path, progress: &mut dyn FnMut(u64, u64
         )?;
     }
     let total: u64 = set.tensors().map(|(_, t)| t.size).sum();
-    write_atomic(output, |out| {
+    write_atomic(output, WriteMode::CreateNew, |out| {
         let mut w = builder.write(out)?;
         let mut done = 0;
         for (p, info) in set.tensors() {

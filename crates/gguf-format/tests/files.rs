@@ -1,0 +1,215 @@
+//! How the writing functions treat the file system: all-or-nothing split sets, what a write
+//! may replace, temporary files.
+
+mod common;
+
+use std::fs;
+use std::path::Path;
+
+use common::fixtures;
+use gguf_format::fsutil::{same_file, write_atomic, StagedFiles, WriteMode};
+use gguf_format::split::{write_split, SplitLimit, SplitSet};
+use gguf_format::{Error, GgufFile, Refusal};
+
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// all-types-v3 has 6 tensors: with 2 per part, the set has 3 parts.
+fn tensor_sizes() -> Vec<u64> {
+    let bytes = fs::read(fixtures().join("all-types-v3.gguf")).unwrap();
+    let file = GgufFile::parse(&bytes).unwrap();
+    file.tensors().iter().map(|t| t.size).collect()
+}
+
+#[test]
+fn a_split_that_fails_midway_leaves_no_part_and_a_rerun_succeeds() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = fixtures().join("all-types-v3.gguf");
+    let prefix = dir.path().join("part");
+    let prefix = prefix.to_str().unwrap();
+    let second = dir.path().join("part-00002-of-00003.gguf");
+    let sizes = tensor_sizes();
+    let first_part_bytes = sizes[0] + sizes[1];
+    // While the second part is being written, something takes its name: putting it in place
+    // must fail, and then the first part must not be left behind either.
+    let result = write_split(
+        &input,
+        prefix,
+        SplitLimit::MaxTensors(2),
+        false,
+        &mut |done, _| {
+            if done > first_part_bytes && !second.exists() {
+                fs::create_dir(&second).unwrap();
+            }
+        },
+    );
+    assert!(result.is_err(), "the split should fail");
+    assert_eq!(
+        listing(dir.path()),
+        ["part-00002-of-00003.gguf"],
+        "only the directory that blocked the second part; no part, no temporary file"
+    );
+    assert!(second.is_dir());
+
+    fs::remove_dir(&second).unwrap();
+    let paths = write_split(
+        &input,
+        prefix,
+        SplitLimit::MaxTensors(2),
+        false,
+        &mut |_, _| {},
+    )
+    .expect("a rerun after a failed split succeeds");
+    assert_eq!(paths.len(), 3);
+    assert_eq!(
+        listing(dir.path()),
+        [
+            "part-00001-of-00003.gguf",
+            "part-00002-of-00003.gguf",
+            "part-00003-of-00003.gguf"
+        ]
+    );
+    assert_eq!(SplitSet::open(&paths[1]).unwrap().tensor_count(), 6);
+}
+
+#[test]
+fn a_split_interrupted_midway_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = fixtures().join("all-types-v3.gguf");
+    let prefix = dir.path().join("part");
+    let prefix = prefix.to_str().unwrap().to_string();
+    let sizes = tensor_sizes();
+    let first_part_bytes = sizes[0] + sizes[1];
+    // An interruption in the middle of the second part (a panic unwinds like an error would
+    // return, through every frame in between).
+    let outcome = std::panic::catch_unwind(|| {
+        write_split(
+            &input,
+            &prefix,
+            SplitLimit::MaxTensors(2),
+            false,
+            &mut |done, _| {
+                if done > first_part_bytes {
+                    panic!("interrupted");
+                }
+            },
+        )
+    });
+    assert!(outcome.is_err());
+    assert_eq!(listing(dir.path()), Vec::<String>::new());
+    write_split(
+        &input,
+        &prefix,
+        SplitLimit::MaxTensors(2),
+        false,
+        &mut |_, _| {},
+    )
+    .expect("a rerun after an interrupted split succeeds");
+    assert_eq!(listing(dir.path()).len(), 3);
+}
+
+fn write(dest: &Path, mode: WriteMode, text: &str) -> gguf_format::Result<()> {
+    write_atomic(dest, mode, |out| {
+        std::io::Write::write_all(out, text.as_bytes())?;
+        Ok(())
+    })
+}
+
+fn refusal(result: gguf_format::Result<()>) -> Refusal {
+    match result {
+        Err(Error::Refused { reason, .. }) => reason,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn write_modes_say_what_may_be_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a");
+    write(&a, WriteMode::CreateNew, "1").unwrap();
+    assert_eq!(
+        refusal(write(&a, WriteMode::CreateNew, "2")),
+        Refusal::Exists
+    );
+    write(&a, WriteMode::Replace { force: false }, "3").unwrap();
+    assert_eq!(fs::read_to_string(&a).unwrap(), "3");
+    let replace = WriteMode::Replace { force: true };
+    assert!(matches!(
+        refusal(write(dir.path(), replace, "x")),
+        Refusal::NotRegular("a directory")
+    ));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let dangling = dir.path().join("dangling");
+        std::os::unix::fs::symlink("nowhere", &dangling).unwrap();
+        assert_eq!(
+            refusal(write(&dangling, replace, "x")),
+            Refusal::DanglingSymlink
+        );
+        assert_eq!(
+            refusal(write(&dangling, WriteMode::CreateNew, "x")),
+            Refusal::Exists
+        );
+        fs::set_permissions(&a, fs::Permissions::from_mode(0o400)).unwrap();
+        assert_eq!(
+            refusal(write(&a, WriteMode::Replace { force: false }, "4")),
+            Refusal::ReadOnly
+        );
+        write(&a, replace, "5").unwrap();
+        assert_eq!(fs::read_to_string(&a).unwrap(), "5");
+        assert_eq!(
+            fs::metadata(&a).unwrap().permissions().mode() & 0o777,
+            0o400
+        );
+        // Hard links are the same file.
+        let b = dir.path().join("b");
+        fs::hard_link(&a, &b).unwrap();
+        assert!(same_file(&a, &b));
+        assert_eq!(
+            refusal(gguf_format::fsutil::refuse_inputs(&b, &[&a])),
+            Refusal::Input
+        );
+    }
+    let names = listing(dir.path());
+    assert!(names.iter().all(|n| !n.starts_with('.')), "{names:?}");
+}
+
+#[test]
+fn staged_files_appear_together_or_not_at_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    let mut staged = StagedFiles::new();
+    for p in [&a, &b] {
+        staged
+            .stage(p, WriteMode::CreateNew, |out| {
+                std::io::Write::write_all(out, b"x")?;
+                Ok(())
+            })
+            .unwrap();
+    }
+    assert_eq!(listing(dir.path()).len(), 2, "two temporary files");
+    assert!(!a.exists() && !b.exists());
+    drop(staged);
+    assert_eq!(listing(dir.path()), Vec::<String>::new());
+
+    // A failing write removes its own temporary file; the others wait for the commit.
+    let mut staged = StagedFiles::new();
+    staged.stage(&a, WriteMode::CreateNew, |_| Ok(())).unwrap();
+    let failed = staged.stage(&b, WriteMode::CreateNew, |_| {
+        Err::<(), _>(Error::Invalid("no".into()))
+    });
+    assert!(failed
+        .unwrap_err()
+        .to_string()
+        .contains("invalid input: no"));
+    assert_eq!(listing(dir.path()).len(), 1);
+    staged.commit().unwrap();
+    assert_eq!(listing(dir.path()), ["a"]);
+}
