@@ -900,6 +900,22 @@ fn environment() -> Environment<'static> {
     env.add_filter("capitalize", |v: &Value| {
         Value::from(py_capitalize(&py_str(v)))
     });
+    // Jinja2's none is not iterable and its undefined iterates as empty (minijinja: both empty).
+    env.add_filter("items", items_filter);
+    env.add_filter("first", first_filter);
+    env.add_filter("last", last_filter);
+    env.add_filter("list", list_filter);
+    env.add_filter("sort", sort_filter);
+    env.add_filter("unique", unique_filter);
+    env.add_filter("reverse", reverse_filter);
+    env.add_filter("sum", sum_filter);
+    env.add_filter("min", min_filter);
+    env.add_filter("max", max_filter);
+    env.add_filter("batch", batch_filter);
+    env.add_filter("slice", slice_filter);
+    env.add_filter("groupby", groupby_filter);
+    env.add_test("iterable", iterable_test);
+    env.add_test("in", in_test);
     env.add_test("sequence", |v: &Value| {
         matches!(
             v.kind(),
@@ -1360,9 +1376,10 @@ fn type_error(message: String) -> Error {
 fn join_filter(value: &Value, args: &[Value]) -> std::result::Result<String, Error> {
     let [sep, attribute] = py_args("join", args, ["d", "attribute"])?;
     let sep = sep.map(|s| py_str(&s)).unwrap_or_default();
-    if value.is_undefined() || value.is_none() {
+    if value.is_undefined() {
         return Ok(String::new());
     }
+    not_none(value)?;
     let mut out = String::new();
     let items: Vec<Value> = match value.as_str() {
         Some(s) => s.chars().map(Value::from).collect(),
@@ -1425,6 +1442,7 @@ fn replace_filter(value: &Value, args: &[Value]) -> std::result::Result<String, 
 /// what does not convert gives `default`.
 fn int_filter(value: &Value, args: &[Value]) -> std::result::Result<Value, Error> {
     let [default, base] = py_args("int", args, ["default", "base"])?;
+    undefined_refuses(value)?;
     let default = default.unwrap_or(Value::from(0));
     let base = match base {
         Some(b) => int_arg("int", &b)?,
@@ -1460,6 +1478,7 @@ fn int_filter(value: &Value, args: &[Value]) -> std::result::Result<Value, Error
 /// Jinja2's `float(value, default=0.0)`.
 fn float_filter(value: &Value, args: &[Value]) -> std::result::Result<Value, Error> {
     let [default] = py_args("float", args, ["default"])?;
+    undefined_refuses(value)?;
     let default = default.unwrap_or(Value::from(0.0));
     Ok(match value.kind() {
         ValueKind::Bool => Value::from(if value.is_true() { 1.0 } else { 0.0 }),
@@ -1495,6 +1514,140 @@ fn jinja_title(s: &str) -> String {
         }
     }
     out
+}
+
+// ---------------------------------------------------------------------------------------------
+// None and undefined as Jinja2 has them. minijinja iterates none as an empty sequence; in Jinja2
+// (Python) none is not iterable, while an undefined value is: it iterates as empty.
+
+/// The error of Python's `iter(None)`.
+fn not_none(value: &Value) -> std::result::Result<(), Error> {
+    if value.is_none() {
+        return Err(type_error("'NoneType' object is not iterable".into()));
+    }
+    Ok(())
+}
+
+/// Jinja2's `Undefined` raises on `int()`, `float()` and arithmetic.
+fn undefined_refuses(value: &Value) -> std::result::Result<(), Error> {
+    if value.is_undefined() {
+        return Err(Error::from(ErrorKind::UndefinedError));
+    }
+    Ok(())
+}
+
+/// Jinja2's `iterable` test, `iter(value)` succeeding: false for none, true for undefined.
+fn iterable_test(value: &Value) -> bool {
+    !value.is_none() && value.try_iter().is_ok()
+}
+
+/// Jinja2's `in` test, Python's `value in container`: none holds nothing and is an error, and a
+/// string holds only strings.
+fn in_test(state: &State, value: &Value, container: &Value) -> std::result::Result<bool, Error> {
+    if container.is_none() {
+        return Err(type_error(
+            "argument of type 'NoneType' is not iterable".into(),
+        ));
+    }
+    if container.kind() == ValueKind::String && value.kind() != ValueKind::String {
+        return Err(type_error(format!(
+            "'in <string>' requires string as left operand, not {}",
+            py_type(value)
+        )));
+    }
+    minijinja::tests::is_in(state, value, container)
+}
+
+/// Jinja2's `items`: an undefined value has no items.
+fn items_filter(value: &Value) -> std::result::Result<Value, Error> {
+    if value.is_undefined() {
+        return Ok(Value::from(Vec::<Value>::new()));
+    }
+    minijinja::filters::items(value)
+}
+
+/// Jinja2's `first`: undefined for an undefined value.
+fn first_filter(value: &Value) -> std::result::Result<Value, Error> {
+    if value.is_undefined() {
+        return Ok(Value::UNDEFINED);
+    }
+    not_none(value)?;
+    minijinja::filters::first(value)
+}
+
+/// Jinja2's `last`: undefined for an undefined value.
+fn last_filter(value: Value) -> std::result::Result<Value, Error> {
+    if value.is_undefined() {
+        return Ok(Value::UNDEFINED);
+    }
+    not_none(&value)?;
+    minijinja::filters::last(value)
+}
+
+// minijinja's filters that iterate their input, refusing none as Jinja2 does.
+
+fn list_filter(state: &State, value: Value) -> std::result::Result<Value, Error> {
+    not_none(&value)?;
+    minijinja::filters::list(state, value)
+}
+
+fn sort_filter(state: &State, value: Value, kwargs: Kwargs) -> std::result::Result<Value, Error> {
+    not_none(&value)?;
+    minijinja::filters::sort(state, value, kwargs)
+}
+
+fn unique_filter(state: &State, value: Value, kwargs: Kwargs) -> std::result::Result<Value, Error> {
+    not_none(&value)?;
+    minijinja::filters::unique(state, value, kwargs)
+}
+
+fn reverse_filter(value: &Value) -> std::result::Result<Value, Error> {
+    not_none(value)?;
+    minijinja::filters::reverse(value)
+}
+
+fn sum_filter(state: &State, value: Value) -> std::result::Result<Value, Error> {
+    not_none(&value)?;
+    minijinja::filters::sum(state, value)
+}
+
+fn min_filter(state: &State, value: Value) -> std::result::Result<Value, Error> {
+    not_none(&value)?;
+    minijinja::filters::min(state, value)
+}
+
+fn max_filter(state: &State, value: Value) -> std::result::Result<Value, Error> {
+    not_none(&value)?;
+    minijinja::filters::max(state, value)
+}
+
+fn batch_filter(
+    state: &State,
+    value: Value,
+    count: usize,
+    fill_with: Option<Value>,
+) -> std::result::Result<Value, Error> {
+    not_none(&value)?;
+    minijinja::filters::batch(state, value, count, fill_with)
+}
+
+fn slice_filter(
+    state: &State,
+    value: Value,
+    count: usize,
+    fill_with: Option<Value>,
+) -> std::result::Result<Value, Error> {
+    not_none(&value)?;
+    minijinja::filters::slice(state, value, count, fill_with)
+}
+
+fn groupby_filter(
+    value: Value,
+    attribute: Option<&str>,
+    kwargs: Kwargs,
+) -> std::result::Result<Value, Error> {
+    not_none(&value)?;
+    minijinja::filters::groupby(value, attribute, kwargs)
 }
 
 // ---------------------------------------------------------------------------------------------
