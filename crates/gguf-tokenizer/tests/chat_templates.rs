@@ -581,6 +581,13 @@ const NASTY: &[&str] = &[
     "{{ x.y.z }}",
     "{{ messages[0].content.strip().split(none, -5) }}",
     "{{ 1e400 }}{{ -1e400 | tojson }}",
+    "{% for x in none %}{% endfor %}",
+    "{% for x in tools if x recursive %}{{ loop(none) }}{% endfor %}",
+    "{% for x in [[1], none] recursive %}{{ loop(x) }}{% endfor %}",
+    "{% for x in y is sameas if if x %}{% endfor %}",
+    "{% for recursive in recursive recursive %}{% endfor %}",
+    "{% for x in __for_iterable %}{{ none | __for_iterable }}{% endfor %}",
+    "{% for x in\n\n(((((((((( none ))))))))))\n%}\n{% endfor %}",
 ];
 
 fn render_any(source: &str) -> Option<String> {

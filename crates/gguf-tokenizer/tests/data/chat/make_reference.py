@@ -55,6 +55,7 @@ TOKENS = {
     "features-tojson": ("<s>", "</s>"),
     "features-misc": ("<s>", "</s>"),
     "tools-guarded": ("<s>", "</s>"),
+    "tools-unguarded": ("<s>", "</s>"),
 }
 
 WEATHER_TOOL = {
@@ -240,6 +241,8 @@ PLAN = {
     # tools none / [] / one / two, and custom_tools absent / none / [] / one
     "tools-guarded": [(c, {}) for c in ["system_user", "empty_tools", "tools_no_calls", "tools"]]
     + [("system_user", {"custom_tools": v}) for v in [None, [], [TIME_TOOL]]],
+    # tools none: Jinja2 refuses to iterate it
+    "tools-unguarded": [(c, {}) for c in ["system_user", "empty_tools", "tools_no_calls"]],
 }
 
 # One point of Jinja2's semantics of none and undefined values each, rendered with `x` set to
@@ -295,6 +298,17 @@ INLINE = {
     "filter-int": "{{ x | int }}",
     "filter-float": "{{ x | float }}",
     "filter-upper": "[{{ x | upper }}]",
+    # for loops
+    "for": "{% for t in x %}[{{ t }}]{% endfor %}end",
+    "for-else": "{% for t in x %}[{{ t }}]{% else %}empty{% endfor %}",
+    "for-if": "{% for t in x if t %}[{{ t }}]{% endfor %}end",
+    "for-unpack": "{% for a, b in x %}[{{ a }}]{% endfor %}end",
+    "for-parenthesized": "{%- for t in (x) -%}\n[{{ t }}]\n{%- endfor %}end",
+    "for-nested": "{% for m in messages %}{{ m.role }}:{% for t in x %}{{ t }}{% endfor %};{% endfor %}",
+    "for-default": "{% for t in x | default([]) %}[{{ t }}]{% endfor %}end",
+    "for-or": "{% for t in x or [] %}[{{ t }}]{% endfor %}end",
+    "for-guarded": "{% if x %}{% for t in x %}[{{ t }}]{% endfor %}{% endif %}end",
+    "for-line": "line one\n{% if true %}\n{% for t in x %}[{{ t }}]{% endfor %}\n{% endif %}",
     # `in`
     "in-x": "{{ 'a' in x }}",
     "not-in-x": "{{ 'a' not in x }}",
