@@ -13,7 +13,10 @@
 //! `indent`, `separators`, `sort_keys`). On top of that this module makes the output Python's:
 //! lists, dicts, floats and none print as Python prints them, the Python string, list and dict
 //! methods templates call (`.strip()`, `.split()`, `.startswith()`, `.items()`, `.get()`, ...)
-//! follow Python's rules, and the `{% generation %}` tag of `transformers` is accepted.
+//! follow Python's rules, and the `{% generation %}` tag of `transformers` is accepted. None and
+//! undefined values behave as in Jinja2: none is not iterable (`{% for %}`, `in`, `list`, `join`,
+//! `first`, ... refuse it, and `none is iterable` is false), while an undefined value iterates as
+//! empty, has length 0 and no items, and refuses `int` and `float`.
 //!
 //! ```
 //! use gguf_tokenizer::chat::{ChatMessage, ChatTemplate, RenderOptions};
@@ -40,6 +43,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use gguf_format::{keys, ArrayView, GgufFile};
+use minijinja::machinery::{self, ast, Span, Token, WhitespaceConfig};
+use minijinja::syntax::SyntaxConfig;
 use minijinja::value::{Kwargs, ValueKind};
 use minijinja::{AutoEscape, Environment, Error, ErrorKind, Output, State, UndefinedBehavior};
 
@@ -468,7 +473,8 @@ impl ChatTemplate {
         let name = name.map(str::to_string);
         let env = guarded(&name, || {
             let mut env = environment();
-            env.add_template_owned(ENGINE_NAME, accept_generation_tags(source))?;
+            let source = guard_for_loops(accept_generation_tags(source));
+            env.add_template_owned(ENGINE_NAME, source)?;
             Ok(env)
         })?;
         Ok(ChatTemplate {
@@ -876,12 +882,183 @@ fn parse_generation_tag(tag: &str) -> Option<(usize, &str, bool, &str)> {
         .then_some((pos + 2, left, end, right))
 }
 
+/// The filter every `for` loop's iterable goes through, see [`guard_for_loops`].
+const FOR_ITERABLE: &str = "__for_iterable";
+
+/// Makes `{% for %}` refuse none as Jinja2 does (`TypeError: 'NoneType' object is not
+/// iterable`): minijinja's loops iterate none as empty and offer no hook to change that. Each
+/// loop's iterable is passed through the filter [`FOR_ITERABLE`]: `{% for x in EXPR if c %}`
+/// becomes `{% for x in (EXPR)|__for_iterable if c %}`, on the same lines. minijinja's parser
+/// says where the loops are and whether they have an `if` clause or `recursive`, its lexer where
+/// their iterables start and end, and a second parse checks the result. A template this cannot
+/// handle (a syntax error, which the engine then reports) is left as it is. The iterable of a
+/// recursive loop's `loop(...)` call is not checked.
+fn guard_for_loops(source: String) -> String {
+    if !source.contains("for") {
+        return source;
+    }
+    let Ok(tree) = parse(&source) else {
+        return source;
+    };
+    let mut loops = Vec::new();
+    for_loops(&tree, &mut loops);
+    if loops.is_empty() {
+        return source;
+    }
+    let tokens: Vec<(Token<'_>, Span)> =
+        match machinery::tokenize(&source, false, syntax(), WHITESPACE).collect() {
+            Ok(tokens) => tokens,
+            Err(_) => return source,
+        };
+    let Some(inserts) = iterable_bounds(&tokens, &loops) else {
+        return source;
+    };
+    let mut out = String::with_capacity(source.len() + inserts.len() * 12);
+    let mut copied = 0;
+    for (start, end) in inserts {
+        let (Some(before), Some(iterable)) = (source.get(copied..start), source.get(start..end))
+        else {
+            return source;
+        };
+        out.push_str(before);
+        out.push('(');
+        out.push_str(iterable);
+        out.push_str(")|");
+        out.push_str(FOR_ITERABLE);
+        copied = end;
+    }
+    let Some(after) = source.get(copied..) else {
+        return source;
+    };
+    out.push_str(after);
+
+    // The same loops, each now iterating `(...)|__for_iterable`.
+    let Ok(checked) = parse(&out) else {
+        return source;
+    };
+    let mut guarded = Vec::new();
+    for_loops(&checked, &mut guarded);
+    let same = guarded.len() == loops.len()
+        && guarded.iter().zip(&loops).all(|(new, old)| {
+            new.recursive == old.recursive
+                && new.filter_expr.is_some() == old.filter_expr.is_some()
+                && matches!(&new.iter, ast::Expr::Filter(f)
+                    if f.name == FOR_ITERABLE && f.args.is_empty() && f.expr.is_some())
+        });
+    if same {
+        out
+    } else {
+        source
+    }
+}
+
+/// The whitespace settings of [`environment`], for minijinja's parser and lexer.
+const WHITESPACE: WhitespaceConfig = WhitespaceConfig {
+    keep_trailing_newline: false,
+    lstrip_blocks: true,
+    trim_blocks: true,
+};
+
+fn parse(source: &str) -> std::result::Result<ast::Stmt<'_>, Error> {
+    machinery::parse(source, ENGINE_NAME, syntax(), WHITESPACE)
+}
+
+/// The default delimiters: a unit struct unless minijinja's `custom_syntax` feature is on.
+#[allow(clippy::default_constructed_unit_structs)]
+fn syntax() -> SyntaxConfig {
+    SyntaxConfig::default()
+}
+
+/// The `for` loops of a template, in source order.
+fn for_loops<'t, 's>(stmt: &'t ast::Stmt<'s>, out: &mut Vec<&'t ast::ForLoop<'s>>) {
+    fn all<'t, 's>(body: &'t [ast::Stmt<'s>], out: &mut Vec<&'t ast::ForLoop<'s>>) {
+        body.iter().for_each(|s| for_loops(s, out));
+    }
+    match stmt {
+        ast::Stmt::Template(t) => all(&t.children, out),
+        ast::Stmt::ForLoop(f) => {
+            out.push(f);
+            all(&f.body, out);
+            all(&f.else_body, out);
+        }
+        ast::Stmt::IfCond(c) => {
+            all(&c.true_body, out);
+            all(&c.false_body, out);
+        }
+        ast::Stmt::WithBlock(w) => all(&w.body, out),
+        ast::Stmt::SetBlock(s) => all(&s.body, out),
+        ast::Stmt::AutoEscape(a) => all(&a.body, out),
+        ast::Stmt::FilterBlock(f) => all(&f.body, out),
+        ast::Stmt::Block(b) => all(&b.body, out),
+        ast::Stmt::Macro(m) => all(&m.body, out),
+        ast::Stmt::CallBlock(c) => all(&c.macro_decl.body, out),
+        _ => {}
+    }
+}
+
+/// The byte ranges of the loops' iterables: in `{% for TARGET in ITERABLE [if ...] [recursive]
+/// %}`, the tokens after the first `in` outside brackets (a target holds none), up to the first
+/// `if` outside brackets when the loop has that clause (an iterable cannot hold one), or the
+/// final `recursive` of a recursive loop. `None` when the tokens do not match the loops.
+fn iterable_bounds(
+    tokens: &[(Token<'_>, Span)],
+    loops: &[&ast::ForLoop<'_>],
+) -> Option<Vec<(usize, usize)>> {
+    let mut bounds = Vec::with_capacity(loops.len());
+    let mut loops = loops.iter();
+    let mut rest = tokens;
+    while let Some(at) = rest
+        .windows(2)
+        .position(|w| matches!((&w[0].0, &w[1].0), (Token::BlockStart, Token::Ident("for"))))
+    {
+        let the_loop = loops.next()?;
+        let after = &rest[at + 2..];
+        let header = &after[..after
+            .iter()
+            .position(|(t, _)| matches!(t, Token::BlockEnd))?];
+        rest = &after[header.len()..];
+        let mut depth = 0usize;
+        let mut top_level = Vec::new();
+        for (i, (token, _)) in header.iter().enumerate() {
+            match token {
+                Token::ParenOpen | Token::BracketOpen | Token::BraceOpen => depth += 1,
+                Token::ParenClose | Token::BracketClose | Token::BraceClose => {
+                    depth = depth.checked_sub(1)?
+                }
+                _ if depth == 0 => top_level.push(i),
+                _ => {}
+            }
+        }
+        let keyword = |word: &str, i: &usize| matches!(header[*i].0, Token::Ident(w) if w == word);
+        let first = 1 + *top_level.iter().find(|i| keyword("in", i))?;
+        let mut end = header.len();
+        if the_loop.recursive {
+            end = end
+                .checked_sub(1)
+                .filter(|last| keyword("recursive", last))?;
+        }
+        if the_loop.filter_expr.is_some() {
+            end = *top_level
+                .iter()
+                .find(|&&i| i > first && i < end && keyword("if", &i))?;
+        }
+        if end <= first {
+            return None;
+        }
+        bounds.push((
+            header[first].1.start_offset as usize,
+            header[end - 1].1.end_offset as usize,
+        ));
+    }
+    loops.next().is_none().then_some(bounds)
+}
+
 /// The engine configured like `transformers`' `ImmutableSandboxedEnvironment`.
 fn environment() -> Environment<'static> {
     let mut env = Environment::new();
-    env.set_trim_blocks(true);
-    env.set_lstrip_blocks(true);
-    env.set_keep_trailing_newline(false);
+    env.set_trim_blocks(WHITESPACE.trim_blocks);
+    env.set_lstrip_blocks(WHITESPACE.lstrip_blocks);
+    env.set_keep_trailing_newline(WHITESPACE.keep_trailing_newline);
     env.set_auto_escape_callback(|_| AutoEscape::None);
     env.set_undefined_behavior(UndefinedBehavior::Lenient);
     env.set_debug(false);
@@ -900,6 +1077,23 @@ fn environment() -> Environment<'static> {
     env.add_filter("capitalize", |v: &Value| {
         Value::from(py_capitalize(&py_str(v)))
     });
+    // Jinja2's none is not iterable and its undefined iterates as empty (minijinja: both empty).
+    env.add_filter("items", items_filter);
+    env.add_filter("first", first_filter);
+    env.add_filter("last", last_filter);
+    env.add_filter("list", list_filter);
+    env.add_filter("sort", sort_filter);
+    env.add_filter("unique", unique_filter);
+    env.add_filter("reverse", reverse_filter);
+    env.add_filter("sum", sum_filter);
+    env.add_filter("min", min_filter);
+    env.add_filter("max", max_filter);
+    env.add_filter("batch", batch_filter);
+    env.add_filter("slice", slice_filter);
+    env.add_filter("groupby", groupby_filter);
+    env.add_filter(FOR_ITERABLE, for_iterable);
+    env.add_test("iterable", iterable_test);
+    env.add_test("in", in_test);
     env.add_test("sequence", |v: &Value| {
         matches!(
             v.kind(),
@@ -1360,9 +1554,10 @@ fn type_error(message: String) -> Error {
 fn join_filter(value: &Value, args: &[Value]) -> std::result::Result<String, Error> {
     let [sep, attribute] = py_args("join", args, ["d", "attribute"])?;
     let sep = sep.map(|s| py_str(&s)).unwrap_or_default();
-    if value.is_undefined() || value.is_none() {
+    if value.is_undefined() {
         return Ok(String::new());
     }
+    not_none(value)?;
     let mut out = String::new();
     let items: Vec<Value> = match value.as_str() {
         Some(s) => s.chars().map(Value::from).collect(),
@@ -1425,6 +1620,7 @@ fn replace_filter(value: &Value, args: &[Value]) -> std::result::Result<String, 
 /// what does not convert gives `default`.
 fn int_filter(value: &Value, args: &[Value]) -> std::result::Result<Value, Error> {
     let [default, base] = py_args("int", args, ["default", "base"])?;
+    undefined_refuses(value)?;
     let default = default.unwrap_or(Value::from(0));
     let base = match base {
         Some(b) => int_arg("int", &b)?,
@@ -1460,6 +1656,7 @@ fn int_filter(value: &Value, args: &[Value]) -> std::result::Result<Value, Error
 /// Jinja2's `float(value, default=0.0)`.
 fn float_filter(value: &Value, args: &[Value]) -> std::result::Result<Value, Error> {
     let [default] = py_args("float", args, ["default"])?;
+    undefined_refuses(value)?;
     let default = default.unwrap_or(Value::from(0.0));
     Ok(match value.kind() {
         ValueKind::Bool => Value::from(if value.is_true() { 1.0 } else { 0.0 }),
@@ -1495,6 +1692,146 @@ fn jinja_title(s: &str) -> String {
         }
     }
     out
+}
+
+// ---------------------------------------------------------------------------------------------
+// None and undefined as Jinja2 has them. minijinja iterates none as an empty sequence; in Jinja2
+// (Python) none is not iterable, while an undefined value is: it iterates as empty.
+
+/// The error of Python's `iter(None)`.
+fn not_none(value: &Value) -> std::result::Result<(), Error> {
+    if value.is_none() {
+        return Err(type_error("'NoneType' object is not iterable".into()));
+    }
+    Ok(())
+}
+
+/// Jinja2's `Undefined` raises on `int()`, `float()` and arithmetic.
+fn undefined_refuses(value: &Value) -> std::result::Result<(), Error> {
+    if value.is_undefined() {
+        return Err(Error::from(ErrorKind::UndefinedError));
+    }
+    Ok(())
+}
+
+/// What `{% for %}` iterates: anything but none (see [`guard_for_loops`]).
+fn for_iterable(value: Value) -> std::result::Result<Value, Error> {
+    not_none(&value)?;
+    Ok(value)
+}
+
+/// Jinja2's `iterable` test, `iter(value)` succeeding: false for none, true for undefined.
+fn iterable_test(value: &Value) -> bool {
+    !value.is_none() && value.try_iter().is_ok()
+}
+
+/// Jinja2's `in` test, Python's `value in container`: none holds nothing and is an error, and a
+/// string holds only strings.
+fn in_test(state: &State, value: &Value, container: &Value) -> std::result::Result<bool, Error> {
+    if container.is_none() {
+        return Err(type_error(
+            "argument of type 'NoneType' is not iterable".into(),
+        ));
+    }
+    if container.kind() == ValueKind::String && value.kind() != ValueKind::String {
+        return Err(type_error(format!(
+            "'in <string>' requires string as left operand, not {}",
+            py_type(value)
+        )));
+    }
+    minijinja::tests::is_in(state, value, container)
+}
+
+/// Jinja2's `items`: an undefined value has no items.
+fn items_filter(value: &Value) -> std::result::Result<Value, Error> {
+    if value.is_undefined() {
+        return Ok(Value::from(Vec::<Value>::new()));
+    }
+    minijinja::filters::items(value)
+}
+
+/// Jinja2's `first`: undefined for an undefined value.
+fn first_filter(value: &Value) -> std::result::Result<Value, Error> {
+    if value.is_undefined() {
+        return Ok(Value::UNDEFINED);
+    }
+    not_none(value)?;
+    minijinja::filters::first(value)
+}
+
+/// Jinja2's `last`: undefined for an undefined value.
+fn last_filter(value: Value) -> std::result::Result<Value, Error> {
+    if value.is_undefined() {
+        return Ok(Value::UNDEFINED);
+    }
+    not_none(&value)?;
+    minijinja::filters::last(value)
+}
+
+// minijinja's filters that iterate their input, refusing none as Jinja2 does.
+
+fn list_filter(state: &State, value: Value) -> std::result::Result<Value, Error> {
+    not_none(&value)?;
+    minijinja::filters::list(state, value)
+}
+
+fn sort_filter(state: &State, value: Value, kwargs: Kwargs) -> std::result::Result<Value, Error> {
+    not_none(&value)?;
+    minijinja::filters::sort(state, value, kwargs)
+}
+
+fn unique_filter(state: &State, value: Value, kwargs: Kwargs) -> std::result::Result<Value, Error> {
+    not_none(&value)?;
+    minijinja::filters::unique(state, value, kwargs)
+}
+
+fn reverse_filter(value: &Value) -> std::result::Result<Value, Error> {
+    not_none(value)?;
+    minijinja::filters::reverse(value)
+}
+
+fn sum_filter(state: &State, value: Value) -> std::result::Result<Value, Error> {
+    not_none(&value)?;
+    minijinja::filters::sum(state, value)
+}
+
+fn min_filter(state: &State, value: Value) -> std::result::Result<Value, Error> {
+    not_none(&value)?;
+    minijinja::filters::min(state, value)
+}
+
+fn max_filter(state: &State, value: Value) -> std::result::Result<Value, Error> {
+    not_none(&value)?;
+    minijinja::filters::max(state, value)
+}
+
+fn batch_filter(
+    state: &State,
+    value: Value,
+    count: usize,
+    fill_with: Option<Value>,
+) -> std::result::Result<Value, Error> {
+    not_none(&value)?;
+    minijinja::filters::batch(state, value, count, fill_with)
+}
+
+fn slice_filter(
+    state: &State,
+    value: Value,
+    count: usize,
+    fill_with: Option<Value>,
+) -> std::result::Result<Value, Error> {
+    not_none(&value)?;
+    minijinja::filters::slice(state, value, count, fill_with)
+}
+
+fn groupby_filter(
+    value: Value,
+    attribute: Option<&str>,
+    kwargs: Kwargs,
+) -> std::result::Result<Value, Error> {
+    not_none(&value)?;
+    minijinja::filters::groupby(value, attribute, kwargs)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -2166,6 +2503,93 @@ mod tests {
         for ((y, m, d), want) in cases {
             let t = DateTime::new(y, m, d, 0, 0, 0).unwrap();
             assert_eq!(t.strftime("%G-W%V-%u"), want);
+        }
+    }
+
+    #[test]
+    fn for_loop_iterables_are_guarded() {
+        let g = |s: &str| guard_for_loops(s.to_string());
+        let cases = [
+            (
+                "{% for x in y %}{% endfor %}",
+                "{% for x in (y)|__for_iterable %}{% endfor %}",
+            ),
+            (
+                "{%- for x in y -%}{{ x }}{%- endfor %}",
+                "{%- for x in (y)|__for_iterable -%}{{ x }}{%- endfor %}",
+            ),
+            (
+                "{% for k, v in y.items() %}{% endfor %}",
+                "{% for k, v in (y.items())|__for_iterable %}{% endfor %}",
+            ),
+            (
+                "{% for (k, v) in y | dictsort %}{% endfor %}",
+                "{% for (k, v) in (y | dictsort)|__for_iterable %}{% endfor %}",
+            ),
+            (
+                "{% for x in y if x.a in ['if', 'b'] and x %}{% endfor %}",
+                "{% for x in (y)|__for_iterable if x.a in ['if', 'b'] and x %}{% endfor %}",
+            ),
+            (
+                "{% for x in y[1:] if (x if x else 1) recursive %}{% endfor %}",
+                "{% for x in (y[1:])|__for_iterable if (x if x else 1) recursive %}{% endfor %}",
+            ),
+            (
+                "{% for x in a or not b %}{% endfor %}",
+                "{% for x in (a or not b)|__for_iterable %}{% endfor %}",
+            ),
+            (
+                "{% for x in (a) %}{% endfor %}{% for x in a == b %}{% endfor %}",
+                "{% for x in ((a))|__for_iterable %}{% endfor %}\
+                 {% for x in (a == b)|__for_iterable %}{% endfor %}",
+            ),
+            (
+                "{% for x in 'for x in y %}' ~ z %}{% endfor %}",
+                "{% for x in ('for x in y %}' ~ z)|__for_iterable %}{% endfor %}",
+            ),
+            (
+                "{% for x in recursive %}{% endfor %}",
+                "{% for x in (recursive)|__for_iterable %}{% endfor %}",
+            ),
+            // Multi-line headers keep their lines.
+            (
+                "{% for x in\n  [1, 2] +\n  y\n%}\n{% endfor %}",
+                "{% for x in\n  ([1, 2] +\n  y)|__for_iterable\n%}\n{% endfor %}",
+            ),
+            // Loops nested in every kind of block, in order; not in raw blocks or comments.
+            (
+                "{% macro m(a) %}{% for x in a %}{% endfor %}{% endmacro %}\
+                 {% call(u) m(1) %}{% for x in b %}{% endfor %}{% endcall %}\
+                 {% set s %}{% for x in c %}{% endfor %}{% endset %}\
+                 {% filter upper %}{% for x in d %}{% endfor %}{% endfilter %}\
+                 {% with w = 1 %}{% for x in e %}{% for z in x %}{% endfor %}{% else %}\
+                 {% for x in f %}{% endfor %}{% endfor %}{% endwith %}\
+                 {% if 1 %}{% elif 2 %}{% for x in g %}{% endfor %}{% else %}\
+                 {% for x in h %}{% endfor %}{% endif %}\
+                 {% raw %}{% for x in y %}{% endraw %}{# {% for x in y %} #}",
+                "{% macro m(a) %}{% for x in (a)|__for_iterable %}{% endfor %}{% endmacro %}\
+                 {% call(u) m(1) %}{% for x in (b)|__for_iterable %}{% endfor %}{% endcall %}\
+                 {% set s %}{% for x in (c)|__for_iterable %}{% endfor %}{% endset %}\
+                 {% filter upper %}{% for x in (d)|__for_iterable %}{% endfor %}{% endfilter %}\
+                 {% with w = 1 %}{% for x in (e)|__for_iterable %}\
+                 {% for z in (x)|__for_iterable %}{% endfor %}{% else %}\
+                 {% for x in (f)|__for_iterable %}{% endfor %}{% endfor %}{% endwith %}\
+                 {% if 1 %}{% elif 2 %}{% for x in (g)|__for_iterable %}{% endfor %}{% else %}\
+                 {% for x in (h)|__for_iterable %}{% endfor %}{% endif %}\
+                 {% raw %}{% for x in y %}{% endraw %}{# {% for x in y %} #}",
+            ),
+        ];
+        for (source, want) in cases {
+            assert_eq!(g(source), want, "{source}");
+        }
+        // Templates without loops, and broken ones, are left as they are.
+        for source in [
+            "no loops",
+            "{{ 'for' }}",
+            "{% for x in %}",
+            "{% for x in y %}",
+        ] {
+            assert_eq!(g(source), source);
         }
     }
 

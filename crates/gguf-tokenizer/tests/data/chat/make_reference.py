@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Render every chat template in templates/ with Hugging Face transformers itself and store the
-prompts in expected.json, which tests/chat_templates.rs compares byte for byte.
+"""Render every chat template in templates/, and the small inline templates of INLINE, with Hugging
+Face transformers itself and store the prompts (or the errors) in expected.json, which
+tests/chat_templates.rs compares byte for byte. The inline templates' sources are stored there too.
 
     python3 -m pip install transformers gguf   # no model is downloaded
     python3 crates/gguf-tokenizer/tests/data/chat/make_reference.py
@@ -18,6 +19,7 @@ import datetime
 import json
 import os
 import sys
+import traceback
 from pathlib import Path
 
 import jinja2
@@ -52,6 +54,8 @@ TOKENS = {
     "features-control": ("<s>", "</s>"),
     "features-tojson": ("<s>", "</s>"),
     "features-misc": ("<s>", "</s>"),
+    "tools-guarded": ("<s>", "</s>"),
+    "tools-unguarded": ("<s>", "</s>"),
 }
 
 WEATHER_TOOL = {
@@ -204,6 +208,12 @@ CONVERSATIONS = {
 FEATURE_EXTRA = {"custom": {"k": [1, "v"], "nested": {"z": None, "a": 1.5}}, "flag": False}
 ALL = list(CONVERSATIONS)
 
+# Only for the cases about none and undefined values: tools given, but none of them.
+CONVERSATIONS["empty_tools"] = {
+    "tools": [],
+    "messages": [{"role": "user", "content": "Hello!"}],
+}
+
 # name -> list of (conversation, extra keyword variables)
 PLAN = {
     "chatml": [(c, {}) for c in ALL],
@@ -228,7 +238,113 @@ PLAN = {
     "features-control": [("multi_turn", FEATURE_EXTRA), ("system_user", FEATURE_EXTRA), ("user_only", FEATURE_EXTRA)],
     "features-tojson": [("tools_no_calls", FEATURE_EXTRA), ("unicode", FEATURE_EXTRA)],
     "features-misc": [("system_user", {}), ("multi_turn", {})],
+    # tools none / [] / one / two, and custom_tools absent / none / [] / one
+    "tools-guarded": [(c, {}) for c in ["system_user", "empty_tools", "tools_no_calls", "tools"]]
+    + [("system_user", {"custom_tools": v}) for v in [None, [], [TIME_TOOL]]],
+    # tools none: Jinja2 refuses to iterate it
+    "tools-unguarded": [(c, {}) for c in ["system_user", "empty_tools", "tools_no_calls"]],
 }
+
+# One point of Jinja2's semantics of none and undefined values each, rendered with `x` set to
+# None and with `x` not passed at all (undefined), for the conversation `user_only`. Inline and
+# one point per template, so that an error in one does not hide the others.
+# name -> source, or (source, [extra keyword variables, ...]) to render with other values of x.
+NONE_AND_UNDEFINED = [{"x": None}, {}]
+INLINE_TOKENS = ("<s>", "</s>")
+INLINE = {
+    # tests
+    "test-defined": "{{ x is defined }}",
+    "test-undefined": "{{ x is undefined }}",
+    "test-none": "{{ x is none }}|{{ x is not none }}",
+    "test-iterable": "{{ x is iterable }}",
+    "test-mapping": "{{ x is mapping }}",
+    "test-sequence": "{{ x is sequence }}",
+    "test-string": "{{ x is string }}",
+    "test-number": "{{ x is number }}",
+    "test-boolean": "{{ x is boolean }}",
+    "test-true-false": "{{ x is true }}|{{ x is false }}",
+    "test-in-list": "{{ x is in [none] }}|{{ x is in [] }}",
+    "test-in-x": "{{ 'a' is in x }}",
+    "test-in-string": "{{ x is in 'abc' }}",
+    "test-eq": "{{ x == none }}|{{ x != none }}|{{ x is sameas none }}",
+    # filters
+    "filter-length": "{{ x | length }}",
+    "filter-count": "{{ x | count }}",
+    "filter-default": "[{{ x | default('D') }}][{{ x | d('D') }}][{{ x | default }}]",
+    "filter-default-boolean": "[{{ x | default('D', true) }}][{{ x | d('D', boolean=true) }}]",
+    "filter-default-length": "{{ x | default([]) | length }}",
+    "filter-list": "{{ x | list }}",
+    "filter-join": "[{{ x | join(', ') }}]",
+    "filter-string": "[{{ x | string }}]",
+    "filter-trim": "[{{ x | trim }}]",
+    "filter-tojson": "{{ x | tojson }}",
+    "filter-items": "{{ x | items | list }}",
+    "filter-items-loop": "{% for k, v in x | items %}{{ k }}{% endfor %}end",
+    "filter-first": "[{{ x | first }}]",
+    "filter-last": "[{{ x | last }}]",
+    "filter-selectattr": "{{ x | selectattr('type', 'equalto', 'function') | list }}",
+    "filter-rejectattr": "{{ x | rejectattr('type') | list }}",
+    "filter-map-attribute": "{{ x | map(attribute='name') | list }}",
+    "filter-map-filter": "{{ x | map('upper') | list }}",
+    "filter-select": "{{ x | select | list }}|{{ x | reject | list }}",
+    "filter-sort": "{{ x | sort }}",
+    "filter-unique": "{{ x | unique | list }}",
+    "filter-reverse": "{{ x | reverse | list }}",
+    "filter-sum": "{{ x | sum }}",
+    "filter-min-max": "[{{ x | min }}][{{ x | max }}]",
+    "filter-batch": "{{ x | batch(2) | list }}",
+    "filter-slice": "{{ x | slice(2) | list }}",
+    "filter-groupby": "{{ x | groupby('a') | list }}",
+    "filter-int": "{{ x | int }}",
+    "filter-float": "{{ x | float }}",
+    "filter-upper": "[{{ x | upper }}]",
+    # for loops
+    "for": "{% for t in x %}[{{ t }}]{% endfor %}end",
+    "for-else": "{% for t in x %}[{{ t }}]{% else %}empty{% endfor %}",
+    "for-if": "{% for t in x if t %}[{{ t }}]{% endfor %}end",
+    "for-unpack": "{% for a, b in x %}[{{ a }}]{% endfor %}end",
+    "for-parenthesized": "{%- for t in (x) -%}\n[{{ t }}]\n{%- endfor %}end",
+    "for-nested": "{% for m in messages %}{{ m.role }}:{% for t in x %}{{ t }}{% endfor %};{% endfor %}",
+    "for-default": "{% for t in x | default([]) %}[{{ t }}]{% endfor %}end",
+    "for-or": "{% for t in x or [] %}[{{ t }}]{% endfor %}end",
+    "for-guarded": "{% if x %}{% for t in x %}[{{ t }}]{% endfor %}{% endif %}end",
+    "for-line": "line one\n{% if true %}\n{% for t in x %}[{{ t }}]{% endfor %}\n{% endif %}",
+    # `in`
+    "in-x": "{{ 'a' in x }}",
+    "not-in-x": "{{ 'a' not in x }}",
+    "none-in-x": "{{ none in x }}",
+    "x-in-list": "{{ x in [none] }}|{{ x not in [1] }}",
+    # truthiness
+    "if": "{% if x %}T{% else %}F{% endif %}",
+    "not": "{{ not x }}",
+    "or-and": "[{{ x or 'O' }}][{{ x and 1 }}]",
+    "ternary": "{{ 'a' if x else 'b' }}",
+    # printing and concatenation
+    "print": "[{{ x }}]",
+    "concat": "{{ 'a' ~ x ~ 'b' }}",
+    "in-list-print": "{{ [x] }}|{{ {'k': x} }}",
+    "in-list-tojson": "{{ [x] | tojson }}",
+    # attribute and item access
+    "attr": "[{{ x.foo }}]",
+    "attr-defined": "{{ x.foo is defined }}",
+    "attr-attr": "[{{ x.foo.bar }}]",
+    "attr-length": "{{ x.foo | length }}",
+    "item": "[{{ x['foo'] }}][{{ x[0] }}]",
+    "method": "{{ x.get('a') }}",
+    # arithmetic
+    "add": "{{ x + 1 }}",
+    "neg": "{{ -x }}",
+    # real guards
+    "guard-iterable": "{{ x is iterable and x | length > 0 }}",
+    "guard-not-none": "{{ x is not none and x | length > 0 }}",
+    "guard-defined": "{{ x is defined and x | length > 0 }}",
+    "guard-defined-none": "{{ x is defined and x is not none }}",
+    "guard-iterable-values": (
+        "{% if x is iterable and x | length > 0 %}{{ x | length }} tools{% else %}no tools{% endif %}",
+        [{"x": None}, {}, {"x": []}, {"x": [TIME_TOOL]}, {"x": "text"}, {"x": {"k": 1}}, {"x": 3}],
+    ),
+}
+
 
 
 def cache_dir() -> Path:
@@ -269,33 +385,55 @@ def render(source: str, conversation: dict, add_generation_prompt: bool, bos: st
     return rendered[0]
 
 
+def render_case(cases: list, name: str, source: str, tokens: tuple, conv_name: str, agp: bool, extra: dict) -> None:
+    bos, eos = tokens
+    case = {
+        "template": name,
+        "conversation": conv_name,
+        "add_generation_prompt": agp,
+        "extra": extra,
+    }
+    try:
+        case["expected"] = render(source, CONVERSATIONS[conv_name], agp, bos, eos, extra)
+    except jinja2.exceptions.TemplateError as e:
+        # raise_exception raises exactly TemplateError; its subclasses are engine errors
+        kind = "raise_exception" if type(e) is jinja2.exceptions.TemplateError else type(e).__name__
+        case["error"] = {"kind": kind, "message": str(e)} | template_line(e)
+    except Exception as e:  # TypeError and friends from Python operators
+        case["error"] = {"kind": type(e).__name__, "message": str(e)} | template_line(e)
+    cases.append(case)
+
+
+def template_line(e: Exception) -> dict:
+    """{"line": n}: the template line the error happened on, from the frames Jinja2 gives the
+    template's name ("<template>"), or {} when there is none."""
+    lines = [f.lineno for f in traceback.extract_tb(e.__traceback__) if f.filename == "<template>"]
+    return {"line": lines[-1]} if lines else {}
+
+
 def main() -> None:
     extract_real_templates()
     cases = []
     for name, plan in PLAN.items():
         source = (TEMPLATES / f"{name}.jinja").read_text(encoding="utf-8")
-        bos, eos = TOKENS[name]
         for conv_name, extra in plan:
             for agp in (False, True):
-                case = {
-                    "template": name,
-                    "conversation": conv_name,
-                    "add_generation_prompt": agp,
-                    "extra": extra,
-                }
-                try:
-                    case["expected"] = render(source, CONVERSATIONS[conv_name], agp, bos, eos, extra)
-                except jinja2.exceptions.TemplateError as e:
-                    # raise_exception raises exactly TemplateError; its subclasses are engine errors
-                    kind = "raise_exception" if type(e) is jinja2.exceptions.TemplateError else type(e).__name__
-                    case["error"] = {"kind": kind, "message": str(e)}
-                except Exception as e:  # TypeError and friends from Python operators
-                    case["error"] = {"kind": type(e).__name__, "message": str(e)}
-                cases.append(case)
+                render_case(cases, name, source, TOKENS[name], conv_name, agp, extra)
+    inline = {}
+    for slug, spec in INLINE.items():
+        source, extras = spec if isinstance(spec, tuple) else (spec, NONE_AND_UNDEFINED)
+        name = f"inline-{slug}"
+        inline[name] = source
+        for extra in extras:
+            render_case(cases, name, source, INLINE_TOKENS, "user_only", False, extra)
     out = {
         "generator": f"transformers {transformers.__version__}, jinja2 {jinja2.__version__}",
         "now": [NOW.year, NOW.month, NOW.day, NOW.hour, NOW.minute, NOW.second],
-        "templates": {name: {"bos_token": b, "eos_token": e} for name, (b, e) in TOKENS.items()},
+        "templates": {name: {"bos_token": b, "eos_token": e} for name, (b, e) in TOKENS.items()}
+        | {
+            name: {"bos_token": INLINE_TOKENS[0], "eos_token": INLINE_TOKENS[1], "source": source}
+            for name, source in inline.items()
+        },
         "conversations": CONVERSATIONS,
         "cases": cases,
     }
