@@ -146,12 +146,11 @@ pub fn pull(model: &KnownModel, verify_existing: bool) -> Result<PathBuf> {
     let dir = cache_dir();
     fs::create_dir_all(&dir)
         .with_context(|| format!("creating cache directory {}", dir.display()))?;
-    let work = dir.join(format!(".pull-{}-{}", model.name, std::process::id()));
-    let _ = fs::remove_dir_all(&work);
-    fs::create_dir_all(&work)?;
-    let result = pull_into(model, &work, &dest);
-    let _ = fs::remove_dir_all(&work);
-    result.map(|()| dest)
+    // Downloads and the extracted model live in a registered working directory: removed when
+    // done, on SIGINT/SIGTERM, or (if this process is killed) by the next pull.
+    let work = gguf_format::fsutil::TempDir::beside(&dest)?;
+    pull_into(model, work.path(), &dest)?;
+    Ok(dest)
 }
 
 fn pull_into(model: &KnownModel, work: &Path, dest: &Path) -> Result<()> {

@@ -170,7 +170,77 @@ pub fn remove_temp_files() {
     for path in registry.live.drain(..) {
         let _ = fs::remove_file(&path);
     }
+    for path in registry.live_dirs.drain(..) {
+        let _ = fs::remove_dir_all(&path);
+    }
 }
+
+/// A working directory for a job that produces `dest` (downloads to unpack, parts to join),
+/// with the temporary files' guarantees: named `.NAME.gguf-tmp.PID.N` beside `dest`, listed
+/// in the registry so [`remove_temp_files`] deletes it, locked (through a `.lock` file inside)
+/// while in use so that one left by a killed process is removed by the next `TempDir` for the
+/// same `dest`. Dropping it deletes it with its content.
+#[derive(Debug)]
+pub struct TempDir {
+    path: PathBuf,
+    /// Holds the lock that marks the directory as in use.
+    _lock: File,
+}
+
+impl TempDir {
+    /// Creates the working directory for `dest` (which need not exist), first removing
+    /// abandoned ones of earlier runs.
+    pub fn beside(dest: &Path) -> Result<TempDir> {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let (dir, name) = dir_and_name(dest)?;
+        remove_stale_temps(&dir, &name);
+        let pid = std::process::id();
+        loop {
+            let path = dir.join(temp_name(
+                &name,
+                pid,
+                COUNTER.fetch_add(1, Ordering::Relaxed),
+            ));
+            let mut registry = registry();
+            if registry.closed {
+                return Err(interrupted());
+            }
+            match fs::create_dir(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(Error::Io(e).in_file(&path)),
+            }
+            registry.live_dirs.push(path.clone());
+            drop(registry);
+            let dir = TempDir {
+                _lock: File::create(path.join(DIR_LOCK))?,
+                path,
+            };
+            match dir._lock.lock() {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::Unsupported => {}
+                Err(e) => return Err(e.into()),
+            }
+            return Ok(dir);
+        }
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let mut registry = registry();
+        let _ = fs::remove_dir_all(&self.path);
+        registry.live_dirs.retain(|p| *p != self.path);
+    }
+}
+
+/// The file inside a [`TempDir`] whose lock marks it as in use.
+const DIR_LOCK: &str = ".lock";
 
 /// Whether `a` and `b` name the same existing file (same device and inode on Unix, so hard
 /// links and symbolic links count).
@@ -199,11 +269,14 @@ struct Registry {
     /// Set by [`remove_temp_files`]: no more temporary files, no more renames.
     closed: bool,
     live: Vec<PathBuf>,
+    /// Temporary directories ([`TempDir`]).
+    live_dirs: Vec<PathBuf>,
 }
 
 static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
     closed: false,
     live: Vec::new(),
+    live_dirs: Vec::new(),
 });
 
 fn registry() -> MutexGuard<'static, Registry> {
@@ -470,6 +543,9 @@ fn remove_stale_temps(dir: &Path, name: &OsStr) {
 
 fn remove_if_abandoned(path: &Path) -> io::Result<()> {
     let before = fs::symlink_metadata(path)?;
+    if before.is_dir() {
+        return remove_dir_if_abandoned(path);
+    }
     if !before.is_file() {
         return Ok(());
     }
@@ -486,6 +562,16 @@ fn remove_if_abandoned(path: &Path) -> io::Result<()> {
         fs::remove_file(path)?;
     }
     Ok(())
+}
+
+/// A [`TempDir`] whose lock can be taken: its process is gone. One whose lock file is missing
+/// is being created (or its creator died in between); it is left alone.
+fn remove_dir_if_abandoned(path: &Path) -> io::Result<()> {
+    let lock = File::open(path.join(DIR_LOCK))?;
+    if lock.try_lock().is_err() {
+        return Ok(());
+    }
+    fs::remove_dir_all(path)
 }
 
 fn create_temp(target: &Path, private: bool) -> Result<TempFile> {

@@ -7,7 +7,7 @@ use std::fs;
 use std::path::Path;
 
 use common::fixtures;
-use gguf_format::fsutil::{same_file, write_atomic, StagedFiles, WriteMode};
+use gguf_format::fsutil::{same_file, write_atomic, StagedFiles, TempDir, WriteMode};
 use gguf_format::split::{write_split, SplitLimit, SplitSet};
 use gguf_format::{Error, GgufFile, Refusal};
 
@@ -212,4 +212,41 @@ fn staged_files_appear_together_or_not_at_all() {
     assert_eq!(listing(dir.path()).len(), 1);
     staged.commit().unwrap();
     assert_eq!(listing(dir.path()), ["a"]);
+}
+
+#[test]
+fn a_working_directory_goes_when_dropped_and_an_abandoned_one_on_the_next_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dir.path().join("model.gguf");
+    let work = TempDir::beside(&dest).unwrap();
+    let name = work.path().file_name().unwrap().to_string_lossy().into_owned();
+    assert!(
+        name.starts_with(".model.gguf.gguf-tmp.") && work.path().is_dir(),
+        "{name}"
+    );
+    fs::write(work.path().join("wheel.whl"), b"x").unwrap();
+    // In use: another run for the same destination leaves it alone.
+    let other = TempDir::beside(&dest).unwrap();
+    assert!(work.path().is_dir());
+    drop(other);
+    drop(work);
+    assert_eq!(listing(dir.path()), Vec::<String>::new());
+
+    // What a killed run leaves: the directory with its lock file, unlocked.
+    let abandoned = dir.path().join(".model.gguf.gguf-tmp.999999.0");
+    fs::create_dir(&abandoned).unwrap();
+    fs::write(abandoned.join(".lock"), b"").unwrap();
+    fs::write(abandoned.join("half.gguf"), vec![0u8; 1000]).unwrap();
+    // Not ours: another destination's, or not named exactly as ours are.
+    let others = [".other.gguf.gguf-tmp.999999.0", ".model.gguf.gguf-tmp.x.0"];
+    for name in others {
+        fs::create_dir(dir.path().join(name)).unwrap();
+        fs::write(dir.path().join(name).join(".lock"), b"").unwrap();
+    }
+    let work = TempDir::beside(&dest).unwrap();
+    assert!(!abandoned.exists());
+    for name in others {
+        assert!(dir.path().join(name).exists(), "{name}");
+    }
+    drop(work);
 }
