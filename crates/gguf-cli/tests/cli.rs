@@ -1,17 +1,8 @@
 //! The `gguf` binary end to end.
 
-use std::path::PathBuf;
-use std::process::Command;
+mod common;
 
-fn gguf() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_gguf"))
-}
-
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fixtures")
-        .join(name)
-}
+use common::{fixture, gguf};
 
 #[test]
 fn inspect_json_has_the_documented_shape() {
@@ -299,7 +290,7 @@ mod files {
     use std::process::{Command, Output, Stdio};
     use std::time::{Duration, Instant};
 
-    use super::{fixture, gguf};
+    use super::common::{fixture, gguf, listing};
 
     fn mode(path: &Path) -> u32 {
         fs::metadata(path).unwrap().permissions().mode() & 0o7777
@@ -313,15 +304,6 @@ mod files {
         let path = dir.join(name);
         fs::copy(fixture("all-types-v3.gguf"), &path).unwrap();
         path
-    }
-
-    fn listing(dir: &Path) -> Vec<String> {
-        let mut names: Vec<String> = fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
-        names
     }
 
     fn run(cmd: &mut Command) -> Output {

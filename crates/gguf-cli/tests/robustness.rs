@@ -12,15 +12,9 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-fn gguf() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_gguf"))
-}
+mod common;
 
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fixtures")
-        .join(name)
-}
+use common::{fixture, gguf};
 
 /// Longer than any run over the tiny corpus takes; a run past it is a hang.
 const HANG: Duration = Duration::from_secs(60);

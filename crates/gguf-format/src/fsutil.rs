@@ -191,38 +191,27 @@ impl TempDir {
     /// Creates the working directory for `dest` (which need not exist), first removing
     /// abandoned ones of earlier runs.
     pub fn beside(dest: &Path) -> Result<TempDir> {
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let (dir, name) = dir_and_name(dest)?;
-        remove_stale_temps(&dir, &name);
-        let pid = std::process::id();
-        loop {
-            let path = dir.join(temp_name(
-                &name,
-                pid,
-                COUNTER.fetch_add(1, Ordering::Relaxed),
-            ));
-            let mut registry = registry();
-            if registry.closed {
-                return Err(interrupted());
-            }
-            match fs::create_dir(&path) {
+        let path = claim_temp_name(dest, |path, registry| {
+            match fs::create_dir(path) {
                 Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(Error::Io(e).in_file(&path)),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(None),
+                Err(e) => return Err(Error::Io(e).in_file(path)),
             }
-            registry.live_dirs.push(path.clone());
-            drop(registry);
-            let dir = TempDir {
-                _lock: File::create(path.join(DIR_LOCK))?,
-                path,
-            };
-            match dir._lock.lock() {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::Unsupported => {}
-                Err(e) => return Err(e.into()),
-            }
-            return Ok(dir);
+            registry.live_dirs.push(path.to_path_buf());
+            Ok(Some(()))
+        })?
+        .0;
+        // Dropped on an error below: the directory goes.
+        let dir = TempDir {
+            _lock: File::create(path.join(DIR_LOCK))?,
+            path,
+        };
+        match dir._lock.lock() {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::Unsupported => {}
+            Err(e) => return Err(e.into()),
         }
+        Ok(dir)
     }
 
     /// The directory.
@@ -574,7 +563,14 @@ fn remove_dir_if_abandoned(path: &Path) -> io::Result<()> {
     fs::remove_dir_all(path)
 }
 
-fn create_temp(target: &Path, private: bool) -> Result<TempFile> {
+/// Picks the next free `.NAME.gguf-tmp.PID.N` beside `target` (after removing abandoned ones)
+/// and has `create` make it, under the registry's lock so that a signal handler's
+/// [`remove_temp_files`] either sees what is created and registered there or stops it from
+/// being created. `create` returns `None` when the name is taken (the next is tried).
+fn claim_temp_name<T>(
+    target: &Path,
+    mut create: impl FnMut(&Path, &mut Registry) -> Result<Option<T>>,
+) -> Result<(PathBuf, T)> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let (dir, name) = dir_and_name(target)?;
     remove_stale_temps(&dir, &name);
@@ -585,12 +581,18 @@ fn create_temp(target: &Path, private: bool) -> Result<TempFile> {
             pid,
             COUNTER.fetch_add(1, Ordering::Relaxed),
         ));
-        // Created and registered under the registry's lock, so a signal handler's
-        // `remove_temp_files` either sees it or stops it from being created.
         let mut registry = registry();
         if registry.closed {
             return Err(interrupted());
         }
+        if let Some(made) = create(&path, &mut registry)? {
+            return Ok((path, made));
+        }
+    }
+}
+
+fn create_temp(target: &Path, private: bool) -> Result<TempFile> {
+    let (path, file) = claim_temp_name(target, |path, registry| {
         let mut options = OpenOptions::new();
         options.write(true).create_new(true);
         #[cfg(unix)]
@@ -602,26 +604,27 @@ fn create_temp(target: &Path, private: bool) -> Result<TempFile> {
         }
         #[cfg(not(unix))]
         let _ = private;
-        let file = match options.open(&path) {
+        let file = match options.open(path) {
             Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(None),
             Err(e) => return Err(e.into()),
         };
-        match lock_new(&file, &path) {
+        match lock_new(&file, path) {
             Ok(true) => {
-                registry.live.push(path.clone());
-                return Ok(TempFile {
-                    path,
-                    file: Some(file),
-                });
+                registry.live.push(path.to_path_buf());
+                Ok(Some(file))
             }
-            Ok(false) => continue,
+            Ok(false) => Ok(None),
             Err(e) => {
-                let _ = fs::remove_file(&path);
-                return Err(e.into());
+                let _ = fs::remove_file(path);
+                Err(e.into())
             }
         }
-    }
+    })?;
+    Ok(TempFile {
+        path,
+        file: Some(file),
+    })
 }
 
 /// Locks a new temporary file; false if another process took it for stale (it locked it

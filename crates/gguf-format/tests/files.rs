@@ -219,7 +219,12 @@ fn a_working_directory_goes_when_dropped_and_an_abandoned_one_on_the_next_run() 
     let dir = tempfile::tempdir().unwrap();
     let dest = dir.path().join("model.gguf");
     let work = TempDir::beside(&dest).unwrap();
-    let name = work.path().file_name().unwrap().to_string_lossy().into_owned();
+    let name = work
+        .path()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
     assert!(
         name.starts_with(".model.gguf.gguf-tmp.") && work.path().is_dir(),
         "{name}"
