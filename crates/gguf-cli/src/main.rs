@@ -395,9 +395,10 @@ fn cmd_validate(a: ValidateArgs) -> Result<()> {
         }
     }
     // The container is sound; for an architecture the engine runs, its hyperparameters must
-    // be usable too (a NaN epsilon or a zero RoPE base parses fine but computes nothing).
+    // be usable too (a NaN epsilon or a zero RoPE base parses fine but computes nothing), and
+    // its tensors there with the right shapes.
     let mut errors = Vec::new();
-    match gguf_model::Hparams::from_gguf(set.metadata(), &path.display().to_string()) {
+    match gguf_model::check(&set, &path.display().to_string()) {
         Ok(_) | Err(gguf_model::ModelError::UnsupportedArchitecture { .. }) => {}
         Err(e) => errors.push(e.to_string()),
     }

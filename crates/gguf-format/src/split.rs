@@ -163,10 +163,16 @@ impl SplitSet {
 
     /// A tensor's info and bytes, from whichever part holds it.
     pub fn tensor(&self, name: &str) -> Option<(&TensorInfo<'_>, &[u8])> {
+        self.tensor_in_part(name)
+            .map(|(_, info, data)| (info, data))
+    }
+
+    /// As [`SplitSet::tensor`], with the index of the part that holds it.
+    pub fn tensor_in_part(&self, name: &str) -> Option<(usize, &TensorInfo<'_>, &[u8])> {
         let &(p, t) = self.index.get(name)?;
         let file = self.parts[p].file();
         let info = &file.tensors()[t];
-        Some((info, file.tensor_data(info)))
+        Some((p, info, file.tensor_data(info)))
     }
 }
 

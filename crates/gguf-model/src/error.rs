@@ -14,7 +14,7 @@ pub enum ModelError {
     #[error(transparent)]
     Tokenizer(#[from] gguf_tokenizer::TokenizerError),
     /// `general.architecture` names a model this crate does not run.
-    #[error("{file}: architecture `{arch}` is not supported (supported: {})", SUPPORTED.join(", "))]
+    #[error("{file}: architecture `{arch}` is not supported (supported: {})", crate::SUPPORTED.join(", "))]
     UnsupportedArchitecture {
         /// The file.
         file: String,
@@ -70,9 +70,6 @@ pub enum ModelError {
     #[error("{0}")]
     Request(String),
 }
-
-/// The architectures this crate runs.
-pub const SUPPORTED: &[&str] = &["llama", "mistral", "qwen2", "qwen3"];
 
 /// This crate's result type.
 pub type Result<T> = std::result::Result<T, ModelError>;

@@ -14,38 +14,41 @@
 //! # Ok(()) }
 //! ```
 
-mod config;
+mod arch;
 mod error;
 mod eval;
 mod forward;
+mod hparams;
+mod kv_cache;
 mod ops;
 mod sampling;
 mod weights;
 
-pub use config::{Arch, Hparams, RopeScaling};
-pub use error::{ModelError, Result, SUPPORTED};
+pub use arch::SUPPORTED;
+pub use error::{ModelError, Result};
 pub use eval::{bench, perplexity, BenchResult, PerplexityResult, Throughput};
-pub use forward::KvType;
 pub use gguf_quant::ThreadPool;
 pub use gguf_tokenizer::Tokenizer;
+pub use hparams::{Hparams, RopeScaling};
+pub use kv_cache::KvType;
 pub use sampling::{argmax, Sampler, SamplerConfig};
 
 use std::path::Path;
 use std::sync::Arc;
 
-use gguf_format::MappedGguf;
+use gguf_format::split::SplitSet;
 use gguf_tokenizer::chat::{ChatMessage, ChatTemplate, RenderOptions};
 
-use forward::{Forward, KvCache, Scratch};
-use weights::Weights;
+use arch::Architecture;
+use forward::{Ctx, Pass, Scratch};
+use kv_cache::KvCache;
 
-/// A loaded model: the mapped file, its hyperparameters, checked tensors and tokenizer.
+/// A loaded model: the mapped file (or every part of a split set), its architecture with its
+/// checked tensors, and its tokenizer.
 pub struct Model {
-    map: MappedGguf,
-    hparams: Hparams,
-    weights: Weights,
+    set: SplitSet,
+    arch: Box<dyn Architecture>,
     tokenizer: Tokenizer,
-    rope: ops::Rope,
     name: String,
 }
 
@@ -53,7 +56,7 @@ impl std::fmt::Debug for Model {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Model")
             .field("file", &self.name)
-            .field("hparams", &self.hparams)
+            .field("hparams", self.hparams())
             .finish()
     }
 }
@@ -81,6 +84,13 @@ impl Default for SessionOptions {
             n_batch: 512,
         }
     }
+}
+
+/// Checks that this crate can run the model in `set` (named `name` in errors) without loading
+/// it: its architecture is supported, its hyperparameters are usable and every tensor it
+/// needs is there with the right shape. Returns the hyperparameters.
+pub fn check(set: &SplitSet, name: &str) -> Result<Hparams> {
+    Ok(arch::load(set, name)?.hparams().clone())
 }
 
 /// The most threads a session runs: the CPUs this process may use.
@@ -126,39 +136,36 @@ pub fn physical_cores() -> usize {
 
 impl Model {
     /// Opens `path`, checks every tensor against the hyperparameters and builds the tokenizer.
-    /// An unsupported architecture is an error naming it and the supported ones.
+    /// `path` may be any part of a split set (`name-00001-of-00003.gguf`): every part is
+    /// mapped and the model runs from them as they are, as llama.cpp does. An unsupported
+    /// architecture is an error naming it and the supported ones.
     pub fn load(path: impl AsRef<Path>) -> Result<Model> {
         let path = path.as_ref();
         let name = path.display().to_string();
-        let map = MappedGguf::open(path)?;
-        let file = map.file();
-        let mut hparams = Hparams::from_gguf(file, &name)?;
-        let weights = Weights::load(file, &name, &mut hparams)?;
-        let tokenizer = Tokenizer::from_gguf(file)?;
-        if tokenizer.vocab_size() > hparams.n_vocab {
+        let set = SplitSet::open(path)?;
+        let arch = arch::load(&set, &name)?;
+        let tokenizer = Tokenizer::from_gguf(set.metadata())?;
+        let n_vocab = arch.hparams().n_vocab;
+        if tokenizer.vocab_size() > n_vocab {
             return Err(ModelError::Hyperparameters {
                 file: name,
                 message: format!(
-                    "the tokenizer has {} tokens but token_embd only {} rows",
+                    "the tokenizer has {} tokens but token_embd only {n_vocab} rows",
                     tokenizer.vocab_size(),
-                    hparams.n_vocab
                 ),
             });
         }
-        let rope = forward::rope_for(&hparams);
         Ok(Model {
-            map,
-            hparams,
-            weights,
+            set,
+            arch,
             tokenizer,
-            rope,
             name,
         })
     }
 
     /// The hyperparameters.
     pub fn hparams(&self) -> &Hparams {
-        &self.hparams
+        self.arch.hparams()
     }
 
     /// The tokenizer rebuilt from the file.
@@ -166,14 +173,14 @@ impl Model {
         &self.tokenizer
     }
 
-    /// The mapped file.
+    /// The mapped file (the first part of a split set, which holds the metadata).
     pub fn file(&self) -> &gguf_format::GgufFile<'_> {
-        self.map.file()
+        self.set.metadata()
     }
 
-    /// Bytes of the mapped file.
+    /// Bytes of the mapped file (every part of a split set).
     pub fn file_size(&self) -> u64 {
-        self.map.len()
+        self.set.parts().iter().map(|p| p.len()).sum()
     }
 
     /// A session: a KV cache and buffers for generating with this model.
@@ -188,14 +195,15 @@ impl Model {
         options: SessionOptions,
         pool: Arc<ThreadPool>,
     ) -> Result<Session<'_>> {
+        let hp = self.hparams();
         let n_ctx = match options.n_ctx {
-            0 => self.hparams.n_ctx_train.min(4096),
+            0 => hp.n_ctx_train.min(4096),
             n => n,
         };
-        if n_ctx > self.hparams.n_ctx_train {
+        if n_ctx > hp.n_ctx_train {
             return Err(ModelError::Request(format!(
                 "a context of {n_ctx} exceeds the model's training context of {}",
-                self.hparams.n_ctx_train
+                hp.n_ctx_train
             )));
         }
         if n_ctx == 0 {
@@ -203,25 +211,18 @@ impl Model {
                 "the context length must be positive".into(),
             ));
         }
+        let n_batch = options.n_batch.max(1);
         Ok(Session {
             model: self,
-            cache: KvCache::new(&self.hparams, n_ctx, options.kv_type),
+            parts: self.set.parts().iter().map(|p| p.file().bytes()).collect(),
+            cache: KvCache::new(hp, n_ctx, n_batch, options.kv_type),
             n_ctx,
-            n_batch: options.n_batch.max(1),
+            n_batch,
             tokens: Vec::new(),
             scratch: Scratch::default(),
             logits: Vec::new(),
             pool,
         })
-    }
-
-    fn forward(&self) -> Forward<'_> {
-        Forward {
-            hp: &self.hparams,
-            w: &self.weights,
-            bytes: self.map.file().bytes(),
-            rope: self.rope,
-        }
     }
 }
 
@@ -239,6 +240,8 @@ pub struct GeneratedToken {
 /// new prompt starts with them.
 pub struct Session<'m> {
     model: &'m Model,
+    /// The mapped bytes of each part of the model's file.
+    parts: Vec<&'m [u8]>,
     cache: KvCache,
     n_ctx: usize,
     n_batch: usize,
@@ -304,7 +307,7 @@ impl<'m> Session<'m> {
                 n_ctx: self.n_ctx,
             });
         }
-        let n_vocab = self.model.hparams.n_vocab;
+        let n_vocab = self.model.hparams().n_vocab;
         if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= n_vocab) {
             return Err(ModelError::Request(format!(
                 "token id {bad} is out of range (the vocabulary has {n_vocab} tokens)"
@@ -317,20 +320,27 @@ impl<'m> Session<'m> {
     /// [`Session::logits`] holds the next-token logits.
     pub fn eval(&mut self, tokens: &[u32]) -> Result<()> {
         self.check_request(tokens)?;
-        let fwd = self.model.forward();
         for chunk in tokens.chunks(self.n_batch) {
-            fwd.run(
-                &self.pool,
-                &mut self.cache,
-                self.n_ctx,
-                chunk,
-                self.tokens.len(),
-                false,
-                &mut self.scratch,
-                &mut self.logits,
-            )?;
-            self.tokens.extend_from_slice(chunk);
+            self.run(chunk, false)?;
         }
+        Ok(())
+    }
+
+    /// One batch through the model, after the cached tokens (checked by `check_request`).
+    fn run(&mut self, chunk: &[u32], all_logits: bool) -> Result<()> {
+        self.model.arch.forward(&mut Pass {
+            ctx: Ctx {
+                pool: &self.pool,
+                parts: &self.parts,
+            },
+            cache: &mut self.cache,
+            s: &mut self.scratch,
+            tokens: chunk,
+            pos0: self.tokens.len(),
+            all_logits,
+            logits: &mut self.logits,
+        })?;
+        self.tokens.extend_from_slice(chunk);
         Ok(())
     }
 
@@ -338,23 +348,12 @@ impl<'m> Session<'m> {
     /// (`tokens.len()` rows of the vocabulary size), for scoring text (perplexity).
     pub fn eval_all_logits(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
         self.check_request(tokens)?;
-        let fwd = self.model.forward();
-        let mut all = Vec::with_capacity(tokens.len() * self.model.hparams.n_vocab);
+        let v = self.model.hparams().n_vocab;
+        let mut all = Vec::with_capacity(tokens.len() * v);
         for chunk in tokens.chunks(self.n_batch) {
-            fwd.run(
-                &self.pool,
-                &mut self.cache,
-                self.n_ctx,
-                chunk,
-                self.tokens.len(),
-                true,
-                &mut self.scratch,
-                &mut self.logits,
-            )?;
-            self.tokens.extend_from_slice(chunk);
+            self.run(chunk, true)?;
             all.extend_from_slice(&self.logits);
         }
-        let v = self.model.hparams.n_vocab;
         let n = self.logits.len();
         if n >= v {
             self.logits.drain(..n - v);
@@ -439,7 +438,7 @@ impl Model {
     /// The prompt the file's chat template renders for `messages`, ending with the
     /// assistant's turn.
     pub fn chat_prompt(&self, messages: &[ChatMessage]) -> Result<String> {
-        let template = ChatTemplate::from_gguf(self.map.file(), None)?;
+        let template = ChatTemplate::from_gguf(self.file(), None)?;
         Ok(template.render(
             messages,
             &RenderOptions {

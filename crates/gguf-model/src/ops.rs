@@ -6,6 +6,8 @@
 use gguf_quant::vec;
 use half::f16;
 
+use crate::hparams::RopeScaling;
+
 /// `x * 1/sqrt(mean(x²) + eps) * w`, as `ggml_rms_norm` followed by `ggml_mul`: the sum of
 /// squares in f64, the mean and scale in f32.
 pub(crate) fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
@@ -74,6 +76,49 @@ impl Rope {
         }
     }
 
+    /// The RoPE of `n_dims` dimensions at base `freq_base` with `scaling` (`n_ctx_train` is
+    /// the original context when the scaling does not name one), as llama.cpp sets up
+    /// `ggml_rope_ext` for a model.
+    pub(crate) fn for_model(
+        n_dims: usize,
+        neox: bool,
+        freq_base: f32,
+        scaling: RopeScaling,
+        n_ctx_train: usize,
+    ) -> Rope {
+        let (freq_scale, ext_factor, attn_factor, beta_fast, beta_slow, n_ctx_orig) = match scaling
+        {
+            RopeScaling::None => (1.0, 0.0, 1.0, 32.0, 1.0, n_ctx_train),
+            RopeScaling::Linear { factor } => (1.0 / factor, 0.0, 1.0, 32.0, 1.0, n_ctx_train),
+            RopeScaling::Yarn {
+                factor,
+                original_context,
+                ext_factor,
+                attn_factor,
+                beta_fast,
+                beta_slow,
+            } => (
+                1.0 / factor,
+                ext_factor,
+                attn_factor,
+                beta_fast,
+                beta_slow,
+                original_context,
+            ),
+        };
+        Rope::new(
+            n_dims,
+            neox,
+            freq_base,
+            freq_scale,
+            ext_factor,
+            attn_factor,
+            beta_fast,
+            beta_slow,
+            n_ctx_orig,
+        )
+    }
+
     /// Appends the `n_dims / 2` (cos, sin) pairs for position `pos` to `out`, as
     /// `ggml_rope_cache_init`.
     pub(crate) fn cache(&self, pos: i64, out: &mut Vec<(f32, f32)>) {
@@ -116,23 +161,75 @@ impl Rope {
     }
 }
 
-/// The online softmax of ggml's flash attention over cache positions `first..=last`:
-/// `score(ic)` is position `ic`'s scaled logit; `update(ic, rescale, weight)` multiplies the
-/// accumulated values by `rescale` (when a new maximum appears) and adds value `ic` times
-/// `weight`. `fused_sum` says whether the weight sum is updated with a fused multiply-add (as
-/// ggml's one-query path is compiled) or not. Returns the reciprocal of the weight sum (0 when
-/// nothing was attended).
+/// One KV head's cached keys and values: position `p` at row `p % capacity`, rows
+/// `key_stride` (`value_stride`) elements apart (the heads of one position are interleaved).
+#[derive(Clone, Copy)]
+pub(crate) struct KvHead<'a, T> {
+    pub keys: &'a [T],
+    pub values: &'a [T],
+    pub key_stride: usize,
+    pub value_stride: usize,
+    pub capacity: usize,
+}
+
+impl<T> KvHead<'_, T> {
+    fn key(&self, slot: usize, dk: usize) -> &[T] {
+        &self.keys[slot * self.key_stride..slot * self.key_stride + dk]
+    }
+
+    fn value(&self, slot: usize, dv: usize) -> &[T] {
+        &self.values[slot * self.value_stride..slot * self.value_stride + dv]
+    }
+}
+
+/// How attention turns `q·k` into a logit: times `scale`, then, with a soft cap `c` (Gemma 2),
+/// `c * tanh(q·k * scale / c)`, computed as ggml does (the scale divided by the cap first).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Scores {
+    scale: f32,
+    softcap: f32,
+}
+
+impl Scores {
+    /// `softcap` 0 means none.
+    pub(crate) fn new(scale: f32, softcap: f32) -> Scores {
+        let scale = if softcap != 0.0 {
+            scale / softcap
+        } else {
+            scale
+        };
+        Scores { scale, softcap }
+    }
+
+    fn logit(&self, dot: f32) -> f32 {
+        let s = dot * self.scale;
+        if self.softcap != 0.0 {
+            self.softcap * s.tanh()
+        } else {
+            s
+        }
+    }
+}
+
+/// The online softmax of ggml's flash attention over positions `first..=last` of a ring of
+/// `capacity` slots: `score(slot)` is the position's logit; `update(slot, rescale, weight)`
+/// multiplies the accumulated values by `rescale` (when a new maximum appears) and adds the
+/// position's value times `weight`. `fused_sum` says whether the weight sum is updated with a
+/// fused multiply-add (as ggml's one-query path is compiled) or not. Returns the reciprocal
+/// of the weight sum (0 when nothing was attended).
 fn online_softmax(
     first: usize,
     last: usize,
+    capacity: usize,
     fused_sum: bool,
     mut score: impl FnMut(usize) -> f32,
     mut update: impl FnMut(usize, Option<f32>, f32),
 ) -> f32 {
     let mut sum = 0f32;
     let mut max = f32::NEG_INFINITY;
-    for ic in first..=last {
-        let s = score(ic);
+    let mut slot = first % capacity;
+    for _ in first..=last {
+        let s = score(slot);
         let (rescale, weight) = if s > max {
             let old = max;
             max = s;
@@ -140,13 +237,17 @@ fn online_softmax(
         } else {
             (None, (s - max).exp())
         };
-        update(ic, rescale, weight);
+        update(slot, rescale, weight);
         let ms = rescale.unwrap_or(1.0);
         sum = if fused_sum {
             sum.mul_add(ms, weight)
         } else {
             sum * ms + weight
         };
+        slot += 1;
+        if slot == capacity {
+            slot = 0;
+        }
     }
     if sum == 0.0 {
         0.0
@@ -155,19 +256,17 @@ fn online_softmax(
     }
 }
 
-/// One query head against the cached keys and values `first..=last` of its KV head (positions
+/// One query head against the cached positions `first..=last` of its KV head (positions
 /// before `first` masked, for sliding windows), as `ggml_flash_attn_ext` (one-chunk path, f16
 /// K and V): the query rounded to f16, online softmax in f32, the weighted values accumulated in
 /// f16.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn attend_f16(
     q: &[f32],
-    keys: &[f16],
-    values: &[f16],
-    kv_stride: usize,
+    kv: KvHead<'_, f16>,
     first: usize,
     last: usize,
-    scale: f32,
+    scores: Scores,
     q16: &mut Vec<f16>,
     acc: &mut Vec<f16>,
     out: &mut [f32],
@@ -181,13 +280,14 @@ pub(crate) fn attend_f16(
     let inv = online_softmax(
         first,
         last,
+        kv.capacity,
         true,
-        |ic| vec::dot_f16(&keys[ic * kv_stride..ic * kv_stride + dk], q16) * scale,
-        |ic, rescale, weight| {
+        |slot| scores.logit(vec::dot_f16(kv.key(slot, dk), q16)),
+        |slot, rescale, weight| {
             if let Some(ms) = rescale {
                 vec::scale_f16(acc, ms);
             }
-            vec::mad_f16(acc, &values[ic * kv_stride..ic * kv_stride + dv], weight);
+            vec::mad_f16(acc, kv.value(slot, dv), weight);
         },
     );
     for (o, a) in out.iter_mut().zip(acc.iter()) {
@@ -201,12 +301,10 @@ pub(crate) fn attend_f16(
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn attend_f16_wide(
     q: &[f32],
-    keys: &[f16],
-    values: &[f16],
-    kv_stride: usize,
+    kv: KvHead<'_, f16>,
     first: usize,
     last: usize,
-    scale: f32,
+    scores: Scores,
     row: &mut Vec<f32>,
     acc: &mut Vec<f32>,
     out: &mut [f32],
@@ -219,16 +317,17 @@ pub(crate) fn attend_f16_wide(
     let inv = online_softmax(
         first,
         last,
+        kv.capacity,
         false,
-        |ic| {
-            vec::f16_to_f32(&keys[ic * kv_stride..ic * kv_stride + dk], key_row);
-            dot_f32(key_row, q) * scale
+        |slot| {
+            vec::f16_to_f32(kv.key(slot, dk), key_row);
+            scores.logit(dot_f32(key_row, q))
         },
-        |ic, rescale, weight| {
+        |slot, rescale, weight| {
             if let Some(ms) = rescale {
                 acc.iter_mut().for_each(|a| *a *= ms);
             }
-            vec::f16_to_f32(&values[ic * kv_stride..ic * kv_stride + dv], value_row);
+            vec::f16_to_f32(kv.value(slot, dv), value_row);
             for (a, &x) in acc.iter_mut().zip(value_row.iter()) {
                 *a += x * weight;
             }
@@ -258,15 +357,12 @@ fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
 }
 
 /// As [`attend_f16`] for an f32 cache (values accumulated in f32).
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn attend_f32(
     q: &[f32],
-    keys: &[f32],
-    values: &[f32],
-    kv_stride: usize,
+    kv: KvHead<'_, f32>,
     first: usize,
     last: usize,
-    scale: f32,
+    scores: Scores,
     acc: &mut Vec<f32>,
     out: &mut [f32],
 ) {
@@ -276,20 +372,34 @@ pub(crate) fn attend_f32(
     let inv = online_softmax(
         first,
         last,
+        kv.capacity,
         true,
-        |ic| dot_f32(&keys[ic * kv_stride..ic * kv_stride + dk], q) * scale,
-        |ic, rescale, weight| {
+        |slot| scores.logit(dot_f32(kv.key(slot, dk), q)),
+        |slot, rescale, weight| {
             if let Some(ms) = rescale {
                 acc.iter_mut().for_each(|a| *a *= ms);
             }
-            let v = &values[ic * kv_stride..ic * kv_stride + dv];
-            for (a, &x) in acc.iter_mut().zip(v) {
+            for (a, &x) in acc.iter_mut().zip(kv.value(slot, dv)) {
                 *a = x.mul_add(weight, *a);
             }
         },
     );
     for (o, a) in out.iter_mut().zip(acc.iter()) {
         *o = a * inv;
+    }
+}
+
+/// `x[i] += y[i]`: the residual connections.
+pub(crate) fn add_assign(x: &mut [f32], y: &[f32]) {
+    for (a, &b) in x.iter_mut().zip(y) {
+        *a += b;
+    }
+}
+
+/// Adds `bias` to every row of `rows` (a bias after a matrix product).
+pub(crate) fn add_bias(rows: &mut [f32], bias: &[f32]) {
+    for row in rows.chunks_exact_mut(bias.len()) {
+        add_assign(row, bias);
     }
 }
 
@@ -329,8 +439,22 @@ mod tests {
         let q = vec![0.5f32; dk];
         let mut out = vec![0f32; dk];
         let (mut q16, mut acc) = (Vec::new(), Vec::new());
+        let kv = KvHead {
+            keys: &keys,
+            values: &values,
+            key_stride: dk,
+            value_stride: dk,
+            capacity: 1,
+        };
         attend_f16(
-            &q, &keys, &values, dk, 0, 0, 0.3, &mut q16, &mut acc, &mut out,
+            &q,
+            kv,
+            0,
+            0,
+            Scores::new(0.3, 0.0),
+            &mut q16,
+            &mut acc,
+            &mut out,
         );
         let expected: Vec<f32> = (0..dk).map(|i| 1.0 + i as f32).collect();
         assert_eq!(out, expected);

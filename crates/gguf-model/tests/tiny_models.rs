@@ -436,3 +436,35 @@ fn nan_logits_are_an_error_rather_than_token_zero() {
     );
     assert!(generation.next().is_none());
 }
+
+/// A sliding-window layer keeps only its window (plus one batch) in a ring: evaluated one token
+/// at a time, the ring of the mistral model wraps twice over 20 tokens, and every position's
+/// logits are the same as with a cache that holds every position.
+#[test]
+fn a_sliding_window_ring_cache_gives_the_full_caches_logits() {
+    let model = Model::load(fixture("model-mistral.gguf")).unwrap();
+    let window = model.hparams().sliding_window.unwrap();
+    let tokens: Vec<u32> = (0..20).map(|i| 3 + (i * 37) % 300).collect();
+    let logits_of = |n_batch: usize| {
+        let mut session = model
+            .session(SessionOptions {
+                n_ctx: 64,
+                n_batch,
+                threads: 1,
+                ..SessionOptions::default()
+            })
+            .unwrap();
+        let bytes = session.kv_cache_bytes();
+        let mut all = Vec::new();
+        for &t in &tokens {
+            session.eval(&[t]).unwrap();
+            all.extend_from_slice(session.logits());
+        }
+        (all, bytes)
+    };
+    let (ring, ring_bytes) = logits_of(1);
+    let (full, full_bytes) = logits_of(64);
+    assert_eq!(ring, full);
+    // 8 slots (the window) per layer instead of 64.
+    assert_eq!(ring_bytes * 64, full_bytes * window);
+}

@@ -1,0 +1,245 @@
+//! The llama family: `llama` (Llama 1-3, SmolLM2, TinyLlama), `mistral` (llama with a sliding
+//! attention window), `qwen2` (biases on Q, K and V; NeoX RoPE) and `qwen3` (an RMSNorm on
+//! each head of Q and K; NeoX RoPE). Pre-norm blocks: RMSNorm, attention with RoPE, RMSNorm,
+//! SwiGLU feed-forward.
+
+use gguf_format::split::SplitSet;
+
+use super::Architecture;
+use crate::error::Result;
+use crate::forward::{
+    apply_rope, attention, output_rows, rms_norm_heads, rms_norm_rows, Heads, Pass,
+};
+use crate::hparams::{Hparams, Reader};
+use crate::ops::{add_assign, add_bias, Rope, Scores};
+use crate::weights::{Loader, Matrix};
+
+/// What sets the family's members apart.
+#[derive(Debug, Clone, Copy)]
+struct Variant {
+    /// RoPE rotates the two halves of each head rather than adjacent pairs.
+    neox: bool,
+    /// Q, K and V have biases (optional tensors elsewhere).
+    qkv_bias: bool,
+    /// Q and K heads are RMS-normed.
+    qk_norm: bool,
+    /// `attention.sliding_window` applies to every layer.
+    sliding_window: bool,
+}
+
+impl Variant {
+    fn of(arch: &str) -> Variant {
+        let plain = Variant {
+            neox: false,
+            qkv_bias: false,
+            qk_norm: false,
+            sliding_window: false,
+        };
+        match arch {
+            "mistral" => Variant {
+                sliding_window: true,
+                ..plain
+            },
+            "qwen2" => Variant {
+                neox: true,
+                qkv_bias: true,
+                ..plain
+            },
+            "qwen3" => Variant {
+                neox: true,
+                qk_norm: true,
+                ..plain
+            },
+            _ => plain,
+        }
+    }
+}
+
+/// One block's tensors.
+struct Layer {
+    attn_norm: Vec<f32>,
+    wq: Matrix,
+    wk: Matrix,
+    wv: Matrix,
+    wo: Matrix,
+    bq: Option<Vec<f32>>,
+    bk: Option<Vec<f32>>,
+    bv: Option<Vec<f32>>,
+    q_norm: Option<Vec<f32>>,
+    k_norm: Option<Vec<f32>>,
+    ffn_norm: Vec<f32>,
+    w_gate: Matrix,
+    w_up: Matrix,
+    w_down: Matrix,
+}
+
+struct Llama {
+    hp: Hparams,
+    token_embd: Matrix,
+    layers: Vec<Layer>,
+    output_norm: Vec<f32>,
+    /// `output.weight`, or `token_embd` when the model ties them.
+    output: Matrix,
+    rope: Rope,
+    scores: Scores,
+}
+
+pub(super) fn load(
+    set: &SplitSet,
+    name: &str,
+    arch: &'static str,
+) -> Result<Box<dyn Architecture>> {
+    let variant = Variant::of(arch);
+    let r = Reader {
+        file: set.metadata(),
+        name,
+        arch,
+    };
+    let mut hp = r.common("attention.layer_norm_rms_epsilon")?;
+    if variant.sliding_window {
+        hp.sliding_window = r.sliding_window()?;
+        hp.layer_windows = vec![hp.sliding_window; hp.n_layer];
+    }
+    let l = Loader { set, name };
+    hp.n_vocab = l.rows_of("token_embd.weight", hp.n_embd)?;
+    let token_embd = l.matrix("token_embd.weight", hp.n_embd, hp.n_vocab)?;
+    let (q_out, k_out, v_out) = (
+        hp.n_head * hp.head_dim_k,
+        hp.n_head_kv * hp.head_dim_k,
+        hp.n_head_kv * hp.head_dim_v,
+    );
+    let mut layers = Vec::with_capacity(hp.n_layer);
+    for i in 0..hp.n_layer {
+        let t = |s: &str| format!("blk.{i}.{s}");
+        let bias = |s: &str, n| {
+            if variant.qkv_bias {
+                l.vector(&t(s), n).map(Some)
+            } else {
+                l.optional_vector(&t(s), n)
+            }
+        };
+        let norm = |s: &str| {
+            variant
+                .qk_norm
+                .then(|| l.vector(&t(s), hp.head_dim_k))
+                .transpose()
+        };
+        layers.push(Layer {
+            attn_norm: l.vector(&t("attn_norm.weight"), hp.n_embd)?,
+            wq: l.matrix(&t("attn_q.weight"), hp.n_embd, q_out)?,
+            wk: l.matrix(&t("attn_k.weight"), hp.n_embd, k_out)?,
+            wv: l.matrix(&t("attn_v.weight"), hp.n_embd, v_out)?,
+            wo: l.matrix(
+                &t("attn_output.weight"),
+                hp.n_head * hp.head_dim_v,
+                hp.n_embd,
+            )?,
+            bq: bias("attn_q.bias", q_out)?,
+            bk: bias("attn_k.bias", k_out)?,
+            bv: bias("attn_v.bias", v_out)?,
+            q_norm: norm("attn_q_norm.weight")?,
+            k_norm: norm("attn_k_norm.weight")?,
+            ffn_norm: l.vector(&t("ffn_norm.weight"), hp.n_embd)?,
+            w_gate: l.matrix(&t("ffn_gate.weight"), hp.n_embd, hp.n_ff)?,
+            w_up: l.matrix(&t("ffn_up.weight"), hp.n_embd, hp.n_ff)?,
+            w_down: l.matrix(&t("ffn_down.weight"), hp.n_ff, hp.n_embd)?,
+        });
+    }
+    let output = l
+        .optional_matrix("output.weight", hp.n_embd, hp.n_vocab)?
+        .unwrap_or(token_embd);
+    let output_norm = l.vector("output_norm.weight", hp.n_embd)?;
+    let rope = Rope::for_model(
+        hp.n_rot,
+        variant.neox,
+        hp.rope_freq_base,
+        hp.rope_scaling,
+        hp.n_ctx_train,
+    );
+    let scores = Scores::new(1.0 / (hp.head_dim_k as f32).sqrt(), 0.0);
+    Ok(Box::new(Llama {
+        hp,
+        token_embd,
+        layers,
+        output_norm,
+        output,
+        rope,
+        scores,
+    }))
+}
+
+impl Architecture for Llama {
+    fn hparams(&self) -> &Hparams {
+        &self.hp
+    }
+
+    fn forward(&self, pass: &mut Pass<'_>) -> Result<()> {
+        let hp = &self.hp;
+        let Pass {
+            ctx,
+            cache,
+            s,
+            tokens,
+            pos0,
+            all_logits,
+            logits,
+        } = pass;
+        let (n, pos0, eps) = (tokens.len(), *pos0, hp.norm_eps);
+        let heads = Heads {
+            n_head: hp.n_head,
+            n_head_kv: hp.n_head_kv,
+            head_dim_k: hp.head_dim_k,
+            head_dim_v: hp.head_dim_v,
+        };
+        ctx.embed(&self.token_embd, tokens, &mut s.x)?;
+        s.fill_rope(std::slice::from_ref(&self.rope), pos0, n);
+        for (il, l) in self.layers.iter().enumerate() {
+            rms_norm_rows(&s.x, &l.attn_norm, eps, &mut s.h);
+            ctx.matmul(&l.wq, &s.h, &mut s.q, &mut s.quant)?;
+            ctx.matmul(&l.wk, &s.h, &mut s.k, &mut s.quant)?;
+            ctx.matmul(&l.wv, &s.h, &mut s.v, &mut s.quant)?;
+            for (rows, bias) in [(&mut s.q, &l.bq), (&mut s.k, &l.bk), (&mut s.v, &l.bv)] {
+                if let Some(b) = bias {
+                    add_bias(rows, b);
+                }
+            }
+            if let (Some(qn), Some(kn)) = (&l.q_norm, &l.k_norm) {
+                rms_norm_heads(&mut s.q, qn, eps);
+                rms_norm_heads(&mut s.k, kn, eps);
+            }
+            apply_rope(&self.rope, &s.rope[0], &mut s.q, hp.head_dim_k);
+            apply_rope(&self.rope, &s.rope[0], &mut s.k, hp.head_dim_k);
+            cache.store(il, pos0, &s.k, &s.v);
+            attention(
+                ctx.pool,
+                cache,
+                il,
+                &s.q,
+                pos0,
+                heads,
+                hp.layer_windows[il],
+                self.scores,
+                &mut s.attn_threads,
+                &mut s.attn,
+            );
+            ctx.matmul(&l.wo, &s.attn, &mut s.h, &mut s.quant)?;
+            add_assign(&mut s.x, &s.h);
+            rms_norm_rows(&s.x, &l.ffn_norm, eps, &mut s.h);
+            ctx.matmul(&l.w_gate, &s.h, &mut s.gate, &mut s.quant)?;
+            ctx.matmul(&l.w_up, &s.h, &mut s.up, &mut s.quant)?;
+            gguf_quant::vec::swiglu(&mut s.gate, &s.up);
+            ctx.matmul(&l.w_down, &s.gate, &mut s.h, &mut s.quant)?;
+            add_assign(&mut s.x, &s.h);
+        }
+        let d = hp.n_embd;
+        let rows = output_rows(n, *all_logits);
+        rms_norm_rows(
+            &s.x[rows.start * d..rows.end * d],
+            &self.output_norm,
+            eps,
+            &mut s.row,
+        );
+        ctx.matmul(&self.output, &s.row, logits, &mut s.quant)?;
+        Ok(())
+    }
+}

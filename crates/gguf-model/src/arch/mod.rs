@@ -1,0 +1,80 @@
+//! The architectures, one module each, and the registry that names them.
+//!
+//! An architecture owns its hyperparameters (read from `{arch}.*` with the spec's defaults),
+//! its tensor table (names and shapes, checked at load with errors naming the tensor) and its
+//! forward pass, built from the shared steps of [`crate::forward`] and [`crate::ops`].
+//! Adding one means a module here, a line in [`ARCHITECTURES`], and its tests.
+
+mod llama;
+
+use gguf_format::split::SplitSet;
+
+use crate::error::{ModelError, Result};
+use crate::forward::Pass;
+use crate::hparams::Hparams;
+
+/// A loaded architecture: its hyperparameters and tensors, and how it computes a batch.
+pub(crate) trait Architecture: Send + Sync {
+    /// The hyperparameters every architecture has.
+    fn hparams(&self) -> &Hparams;
+
+    /// Runs one batch (see [`Pass`]).
+    fn forward(&self, pass: &mut Pass<'_>) -> Result<()>;
+}
+
+/// Reads an architecture's hyperparameters and tensors from a file (or split set) named
+/// `name` in errors; `arch` is the name it is registered under.
+type LoadFn = fn(set: &SplitSet, name: &str, arch: &'static str) -> Result<Box<dyn Architecture>>;
+
+/// One registered architecture.
+pub(crate) struct Entry {
+    /// `general.architecture`.
+    pub name: &'static str,
+    pub load: LoadFn,
+}
+
+/// Every architecture this crate runs.
+pub(crate) const ARCHITECTURES: &[Entry] = &[
+    Entry {
+        name: "llama",
+        load: llama::load,
+    },
+    Entry {
+        name: "mistral",
+        load: llama::load,
+    },
+    Entry {
+        name: "qwen2",
+        load: llama::load,
+    },
+    Entry {
+        name: "qwen3",
+        load: llama::load,
+    },
+];
+
+/// The names in [`ARCHITECTURES`], in order.
+pub const SUPPORTED: &[&str] = &names::<{ ARCHITECTURES.len() }>();
+
+const fn names<const N: usize>() -> [&'static str; N] {
+    let mut out = [""; N];
+    let mut i = 0;
+    while i < N {
+        out[i] = ARCHITECTURES[i].name;
+        i += 1;
+    }
+    out
+}
+
+/// The architecture `set`'s metadata names, loaded.
+pub(crate) fn load(set: &SplitSet, name: &str) -> Result<Box<dyn Architecture>> {
+    let arch = set.metadata().architecture()?;
+    let entry = ARCHITECTURES
+        .iter()
+        .find(|e| e.name == arch)
+        .ok_or_else(|| ModelError::UnsupportedArchitecture {
+            file: name.to_string(),
+            arch: arch.to_string(),
+        })?;
+    (entry.load)(set, name, entry.name)
+}

@@ -1,0 +1,274 @@
+//! Hyperparameters: the ones every architecture has ([`Hparams`]), and [`Reader`], which
+//! reads `{arch}.*` keys with the spec's defaults and the checks that keep a file from
+//! computing NaN (an architecture reads its own extra keys with it).
+
+use gguf_format::GgufFile;
+
+use crate::error::{ModelError, Result};
+
+/// How RoPE positions are scaled (`{arch}.rope.scaling.type`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RopeScaling {
+    /// No scaling.
+    None,
+    /// Positions divided by `factor`.
+    Linear {
+        /// `rope.scaling.factor`.
+        factor: f32,
+    },
+    /// YaRN.
+    Yarn {
+        /// `rope.scaling.factor`.
+        factor: f32,
+        /// `rope.scaling.original_context_length`.
+        original_context: usize,
+        /// `rope.scaling.yarn_ext_factor`.
+        ext_factor: f32,
+        /// `rope.scaling.yarn_attn_factor`.
+        attn_factor: f32,
+        /// `rope.scaling.yarn_beta_fast`.
+        beta_fast: f32,
+        /// `rope.scaling.yarn_beta_slow`.
+        beta_slow: f32,
+    },
+}
+
+/// The hyperparameters every architecture has; each architecture keeps its own extras.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hparams {
+    /// `general.architecture`.
+    pub arch: &'static str,
+    /// Width of the residual stream.
+    pub n_embd: usize,
+    /// Transformer blocks.
+    pub n_layer: usize,
+    /// Query heads.
+    pub n_head: usize,
+    /// Key/value heads (grouped-query attention when fewer than `n_head`).
+    pub n_head_kv: usize,
+    /// Dimension of each key head.
+    pub head_dim_k: usize,
+    /// Dimension of each value head.
+    pub head_dim_v: usize,
+    /// Hidden width of the feed-forward block.
+    pub n_ff: usize,
+    /// Vocabulary size (rows of `token_embd`).
+    pub n_vocab: usize,
+    /// The context the model was trained for.
+    pub n_ctx_train: usize,
+    /// Epsilon of the normalisations (RMSNorm or LayerNorm, as the architecture uses).
+    pub norm_eps: f32,
+    /// RoPE base frequency (of the global-attention layers where they differ).
+    pub rope_freq_base: f32,
+    /// Dimensions of each head that RoPE rotates.
+    pub n_rot: usize,
+    /// RoPE scaling.
+    pub rope_scaling: RopeScaling,
+    /// The attention window of the sliding-window layers, if any.
+    pub sliding_window: Option<usize>,
+    /// Per layer: its attention window (`None`: it attends to the whole context). Its KV
+    /// cache keeps only the window.
+    pub layer_windows: Vec<Option<usize>>,
+}
+
+impl Hparams {
+    /// Key and value widths of one position in the KV cache.
+    pub(crate) fn kv_widths(&self) -> (usize, usize) {
+        (
+            self.n_head_kv * self.head_dim_k,
+            self.n_head_kv * self.head_dim_v,
+        )
+    }
+}
+
+/// Reads `{arch}.*` keys of a file named `name` in errors.
+pub(crate) struct Reader<'f, 'a> {
+    pub file: &'f GgufFile<'a>,
+    pub name: &'f str,
+    pub arch: &'static str,
+}
+
+impl Reader<'_, '_> {
+    /// An error about the hyperparameters of this file.
+    pub fn error(&self, message: impl Into<String>) -> ModelError {
+        ModelError::Hyperparameters {
+            file: self.name.to_string(),
+            message: message.into(),
+        }
+    }
+
+    /// `{arch}.{suffix}`.
+    pub fn key(&self, suffix: &str) -> String {
+        format!("{}.{suffix}", self.arch)
+    }
+
+    /// A required unsigned key.
+    pub fn usize(&self, suffix: &str) -> Result<usize> {
+        Ok(self.file.get_usize(&self.key(suffix))?)
+    }
+
+    /// An optional unsigned key.
+    pub fn opt_usize(&self, suffix: &str) -> Result<Option<usize>> {
+        let key = self.key(suffix);
+        match self.file.value(&key) {
+            None => Ok(None),
+            Some(_) => Ok(Some(self.file.get_usize(&key)?)),
+        }
+    }
+
+    /// An optional float key.
+    pub fn opt_f32(&self, suffix: &str) -> Result<Option<f32>> {
+        Ok(self.file.get_opt::<f32>(&self.key(suffix))?)
+    }
+
+    /// `value`, if it is finite and above zero: a NaN, zero or negative epsilon, base or
+    /// factor turns every logit into NaN (or divides by zero), which would generate nothing.
+    pub fn positive(&self, suffix: &str, value: f32) -> Result<f32> {
+        if value.is_finite() && value > 0.0 {
+            Ok(value)
+        } else {
+            Err(self.error(format!(
+                "{} is {value}; it must be a finite number above zero",
+                self.key(suffix)
+            )))
+        }
+    }
+
+    /// An optional float key that must be [`Reader::positive`], or `default`.
+    pub fn positive_or(&self, suffix: &str, default: f32) -> Result<f32> {
+        self.positive(suffix, self.opt_f32(suffix)?.unwrap_or(default))
+    }
+
+    /// An optional float key that must be finite, or `default`.
+    pub fn finite_or(&self, suffix: &str, default: f32) -> Result<f32> {
+        let value = self.opt_f32(suffix)?.unwrap_or(default);
+        if value.is_finite() {
+            Ok(value)
+        } else {
+            Err(self.error(format!(
+                "{} is {value}; it must be a finite number",
+                self.key(suffix)
+            )))
+        }
+    }
+
+    /// A required float key that must be [`Reader::positive`].
+    pub fn required_positive(&self, suffix: &str) -> Result<f32> {
+        let value = self
+            .opt_f32(suffix)?
+            .ok_or_else(|| self.error(format!("{} is missing", self.key(suffix))))?;
+        self.positive(suffix, value)
+    }
+
+    /// The hyperparameters every architecture has, with the spec's defaults: heads of
+    /// `n_embd / n_head` dimensions, `n_head_kv = n_head`, RoPE over the whole head at base
+    /// 10,000, no sliding window. `norm_eps_key` is `attention.layer_norm_rms_epsilon` or
+    /// `attention.layer_norm_epsilon`.
+    pub fn common(&self, norm_eps_key: &str) -> Result<Hparams> {
+        let n_embd = self.usize("embedding_length")?;
+        let n_layer = self.usize("block_count")?;
+        let n_head = self.usize("attention.head_count")?;
+        let n_head_kv = self.opt_usize("attention.head_count_kv")?.unwrap_or(n_head);
+        let n_ff = self.usize("feed_forward_length")?;
+        let n_ctx_train = self.usize("context_length")?;
+        if n_embd == 0 || n_layer == 0 || n_head == 0 || n_head_kv == 0 || n_ff == 0 {
+            return Err(self.error("embedding length, block count, head counts and feed-forward length must be positive"));
+        }
+        if n_ctx_train == 0 {
+            return Err(self.error(format!("{} is 0", self.key("context_length"))));
+        }
+        if n_head % n_head_kv != 0 {
+            return Err(self.error(format!(
+                "{n_head} query heads are not a multiple of {n_head_kv} key/value heads"
+            )));
+        }
+        // Generous bounds: they only stop absurd values from driving allocations.
+        if n_embd > 1 << 16 || n_layer > 1 << 10 || n_head > 1 << 10 || n_ff > 1 << 20 {
+            return Err(self.error("hyperparameters out of range"));
+        }
+        let head_dim_k = self
+            .opt_usize("attention.key_length")?
+            .unwrap_or(n_embd / n_head);
+        let head_dim_v = self
+            .opt_usize("attention.value_length")?
+            .unwrap_or(n_embd / n_head);
+        if head_dim_k == 0 || head_dim_v == 0 || head_dim_k > 1024 || head_dim_v > 1024 {
+            return Err(self.error(format!(
+                "head dimensions {head_dim_k}/{head_dim_v} are out of range"
+            )));
+        }
+        let n_rot = self
+            .opt_usize("rope.dimension_count")?
+            .unwrap_or(head_dim_k);
+        if n_rot == 0 || n_rot > head_dim_k || n_rot % 2 != 0 {
+            return Err(self.error(format!("rope.dimension_count {n_rot} must be even, positive and at most the head dimension {head_dim_k}")));
+        }
+        let norm_eps = self.required_positive(norm_eps_key)?;
+        let rope_freq_base = self.positive_or("rope.freq_base", 10_000.0)?;
+        Ok(Hparams {
+            arch: self.arch,
+            n_embd,
+            n_layer,
+            n_head,
+            n_head_kv,
+            head_dim_k,
+            head_dim_v,
+            n_ff,
+            n_vocab: 0,
+            n_ctx_train,
+            norm_eps,
+            rope_freq_base,
+            n_rot,
+            rope_scaling: self.rope_scaling(n_ctx_train)?,
+            sliding_window: None,
+            layer_windows: vec![None; n_layer],
+        })
+    }
+
+    /// `rope.scaling.*`.
+    fn rope_scaling(&self, n_ctx_train: usize) -> Result<RopeScaling> {
+        let factor = self
+            .opt_f32("rope.scaling.factor")?
+            .map(|f| self.positive("rope.scaling.factor", f))
+            .transpose()?;
+        let scaling_type = self.file.get_opt::<&str>(&self.key("rope.scaling.type"))?;
+        Ok(match (scaling_type, factor) {
+            (None | Some("none"), _) => RopeScaling::None,
+            (Some("linear" | "yarn"), None) => {
+                return Err(
+                    self.error("rope.scaling.type is set but rope.scaling.factor is missing")
+                )
+            }
+            (Some("linear"), Some(factor)) => RopeScaling::Linear { factor },
+            (Some("yarn"), Some(factor)) => RopeScaling::Yarn {
+                factor,
+                original_context: match self.opt_usize("rope.scaling.original_context_length")? {
+                    None => n_ctx_train,
+                    Some(0) => {
+                        return Err(self.error(format!(
+                            "{} is 0; it must be positive",
+                            self.key("rope.scaling.original_context_length")
+                        )))
+                    }
+                    Some(n) => n,
+                },
+                ext_factor: self.finite_or("rope.scaling.yarn_ext_factor", 1.0)?,
+                attn_factor: self.positive_or("rope.scaling.yarn_attn_factor", 1.0)?,
+                beta_fast: self.positive_or("rope.scaling.yarn_beta_fast", 32.0)?,
+                beta_slow: self.positive_or("rope.scaling.yarn_beta_slow", 1.0)?,
+            },
+            (Some(other), _) => {
+                return Err(self.error(format!(
+                    "rope.scaling.type `{other}` is not supported (none, linear, yarn)"
+                )))
+            }
+        })
+    }
+
+    /// `attention.sliding_window`, if set and above zero.
+    pub fn sliding_window(&self) -> Result<Option<usize>> {
+        Ok(self
+            .opt_usize("attention.sliding_window")?
+            .filter(|&w| w > 0))
+    }
+}
