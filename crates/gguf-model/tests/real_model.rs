@@ -302,3 +302,44 @@ fn prefix_reuse_gives_the_same_tokens_and_the_context_is_bounded() {
         "{err}"
     );
 }
+
+/// SmolLM2 split into three parts (as `llama-gguf-split` cuts it) runs from the parts' maps,
+/// without merging, and generates exactly what the single file generates.
+#[test]
+fn a_split_model_generates_what_the_merged_file_generates() {
+    let Some(path) = real_model("smollm2-135m") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = dir.path().join("smollm2");
+    let parts = gguf_format::split::write_split(
+        &path,
+        prefix.to_str().unwrap(),
+        gguf_format::split::SplitLimit::MaxTensors(100),
+        false,
+        &mut |_, _| {},
+    )
+    .unwrap();
+    assert_eq!(parts.len(), 3);
+    let greedy = |file: &Path| {
+        let model = Model::load(file).unwrap();
+        let mut session = model
+            .session(SessionOptions {
+                threads: 2,
+                ..SessionOptions::default()
+            })
+            .unwrap();
+        let ids: Vec<u32> = session
+            .generate("The capital of France is", &SamplerConfig::greedy(), 24)
+            .unwrap()
+            .map(|t| t.unwrap().id)
+            .collect();
+        (ids, model.file_size())
+    };
+    let (whole, whole_size) = greedy(&path);
+    let (split, split_size) = greedy(&parts[0]);
+    assert_eq!(split, whole);
+    assert_eq!(whole.len(), 24);
+    // Three maps, each with its own header.
+    assert!(split_size > whole_size, "{split_size} vs {whole_size}");
+}
