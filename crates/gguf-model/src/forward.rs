@@ -136,8 +136,9 @@ pub(crate) fn rms_norm_rows(x: &[f32], w: &[f32], eps: f32, out: &mut Vec<f32>) 
     }
 }
 
-/// RMSNorm of every `w.len()`-wide head of `rows`, in place (Qwen 3's and Gemma 3's Q/K norms).
-pub(crate) fn rms_norm_heads(rows: &mut [f32], w: &[f32], eps: f32) {
+/// RMSNorm of every `w.len()`-wide piece of `rows`, in place: each head (Qwen 3's and Gemma
+/// 3's Q/K norms) or each row.
+pub(crate) fn rms_norm_each(rows: &mut [f32], w: &[f32], eps: f32) {
     for head in rows.chunks_exact_mut(w.len()) {
         ops::rms_norm_in_place(head, w, eps);
     }

@@ -8,7 +8,7 @@ use gguf_format::split::SplitSet;
 use super::Architecture;
 use crate::error::Result;
 use crate::forward::{
-    apply_rope, attention, output_rows, rms_norm_heads, rms_norm_rows, Heads, Pass,
+    apply_rope, attention, output_rows, rms_norm_each, rms_norm_rows, Heads, Pass,
 };
 use crate::hparams::{Hparams, Reader};
 use crate::ops::{add_assign, add_bias, Rope, Scores};
@@ -204,8 +204,8 @@ impl Architecture for Llama {
                 }
             }
             if let (Some(qn), Some(kn)) = (&l.q_norm, &l.k_norm) {
-                rms_norm_heads(&mut s.q, qn, eps);
-                rms_norm_heads(&mut s.k, kn, eps);
+                rms_norm_each(&mut s.q, qn, eps);
+                rms_norm_each(&mut s.k, kn, eps);
             }
             apply_rope(&self.rope, &s.rope[0], &mut s.q, hp.head_dim_k);
             apply_rope(&self.rope, &s.rope[0], &mut s.k, hp.head_dim_k);

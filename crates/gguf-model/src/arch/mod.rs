@@ -5,6 +5,7 @@
 //! forward pass, built from the shared steps of [`crate::forward`] and [`crate::ops`].
 //! Adding one means a module here, a line in [`ARCHITECTURES`], and its tests.
 
+mod gemma;
 mod llama;
 
 use gguf_format::split::SplitSet;
@@ -50,6 +51,18 @@ pub(crate) const ARCHITECTURES: &[Entry] = &[
     Entry {
         name: "qwen3",
         load: llama::load,
+    },
+    Entry {
+        name: "gemma",
+        load: gemma::load,
+    },
+    Entry {
+        name: "gemma2",
+        load: gemma::load,
+    },
+    Entry {
+        name: "gemma3",
+        load: gemma::load,
     },
 ];
 

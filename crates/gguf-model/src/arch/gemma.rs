@@ -1,0 +1,303 @@
+//! The Gemma family, as llama.cpp computes it:
+//!
+//! - `gemma`: token embeddings scaled by `sqrt(n_embd)`; pre-norm blocks (RMSNorm with the
+//!   weights as the GGUF conversion stores them, already `1 + w`); GeGLU (tanh GELU)
+//!   feed-forward; the output tied to `token_embd`.
+//! - `gemma2`: adds an RMSNorm after attention and after the feed-forward, soft-capped
+//!   attention logits (`attn_logit_softcapping`, 50 by default) and final logits
+//!   (`final_logit_softcapping`, 30 by default), and sliding-window layers alternating with
+//!   global ones (`attention.sliding_window`, 4096 by default; pattern 2).
+//! - `gemma3`: Gemma 2 without attention soft-capping, plus an RMSNorm on each Q and K head;
+//!   the sliding-window pattern from `attention.sliding_window_pattern` (every 6th layer
+//!   global by default), local layers with their own RoPE base (`rope.freq_base_swa`, 10,000)
+//!   and no position scaling.
+//!
+//! Queries are scaled before attention (`1/sqrt(head_dim)`, or `1/sqrt(n_embd / n_head)` for
+//! the 27B models, as llama.cpp picks by layer count), then rounded to f16 by flash attention.
+
+use gguf_format::split::SplitSet;
+use gguf_format::Value;
+
+use super::Architecture;
+use crate::error::Result;
+use crate::forward::{
+    apply_rope, attention, output_rows, rms_norm_each, rms_norm_rows, Heads, Pass,
+};
+use crate::hparams::{Hparams, Reader, RopeScaling};
+use crate::ops::{self, add_assign, Rope, Scores};
+use crate::weights::{Loader, Matrix};
+
+/// Which member of the family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Generation {
+    Gemma,
+    Gemma2,
+    Gemma3,
+}
+
+/// One block's tensors.
+struct Layer {
+    attn_norm: Vec<f32>,
+    wq: Matrix,
+    wk: Matrix,
+    wv: Matrix,
+    wo: Matrix,
+    /// Gemma 3.
+    q_norm: Option<Vec<f32>>,
+    k_norm: Option<Vec<f32>>,
+    /// Gemma 2 and 3.
+    post_attn_norm: Option<Vec<f32>>,
+    ffn_norm: Vec<f32>,
+    w_gate: Matrix,
+    w_up: Matrix,
+    w_down: Matrix,
+    /// Gemma 2 and 3.
+    post_ffn_norm: Option<Vec<f32>>,
+}
+
+struct Gemma {
+    hp: Hparams,
+    token_embd: Matrix,
+    layers: Vec<Layer>,
+    output_norm: Vec<f32>,
+    output: Matrix,
+    /// `ropes[0]` for global layers, `ropes[1]` for sliding-window ones.
+    ropes: [Rope; 2],
+    /// What queries are multiplied by before attention.
+    query_scale: f32,
+    attn_softcap: f32,
+    final_softcap: f32,
+}
+
+/// Per layer, whether it uses the sliding window: `attention.sliding_window_pattern` as an
+/// array of bools, or as a period `n` (each `n`-th layer global), or `default_period`.
+fn swa_layers(r: &Reader<'_, '_>, n_layer: usize, default_period: usize) -> Result<Vec<bool>> {
+    let key = r.key("attention.sliding_window_pattern");
+    if let Some(Value::Array(a)) = r.file.value(&key) {
+        let flags: Vec<bool> = r.file.get_array::<bool>(&key)?.collect();
+        if flags.len() != n_layer {
+            return Err(r.error(format!(
+                "{key} has {} entries for {n_layer} layers",
+                a.len()
+            )));
+        }
+        return Ok(flags);
+    }
+    let period = r
+        .opt_usize("attention.sliding_window_pattern")?
+        .unwrap_or(default_period);
+    Ok((0..n_layer)
+        .map(|il| period == 0 || il % period < period - 1)
+        .collect())
+}
+
+pub(super) fn load(
+    set: &SplitSet,
+    name: &str,
+    arch: &'static str,
+) -> Result<Box<dyn Architecture>> {
+    let generation = match arch {
+        "gemma2" => Generation::Gemma2,
+        "gemma3" => Generation::Gemma3,
+        _ => Generation::Gemma,
+    };
+    let r = Reader {
+        file: set.metadata(),
+        name,
+        arch,
+    };
+    let mut hp = r.common("attention.layer_norm_rms_epsilon")?;
+    let window = match generation {
+        Generation::Gemma => None,
+        Generation::Gemma2 => Some(r.sliding_window()?.unwrap_or(4096)),
+        Generation::Gemma3 => r.sliding_window()?,
+    };
+    if let Some(w) = window {
+        let period = if generation == Generation::Gemma2 {
+            2
+        } else {
+            6
+        };
+        let swa = swa_layers(&r, hp.n_layer, period)?;
+        hp.sliding_window = Some(w);
+        hp.layer_windows = swa.iter().map(|&s| s.then_some(w)).collect();
+    }
+    let (attn_softcap, final_softcap) = match generation {
+        Generation::Gemma => (0.0, 0.0),
+        Generation::Gemma2 => (
+            r.positive_or("attn_logit_softcapping", 50.0)?,
+            r.positive_or("final_logit_softcapping", 30.0)?,
+        ),
+        Generation::Gemma3 => (0.0, r.finite_or("final_logit_softcapping", 0.0)?),
+    };
+    // llama.cpp's rule (after gemma_pytorch): the 27B models scale by the embedding per head.
+    let is_27b = matches!(
+        (generation, hp.n_layer),
+        (Generation::Gemma2, 46) | (Generation::Gemma3, 62)
+    );
+    let query_scale = if is_27b {
+        1.0 / ((hp.n_embd / hp.n_head) as f32).sqrt()
+    } else {
+        1.0 / (hp.head_dim_k as f32).sqrt()
+    };
+
+    let l = Loader { set, name };
+    hp.n_vocab = l.rows_of("token_embd.weight", hp.n_embd)?;
+    let token_embd = l.matrix("token_embd.weight", hp.n_embd, hp.n_vocab)?;
+    let (q_out, k_out, v_out) = (
+        hp.n_head * hp.head_dim_k,
+        hp.n_head_kv * hp.head_dim_k,
+        hp.n_head_kv * hp.head_dim_v,
+    );
+    let post_norms = generation != Generation::Gemma;
+    let qk_norm = generation == Generation::Gemma3;
+    let mut layers = Vec::with_capacity(hp.n_layer);
+    for i in 0..hp.n_layer {
+        let t = |s: &str| format!("blk.{i}.{s}");
+        let norm = |needed: bool, s: &str, n| needed.then(|| l.vector(&t(s), n)).transpose();
+        layers.push(Layer {
+            attn_norm: l.vector(&t("attn_norm.weight"), hp.n_embd)?,
+            wq: l.matrix(&t("attn_q.weight"), hp.n_embd, q_out)?,
+            wk: l.matrix(&t("attn_k.weight"), hp.n_embd, k_out)?,
+            wv: l.matrix(&t("attn_v.weight"), hp.n_embd, v_out)?,
+            wo: l.matrix(&t("attn_output.weight"), q_out, hp.n_embd)?,
+            q_norm: norm(qk_norm, "attn_q_norm.weight", hp.head_dim_k)?,
+            k_norm: norm(qk_norm, "attn_k_norm.weight", hp.head_dim_k)?,
+            post_attn_norm: norm(post_norms, "post_attention_norm.weight", hp.n_embd)?,
+            ffn_norm: l.vector(&t("ffn_norm.weight"), hp.n_embd)?,
+            w_gate: l.matrix(&t("ffn_gate.weight"), hp.n_embd, hp.n_ff)?,
+            w_up: l.matrix(&t("ffn_up.weight"), hp.n_embd, hp.n_ff)?,
+            w_down: l.matrix(&t("ffn_down.weight"), hp.n_ff, hp.n_embd)?,
+            post_ffn_norm: norm(post_norms, "post_ffw_norm.weight", hp.n_embd)?,
+        });
+    }
+    // Gemma ties the output to the embeddings; Gemma 3 may carry its own.
+    let output = match generation {
+        Generation::Gemma3 => l.optional_matrix("output.weight", hp.n_embd, hp.n_vocab)?,
+        _ => None,
+    }
+    .unwrap_or(token_embd);
+    let output_norm = l.vector("output_norm.weight", hp.n_embd)?;
+
+    let global = Rope::for_model(
+        hp.n_rot,
+        true,
+        hp.rope_freq_base,
+        hp.rope_scaling,
+        hp.n_ctx_train,
+    );
+    let local = match generation {
+        // Local layers: their own base, no position scaling.
+        Generation::Gemma3 => Rope::for_model(
+            hp.n_rot,
+            true,
+            r.positive_or("rope.freq_base_swa", 10_000.0)?,
+            RopeScaling::None,
+            hp.n_ctx_train,
+        ),
+        // Gemma 2 reads `rope.freq_base_swa` too, defaulting to the global base.
+        Generation::Gemma2 => Rope::for_model(
+            hp.n_rot,
+            true,
+            r.positive_or("rope.freq_base_swa", hp.rope_freq_base)?,
+            hp.rope_scaling,
+            hp.n_ctx_train,
+        ),
+        Generation::Gemma => global,
+    };
+    Ok(Box::new(Gemma {
+        hp,
+        token_embd,
+        layers,
+        output_norm,
+        output,
+        ropes: [global, local],
+        query_scale,
+        attn_softcap,
+        final_softcap,
+    }))
+}
+
+impl Architecture for Gemma {
+    fn hparams(&self) -> &Hparams {
+        &self.hp
+    }
+
+    fn forward(&self, pass: &mut Pass<'_>) -> Result<()> {
+        let hp = &self.hp;
+        let Pass {
+            ctx,
+            cache,
+            s,
+            tokens,
+            pos0,
+            all_logits,
+            logits,
+        } = pass;
+        let (n, pos0, eps, d) = (tokens.len(), *pos0, hp.norm_eps, hp.n_embd);
+        let heads = Heads {
+            n_head: hp.n_head,
+            n_head_kv: hp.n_head_kv,
+            head_dim_k: hp.head_dim_k,
+            head_dim_v: hp.head_dim_v,
+        };
+        ctx.embed(&self.token_embd, tokens, &mut s.x)?;
+        ops::scale(&mut s.x, (d as f32).sqrt());
+        s.fill_rope(&self.ropes, pos0, n);
+        let scores = Scores::new(1.0, self.attn_softcap);
+        for (il, l) in self.layers.iter().enumerate() {
+            let window = hp.layer_windows[il];
+            let r = usize::from(window.is_some());
+            rms_norm_rows(&s.x, &l.attn_norm, eps, &mut s.h);
+            ctx.matmul(&l.wq, &s.h, &mut s.q, &mut s.quant)?;
+            ctx.matmul(&l.wk, &s.h, &mut s.k, &mut s.quant)?;
+            ctx.matmul(&l.wv, &s.h, &mut s.v, &mut s.quant)?;
+            if let (Some(qn), Some(kn)) = (&l.q_norm, &l.k_norm) {
+                rms_norm_each(&mut s.q, qn, eps);
+                rms_norm_each(&mut s.k, kn, eps);
+            }
+            apply_rope(&self.ropes[r], &s.rope[r], &mut s.q, hp.head_dim_k);
+            apply_rope(&self.ropes[r], &s.rope[r], &mut s.k, hp.head_dim_k);
+            ops::scale(&mut s.q, self.query_scale);
+            cache.store(il, pos0, &s.k, &s.v);
+            attention(
+                ctx.pool,
+                cache,
+                il,
+                &s.q,
+                pos0,
+                heads,
+                window,
+                scores,
+                &mut s.attn_threads,
+                &mut s.attn,
+            );
+            ctx.matmul(&l.wo, &s.attn, &mut s.h, &mut s.quant)?;
+            if let Some(w) = &l.post_attn_norm {
+                rms_norm_each(&mut s.h, w, eps);
+            }
+            add_assign(&mut s.x, &s.h);
+            rms_norm_rows(&s.x, &l.ffn_norm, eps, &mut s.h);
+            ctx.matmul(&l.w_gate, &s.h, &mut s.gate, &mut s.quant)?;
+            ctx.matmul(&l.w_up, &s.h, &mut s.up, &mut s.quant)?;
+            ops::geglu(&mut s.gate, &s.up);
+            ctx.matmul(&l.w_down, &s.gate, &mut s.h, &mut s.quant)?;
+            if let Some(w) = &l.post_ffn_norm {
+                rms_norm_each(&mut s.h, w, eps);
+            }
+            add_assign(&mut s.x, &s.h);
+        }
+        let rows = output_rows(n, *all_logits);
+        rms_norm_rows(
+            &s.x[rows.start * d..rows.end * d],
+            &self.output_norm,
+            eps,
+            &mut s.row,
+        );
+        ctx.matmul(&self.output, &s.row, logits, &mut s.quant)?;
+        if self.final_softcap != 0.0 {
+            ops::softcap(logits, self.final_softcap);
+        }
+        Ok(())
+    }
+}
