@@ -46,7 +46,7 @@ use crate::pretok::PreTokenizer;
 use crate::special::SpecialMatcher;
 use crate::unicode::{byte_to_bpe_char, cpt_flags};
 use crate::vocab::{ModelKind, SpecialIds, TokenData, TokenType, Vocab, VocabParts};
-use crate::{bpe, BpeModel, Tokenizer};
+use crate::Tokenizer;
 
 /// The metadata key holding the JSON.
 pub(crate) const KEY: &str = "tokenizer.huggingface.json";
@@ -218,24 +218,11 @@ pub(crate) fn from_json(json: &str, overrides: SpecialIds) -> Result<Tokenizer> 
         prefix: post.prefix,
         suffix: post.suffix,
     };
-    let bpe = match &pipeline.model {
-        Model::Bpe(_) => Some(BpeModel {
-            merges: bpe::Merges::default(),
-            pre: pre.mapped.unwrap_or(PreTokenizer::FALLBACK),
-            options: bpe::BpeOptions {
-                ignore_merges: false,
-                clean_spaces: false,
-            },
-        }),
-        Model::WordPiece(_) => None,
-    };
     let special = SpecialMatcher::new(&vocab);
     Ok(Tokenizer {
         vocab,
         special,
-        bpe,
-        ugm: None,
-        hf: Some(Box::new(pipeline)),
+        model: crate::Model::HuggingFace(Box::new(pipeline)),
         warnings,
     })
 }
@@ -978,8 +965,8 @@ struct PreTokenizerSpec {
     steps: Vec<PreStep>,
     /// A `ByteLevel` step ends the list: words are byte-level encoded for the model.
     byte_level: bool,
-    /// The llama.cpp type the (first) regex run mapped onto, for `pre_tokenizer()`.
-    mapped: Option<PreTokenizer>,
+    /// The llama.cpp type the (first) regex run mapped onto, for `pre_tokenizer()` (empty
+    /// when none did).
     mapped_name: String,
 }
 
@@ -1034,8 +1021,7 @@ impl PreTokenizerSpec {
                              differ from Hugging Face's on some non-ASCII text"
                         ));
                     }
-                    if spec.mapped.is_none() {
-                        spec.mapped = Some(ty);
+                    if spec.mapped_name.is_empty() {
                         spec.mapped_name = name.to_string();
                     }
                     spec.steps.push(PreStep::Regex(ty));
@@ -1058,8 +1044,7 @@ impl PreTokenizerSpec {
                                  tokens may differ from Hugging Face's",
                                 regexes[0]
                             ));
-                            if spec.mapped.is_none() {
-                                spec.mapped = Some(PreTokenizer::FALLBACK);
+                            if spec.mapped_name.is_empty() {
                                 spec.mapped_name = "default".to_string();
                             }
                             spec.steps.push(PreStep::Regex(PreTokenizer::FALLBACK));
