@@ -13,7 +13,6 @@
 mod bpe;
 pub mod chat;
 mod error;
-mod fasthash;
 mod hf_json;
 mod pretok;
 mod special;
@@ -31,7 +30,7 @@ pub use vocab::{ModelKind, SpecialIds, TokenType};
 use gguf_format::GgufFile;
 
 use special::{Fragment, SpecialMatcher};
-use vocab::{attr, Vocab};
+use vocab::{Attr, Vocab};
 
 /// `▁` (U+2581), SentencePiece's visible space.
 const ESCAPED_SPACE: &[u8] = "\u{2581}".as_bytes();
@@ -189,7 +188,7 @@ impl Tokenizer {
         self.vocab
             .tokens
             .get(id as usize)
-            .is_some_and(|t| t.attr & attr::CONTROL != 0)
+            .is_some_and(|t| t.attr.contains(Attr::CONTROL))
     }
 
     /// The stored type of token `id` (`None` out of range).
@@ -297,17 +296,17 @@ impl Tokenizer {
             return Vec::new();
         };
         let a = token.attr;
-        if a & (attr::CONTROL | attr::UNKNOWN) != 0 && !special {
+        if a.intersects(Attr::CONTROL | Attr::UNKNOWN) && !special {
             Vec::new()
-        } else if a & (attr::CONTROL | attr::UNKNOWN | attr::USER_DEFINED) != 0 {
+        } else if a.intersects(Attr::CONTROL | Attr::UNKNOWN | Attr::USER_DEFINED) {
             token.text.to_vec()
-        } else if a & attr::NORMAL != 0 {
+        } else if a.contains(Attr::NORMAL) {
             if self.vocab.kind == ModelKind::Bpe && !self.vocab.escape_whitespaces {
                 bpe::decode_text(&token.text)
             } else {
                 unescape_spaces(&token.text)
             }
-        } else if a & attr::BYTE != 0 {
+        } else if a.contains(Attr::BYTE) {
             byte_token_value(&token.text).map_or(Vec::new(), |b| vec![b])
         } else {
             // Unused and undefined tokens render as nothing, like control tokens.
@@ -364,16 +363,13 @@ fn escape_spaces_into(text: &[u8], out: &mut Vec<u8>) {
 /// `▁` back to ` `.
 fn unescape_spaces(text: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(text.len());
-    let mut i = 0;
-    while i < text.len() {
-        if text[i..].starts_with(ESCAPED_SPACE) {
-            out.push(b' ');
-            i += ESCAPED_SPACE.len();
-        } else {
-            out.push(text[i]);
-            i += 1;
-        }
+    let mut copied = 0;
+    for at in memchr::memmem::find_iter(text, ESCAPED_SPACE) {
+        out.extend_from_slice(&text[copied..at]);
+        out.push(b' ');
+        copied = at + ESCAPED_SPACE.len();
     }
+    out.extend_from_slice(&text[copied..]);
     out
 }
 

@@ -2,7 +2,8 @@
 //! (turned into attributes), the special ids with each model kind's defaults, and the
 //! add-BOS/EOS flags.
 
-use crate::fasthash::FastMap;
+use memchr::memmem;
+use rustc_hash::FxHashMap;
 
 use gguf_format::GgufFile;
 
@@ -43,31 +44,34 @@ impl TokenType {
     }
 }
 
-/// llama.cpp's token attributes (`llama_token_attr`), bit flags. They start from the token
-/// type and are then adjusted by the loader's rules (chat markers forced to control, and so
-/// on); behaviour follows them, not the stored type.
-pub(crate) mod attr {
-    pub const UNKNOWN: u32 = 1 << 0;
-    pub const UNUSED: u32 = 1 << 1;
-    pub const NORMAL: u32 = 1 << 2;
-    pub const CONTROL: u32 = 1 << 3;
-    pub const USER_DEFINED: u32 = 1 << 4;
-    pub const BYTE: u32 = 1 << 5;
-    pub const LSTRIP: u32 = 1 << 7;
-    pub const RSTRIP: u32 = 1 << 8;
+bitflags::bitflags! {
+    /// llama.cpp's token attributes (`llama_token_attr`), bit flags. They start from the token
+    /// type and are then adjusted by the loader's rules (chat markers forced to control, and so
+    /// on); behaviour follows them, not the stored type.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    pub(crate) struct Attr: u32 {
+        const UNKNOWN = 1 << 0;
+        const UNUSED = 1 << 1;
+        const NORMAL = 1 << 2;
+        const CONTROL = 1 << 3;
+        const USER_DEFINED = 1 << 4;
+        const BYTE = 1 << 5;
+        const LSTRIP = 1 << 7;
+        const RSTRIP = 1 << 8;
+    }
 }
 
 impl TokenType {
     /// The attributes a token of this stored type starts with.
-    pub(crate) fn attr(self) -> u32 {
+    pub(crate) fn attr(self) -> Attr {
         match self {
-            TokenType::Undefined => 0,
-            TokenType::Normal => attr::NORMAL,
-            TokenType::Unknown => attr::UNKNOWN,
-            TokenType::Control => attr::CONTROL,
-            TokenType::UserDefined => attr::USER_DEFINED,
-            TokenType::Unused => attr::UNUSED,
-            TokenType::Byte => attr::BYTE,
+            TokenType::Undefined => Attr::empty(),
+            TokenType::Normal => Attr::NORMAL,
+            TokenType::Unknown => Attr::UNKNOWN,
+            TokenType::Control => Attr::CONTROL,
+            TokenType::UserDefined => Attr::USER_DEFINED,
+            TokenType::Unused => Attr::UNUSED,
+            TokenType::Byte => Attr::BYTE,
         }
     }
 }
@@ -191,8 +195,8 @@ pub(crate) struct TokenData {
     pub score: f32,
     /// The stored type.
     pub ty: TokenType,
-    /// llama.cpp's attributes after its loader's rules ([`attr`]).
-    pub attr: u32,
+    /// llama.cpp's attributes after its loader's rules ([`Attr`]).
+    pub attr: Attr,
 }
 
 /// Ids of the tokens with a role (`None`: the file has no such token).
@@ -219,7 +223,7 @@ pub struct SpecialIds {
 pub(crate) struct Vocab {
     pub kind: ModelKind,
     pub tokens: Vec<TokenData>,
-    pub ids: FastMap<Box<[u8]>, u32>,
+    pub ids: FxHashMap<Box<[u8]>, u32>,
     pub special: SpecialIds,
     pub add_bos: bool,
     pub add_eos: bool,
@@ -396,7 +400,7 @@ impl Vocab {
         };
 
         let mut tokens = Vec::with_capacity(n);
-        let mut ids = FastMap::with_capacity_and_hasher(n, Default::default());
+        let mut ids = FxHashMap::with_capacity_and_hasher(n, Default::default());
         for (i, text) in texts.enumerate() {
             // llama.cpp renames empty tokens so every text stays unique.
             let text: Box<[u8]> = if text.is_empty() {
@@ -412,7 +416,7 @@ impl Vocab {
                 ty: types
                     .as_ref()
                     .map_or(TokenType::Normal, |t| TokenType::from_i32(t[i])),
-                attr: attr::NORMAL,
+                attr: Attr::NORMAL,
             });
         }
 
@@ -486,7 +490,7 @@ impl Vocab {
             t.attr = if types.is_some() {
                 t.ty.attr()
             } else {
-                attr::NORMAL
+                Attr::NORMAL
             };
         }
         let mut special = special;
@@ -533,7 +537,7 @@ impl Vocab {
             pre,
             escape_whitespaces,
         } = parts;
-        let mut ids = FastMap::with_capacity_and_hasher(tokens.len(), Default::default());
+        let mut ids = FxHashMap::with_capacity_and_hasher(tokens.len(), Default::default());
         for (i, t) in tokens.iter().enumerate() {
             ids.insert(t.text.clone(), i as u32);
         }
@@ -557,7 +561,7 @@ impl Vocab {
             texts
                 .iter()
                 .filter_map(|t| ids.get(t.as_bytes()).copied())
-                .filter(|&id| tokens[id as usize].attr & attr::CONTROL != 0)
+                .filter(|&id| tokens[id as usize].attr.contains(Attr::CONTROL))
                 .min()
         };
         special.eot = special.eot.or_else(|| control_with_text(EOT_TEXTS));
@@ -565,7 +569,7 @@ impl Vocab {
         let mut eog: Vec<u32> = EOG_TEXTS
             .iter()
             .filter_map(|t| ids.get(t.as_bytes()).copied())
-            .filter(|&id| tokens[id as usize].attr & attr::CONTROL != 0)
+            .filter(|&id| tokens[id as usize].attr.contains(Attr::CONTROL))
             .chain(
                 [special.eos, special.eot, special.eom]
                     .into_iter()
@@ -610,7 +614,9 @@ impl Vocab {
 fn special_cache(tokens: &[TokenData]) -> Vec<u32> {
     let mut cache: Vec<u32> = (0..tokens.len() as u32)
         .filter(|&id| {
-            tokens[id as usize].attr & (attr::CONTROL | attr::USER_DEFINED | attr::UNKNOWN) != 0
+            tokens[id as usize]
+                .attr
+                .intersects(Attr::CONTROL | Attr::USER_DEFINED | Attr::UNKNOWN)
         })
         .collect();
     cache.sort_by(|&a, &b| {
@@ -624,7 +630,7 @@ fn special_cache(tokens: &[TokenData]) -> Vec<u32> {
 }
 
 /// The id of the first token (by id) whose text is one of `texts`.
-fn find_text(ids: &FastMap<Box<[u8]>, u32>, texts: &[&str]) -> Option<u32> {
+fn find_text(ids: &FxHashMap<Box<[u8]>, u32>, texts: &[&str]) -> Option<u32> {
     texts
         .iter()
         .filter_map(|t| ids.get(t.as_bytes()).copied())
@@ -642,12 +648,12 @@ fn find_text(ids: &FastMap<Box<[u8]>, u32>, texts: &[&str]) -> Option<u32> {
 fn adjust_attributes(
     file: &GgufFile,
     tokens: &mut [TokenData],
-    ids: &FastMap<Box<[u8]>, u32>,
+    ids: &FxHashMap<Box<[u8]>, u32>,
     special: &mut SpecialIds,
 ) -> Result<Vec<Option<u32>>> {
     fn force_control(tokens: &mut [TokenData], id: Option<u32>) {
         if let Some(id) = id {
-            tokens[id as usize].attr |= attr::CONTROL;
+            tokens[id as usize].attr |= Attr::CONTROL;
         }
     }
     if special.eot.is_none() {
@@ -678,8 +684,8 @@ fn adjust_attributes(
         fim.push(id);
     }
     for t in tokens.iter_mut() {
-        if t.attr & attr::CONTROL != 0 && t.text.windows(6).any(|w| w == b"unused") {
-            t.attr |= attr::UNUSED;
+        if t.attr.contains(Attr::CONTROL) && memmem::find(&t.text, b"unused").is_some() {
+            t.attr |= Attr::UNUSED;
         }
     }
 
@@ -691,28 +697,29 @@ fn adjust_attributes(
     let pre = file.get_opt::<&str>("tokenizer.ggml.pre")?.unwrap_or("");
     let arch = file.get_opt::<&str>("general.architecture")?.unwrap_or("");
     let contains_any = |s: &str, subs: &[&str]| subs.iter().any(|x| s.contains(x));
-    let set = |tokens: &mut [TokenData], text: &str, flag: u32, on: bool| {
+    let set = |tokens: &mut [TokenData], text: &str, flag: Attr, on: bool| {
         if let Some(&id) = ids.get(text.as_bytes()) {
-            let a = &mut tokens[id as usize].attr;
-            *a = if on { *a | flag } else { *a & !flag };
+            tokens[id as usize].attr.set(flag, on);
         }
     };
     if contains_any(pre, &["jina-v2-de", "jina-v2-es", "jina-v2-code"])
         || contains_any(arch, &["nomic-bert-moe", "jina-bert-v3"])
     {
-        set(tokens, "<mask>", attr::LSTRIP, true);
+        set(tokens, "<mask>", Attr::LSTRIP, true);
     } else if contains_any(&name, &["phi-3", "phi3"]) {
         for t in tokens.iter_mut() {
-            if t.attr & (attr::CONTROL | attr::USER_DEFINED | attr::UNKNOWN) != 0 {
-                t.attr |= attr::RSTRIP;
+            if t.attr
+                .intersects(Attr::CONTROL | Attr::USER_DEFINED | Attr::UNKNOWN)
+            {
+                t.attr |= Attr::RSTRIP;
             }
         }
-        set(tokens, "</s>", attr::RSTRIP, true);
+        set(tokens, "</s>", Attr::RSTRIP, true);
         for text in ["<unk>", "<s>", "<|endoftext|>"] {
-            set(tokens, text, attr::RSTRIP, false);
+            set(tokens, text, Attr::RSTRIP, false);
         }
     } else if contains_any(&name, &["modern-bert"]) {
-        set(tokens, "[MASK]", attr::LSTRIP, true);
+        set(tokens, "[MASK]", Attr::LSTRIP, true);
     }
     Ok(fim)
 }
@@ -720,7 +727,7 @@ fn adjust_attributes(
 /// The end-of-generation set, as llama.cpp builds it (forcing those tokens to control).
 fn end_of_generation(
     tokens: &mut [TokenData],
-    ids: &FastMap<Box<[u8]>, u32>,
+    ids: &FxHashMap<Box<[u8]>, u32>,
     special: &SpecialIds,
     fim: &[Option<u32>],
 ) -> Vec<u32> {
@@ -728,13 +735,13 @@ fn end_of_generation(
     for text in EOG_TEXTS {
         if let Some(&id) = ids.get(text.as_bytes()) {
             eog.push(id);
-            tokens[id as usize].attr |= attr::CONTROL;
+            tokens[id as usize].attr |= Attr::CONTROL;
         }
     }
     // gpt-oss: these render always.
     for text in ["<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"] {
         if let Some(&id) = ids.get(text.as_bytes()) {
-            tokens[id as usize].attr = attr::USER_DEFINED;
+            tokens[id as usize].attr = Attr::USER_DEFINED;
         }
     }
     eog.extend(
@@ -755,14 +762,14 @@ fn end_of_generation(
     if call && (has(tokens, &eog, "<|return|>") || has(tokens, &eog, "<|flush|>")) {
         if let Some(end) = id_of(tokens, &eog, "<|end|>") {
             eog.retain(|&id| id != end);
-            tokens[end as usize].attr = attr::USER_DEFINED;
+            tokens[end as usize].attr = Attr::USER_DEFINED;
         }
     }
     // gemma4 and plamo have an ordinary `</s>`.
     if has(tokens, &eog, "<|tool_response>") || has(tokens, &eog, "<|plamo:eos|>") {
         if let Some(s) = id_of(tokens, &eog, "</s>") {
             eog.retain(|&id| id != s);
-            tokens[s as usize].attr = attr::NORMAL;
+            tokens[s as usize].attr = Attr::NORMAL;
         }
     }
     eog

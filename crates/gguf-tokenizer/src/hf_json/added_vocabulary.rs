@@ -5,8 +5,8 @@ use std::ops::Range;
 
 use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
 
-use crate::fasthash::FastMap;
 use crate::unicode::cpt_flags;
+use rustc_hash::FxHashMap;
 
 #[derive(Clone, Debug)]
 pub(super) struct AddedToken {
@@ -33,9 +33,9 @@ pub(super) struct AddedMatcher {
 #[derive(Clone, Debug, Default)]
 pub(super) struct Trie {
     /// (node, byte) → child node; node 0 is the root.
-    pub(super) edges: FastMap<(u32, u8), u32>,
+    pub(super) edges: FxHashMap<(u32, u8), u32>,
     /// node → token index, where a pattern ends.
-    pub(super) ends: FastMap<u32, usize>,
+    pub(super) ends: FxHashMap<u32, usize>,
     pub(super) nodes: u32,
 }
 

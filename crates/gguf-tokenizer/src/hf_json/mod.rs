@@ -49,11 +49,11 @@ use gguf_format::GgufFile;
 use serde_json::{Map, Value};
 
 use crate::error::{Result, TokenizerError};
-use crate::fasthash::FastMap;
 use crate::special::SpecialMatcher;
 use crate::unicode::byte_to_bpe_char;
 use crate::vocab::SpecialIds;
 use crate::Tokenizer;
+use rustc_hash::FxHashMap;
 
 use added_vocabulary::{AddedMatcher, AddedToken};
 use models::Model;
@@ -135,7 +135,7 @@ pub(crate) fn from_json(json: &str, overrides: SpecialIds) -> Result<Tokenizer> 
     let model_ids = model.vocab();
     let model_size = model_ids.len() as u32;
     let mut added: Vec<AddedToken> = Vec::new();
-    let mut added_by_content: FastMap<String, usize> = FastMap::default();
+    let mut added_by_content: FxHashMap<String, usize> = FxHashMap::default();
     if let Some(list) = root.get("added_tokens").filter(|v| !v.is_null()) {
         let list = list
             .as_array()

@@ -17,7 +17,7 @@ pub(super) enum Normalizer {
     Lowercase,
     Prepend(String),
     Replace {
-        pattern: Vec<char>,
+        pattern: String,
         content: String,
     },
     Strip {
@@ -72,7 +72,7 @@ pub(super) fn parse_normalizer(v: &Value) -> Result<Vec<Normalizer>> {
                 // An empty pattern matches nothing in `tokenizers`.
                 (Some(Value::String(s)), _) if s.is_empty() => Vec::new(),
                 (Some(Value::String(s)), _) => vec![Normalizer::Replace {
-                    pattern: s.chars().collect(),
+                    pattern: s.clone(),
                     content,
                 }],
                 (_, Some(Value::String(r))) => {
@@ -181,22 +181,23 @@ pub(super) fn normalize(normalizers: &[Normalizer], mut p: Piece) -> Piece {
 
 /// Every non-overlapping occurrence of `pattern`, leftmost first, replaced by `content`
 /// (aligned with the first character of the occurrence).
-fn replace(p: &Piece, pattern: &[char], content: &str) -> Piece {
+fn replace(p: &Piece, pattern: &str, content: &str) -> Piece {
     let mut out = Piece::default();
-    let mut i = 0;
-    while i < p.chars.len() {
-        if p.chars[i..].starts_with(pattern) {
-            for c in content.chars() {
-                out.chars.push(c);
-                out.orig.push(p.orig[i]);
-            }
-            i += pattern.len();
-        } else {
-            out.chars.push(p.chars[i]);
-            out.orig.push(p.orig[i]);
-            i += 1;
-        }
+    let keep = |out: &mut Piece, kept: std::ops::Range<usize>| {
+        out.chars.extend_from_slice(&p.chars[kept.clone()]);
+        out.orig.extend_from_slice(&p.orig[kept]);
+    };
+    let mut copied = 0;
+    for found in p.find_all(pattern) {
+        keep(&mut out, copied..found.start);
+        out.chars.extend(content.chars());
+        out.orig.extend(std::iter::repeat_n(
+            p.orig[found.start],
+            content.chars().count(),
+        ));
+        copied = found.end;
     }
+    keep(&mut out, copied..p.chars.len());
     out
 }
 

@@ -2,6 +2,8 @@
 
 use std::ops::Range;
 
+use memchr::memmem;
+
 /// A piece of normalized text: its characters and, for each, the byte offset in the input of
 /// the character it comes from (what `tokenizers`' alignments give; `Metaspace` with
 /// `prepend_scheme: first` asks whether a piece starts at offset 0).
@@ -67,5 +69,18 @@ impl Piece {
         }
         idx.push(self.chars.len());
         idx
+    }
+
+    /// The character ranges of `pattern`'s occurrences, leftmost first and not overlapping
+    /// (`memchr`'s memmem over the UTF-8 text, whose matches start and end on characters).
+    pub(super) fn find_all(&self, pattern: &str) -> Vec<Range<usize>> {
+        if pattern.is_empty() {
+            return Vec::new();
+        }
+        let text = self.string();
+        let index = self.char_index_of_bytes();
+        memmem::find_iter(text.as_bytes(), pattern.as_bytes())
+            .map(|b| index[b]..index[b + pattern.len()])
+            .collect()
     }
 }

@@ -8,15 +8,15 @@ use serde_json::{Map, Value};
 
 use super::parse_vocab_map;
 use crate::error::Result;
-use crate::fasthash::FastMap;
 use crate::hf_json::{bool_field, err};
+use rustc_hash::FxHashMap;
 
 /// `tokenizers`' BPE model.
 #[derive(Clone, Debug)]
 pub(in crate::hf_json) struct BpeHf {
-    pub(in crate::hf_json) vocab: FastMap<String, u32>,
+    pub(in crate::hf_json) vocab: FxHashMap<String, u32>,
     /// (left id, right id) → (rank, merged id); a later duplicate pair wins, as in `tokenizers`.
-    pub(in crate::hf_json) merges: FastMap<(u32, u32), (u32, u32)>,
+    pub(in crate::hf_json) merges: FxHashMap<(u32, u32), (u32, u32)>,
     pub(in crate::hf_json) unk: Option<u32>,
     pub(in crate::hf_json) fuse_unk: bool,
     pub(in crate::hf_json) byte_fallback: bool,
@@ -47,7 +47,7 @@ impl BpeHf {
             .get("merges")
             .and_then(Value::as_array)
             .ok_or_else(|| err("`model.merges` is missing or not an array"))?;
-        let mut merges = FastMap::with_capacity_and_hasher(merges_json.len(), Default::default());
+        let mut merges = FxHashMap::with_capacity_and_hasher(merges_json.len(), Default::default());
         let mut rank = 0u32;
         for (i, m) in merges_json.iter().enumerate() {
             let (a, b) = match m {

@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 
 use super::err;
 use crate::error::Result;
-use crate::fasthash::FastMap;
+use rustc_hash::FxHashMap;
 
 pub(super) use bpe::BpeHf;
 pub(super) use wordpiece::WordPieceHf;
@@ -18,13 +18,13 @@ pub(super) enum Model {
     WordPiece(WordPieceHf),
 }
 
-pub(super) fn parse_vocab_map(o: &Map<String, Value>) -> Result<FastMap<String, u32>> {
+pub(super) fn parse_vocab_map(o: &Map<String, Value>) -> Result<FxHashMap<String, u32>> {
     let vocab = o
         .get("vocab")
         .and_then(Value::as_object)
         .ok_or_else(|| err("`model.vocab` is missing or not an object"))?;
-    let mut map = FastMap::with_capacity_and_hasher(vocab.len(), Default::default());
-    let mut seen = FastMap::<u32, &str>::default();
+    let mut map = FxHashMap::with_capacity_and_hasher(vocab.len(), Default::default());
+    let mut seen = FxHashMap::<u32, &str>::default();
     for (text, id) in vocab {
         let id = id
             .as_u64()
@@ -58,7 +58,7 @@ impl Model {
         }
     }
 
-    pub(super) fn vocab(&self) -> &FastMap<String, u32> {
+    pub(super) fn vocab(&self) -> &FxHashMap<String, u32> {
         match self {
             Model::Bpe(m) => &m.vocab,
             Model::WordPiece(m) => &m.vocab,

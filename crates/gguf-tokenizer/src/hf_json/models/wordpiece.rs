@@ -4,14 +4,14 @@ use serde_json::{Map, Value};
 
 use super::parse_vocab_map;
 use crate::error::Result;
-use crate::fasthash::FastMap;
 use crate::hf_json::err;
 use crate::wpm;
+use rustc_hash::FxHashMap;
 
 /// `tokenizers`' WordPiece model.
 #[derive(Clone, Debug)]
 pub(in crate::hf_json) struct WordPieceHf {
-    pub(in crate::hf_json) vocab: FastMap<String, u32>,
+    pub(in crate::hf_json) vocab: FxHashMap<String, u32>,
     pub(in crate::hf_json) unk: u32,
     pub(in crate::hf_json) prefix: String,
     pub(in crate::hf_json) max_chars: usize,

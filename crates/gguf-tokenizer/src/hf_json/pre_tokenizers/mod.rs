@@ -84,7 +84,7 @@ pub(in crate::hf_json) enum PreStep {
     /// Every character of the class is a match.
     Chars(CharClass, Behavior),
     /// Occurrences of a literal string are the matches.
-    Literal(Vec<char>, Behavior),
+    Literal(String, Behavior),
     Metaspace {
         replacement: char,
         prepend: PrependScheme,
@@ -246,10 +246,9 @@ pub(in crate::hf_json) fn flatten_pre(
                 "Split.pattern",
             )?;
             match (pattern.get("String"), pattern.get("Regex")) {
-                (Some(Value::String(s)), _) => out.push(RawStep::Step(PreStep::Literal(
-                    s.chars().collect(),
-                    behavior,
-                ))),
+                (Some(Value::String(s)), _) => {
+                    out.push(RawStep::Step(PreStep::Literal(s.clone(), behavior)))
+                }
                 (_, Some(Value::String(r))) => {
                     if behavior != Behavior::Isolated {
                         return Err(err(format!(

@@ -75,26 +75,15 @@ pub(in crate::hf_json) fn char_matches(p: &Piece, class: &CharClass) -> Vec<(Ran
 }
 
 /// The match/non-match spans of a literal string, leftmost non-overlapping.
-pub(in crate::hf_json) fn literal_matches(
-    p: &Piece,
-    pattern: &[char],
-) -> Vec<(Range<usize>, bool)> {
-    if pattern.is_empty() {
-        return vec![(0..p.chars.len(), false)];
-    }
+pub(in crate::hf_json) fn literal_matches(p: &Piece, pattern: &str) -> Vec<(Range<usize>, bool)> {
     let mut out = Vec::new();
-    let (mut i, mut last) = (0, 0);
-    while i + pattern.len() <= p.chars.len() {
-        if p.chars[i..].starts_with(pattern) {
-            if last < i {
-                out.push((last..i, false));
-            }
-            out.push((i..i + pattern.len(), true));
-            i += pattern.len();
-            last = i;
-        } else {
-            i += 1;
+    let mut last = 0;
+    for found in p.find_all(pattern) {
+        if last < found.start {
+            out.push((last..found.start, false));
         }
+        last = found.end;
+        out.push((found, true));
     }
     if last < p.chars.len() {
         out.push((last..p.chars.len(), false));
