@@ -267,6 +267,17 @@ pub(crate) struct VocabParts {
     pub escape_whitespaces: bool,
 }
 
+/// The options of the text handling a model kind reads from its own keys (WordPiece's
+/// normalizer, Unigram's whitespace and charsmap); all off for `tokenizer.huggingface.json`.
+#[derive(Default)]
+struct TextOptions {
+    add_sep: bool,
+    lowercase: bool,
+    strip_accents: bool,
+    remove_extra_whitespaces: bool,
+    precompiled_charsmap: Option<Box<[u8]>>,
+}
+
 fn meta(msg: impl Into<String>) -> TokenizerError {
     TokenizerError::Metadata(msg.into())
 }
@@ -478,7 +489,6 @@ impl Vocab {
             ),
             _ => true,
         };
-        let max_token_len = tokens.iter().map(|t| t.text.len()).max().unwrap_or(0);
         if add_bos && special.bos.is_none() {
             return Err(meta("add_bos_token is set but there is no BOS token"));
         }
@@ -497,28 +507,24 @@ impl Vocab {
         let fim_ids = adjust_attributes(file, &mut tokens, &ids, &mut special)?;
         let eog = end_of_generation(&mut tokens, &ids, &special, &fim_ids);
 
-        let special_cache = special_cache(&tokens);
-
-        Ok(Vocab {
+        let parts = VocabParts {
             kind,
             tokens,
-            ids,
             special,
             add_bos,
             add_eos,
             add_space_prefix,
             pre,
-            special_cache,
-            eog,
+            escape_whitespaces,
+        };
+        let text = TextOptions {
             add_sep,
             lowercase,
             strip_accents,
             remove_extra_whitespaces,
-            escape_whitespaces,
-            treat_whitespace_as_suffix: false,
             precompiled_charsmap,
-            max_token_len,
-        })
+        };
+        Ok(Vocab::assemble(parts, ids, eog, text))
     }
 
     /// Builds a vocabulary that another description than `tokenizer.ggml.*` gave (a Hugging
@@ -526,23 +532,14 @@ impl Vocab {
     /// loader rules, which change attributes by token text, are not applied. End of generation
     /// is EOS, EOT and EOM plus the control tokens whose text llama.cpp takes as an end; EOT and
     /// EOM, when not given, are the control tokens with llama.cpp's texts for them.
-    pub(crate) fn from_parts(parts: VocabParts) -> Result<Vocab> {
-        let VocabParts {
-            kind,
-            tokens,
-            mut special,
-            add_bos,
-            add_eos,
-            add_space_prefix,
-            pre,
-            escape_whitespaces,
-        } = parts;
+    pub(crate) fn from_parts(mut parts: VocabParts) -> Result<Vocab> {
+        let (tokens, special) = (&parts.tokens, &mut parts.special);
         let mut ids = FxHashMap::with_capacity_and_hasher(tokens.len(), Default::default());
         for (i, t) in tokens.iter().enumerate() {
             ids.insert(t.text.clone(), i as u32);
         }
         let in_range = |id: Option<u32>| id.filter(|&id| (id as usize) < tokens.len());
-        special = SpecialIds {
+        *special = SpecialIds {
             bos: in_range(special.bos),
             eos: in_range(special.eos),
             eot: in_range(special.eot),
@@ -551,10 +548,10 @@ impl Vocab {
             sep: in_range(special.sep),
             pad: in_range(special.pad),
         };
-        if add_bos && special.bos.is_none() {
+        if parts.add_bos && special.bos.is_none() {
             return Err(meta("add_bos_token is set but there is no BOS token"));
         }
-        if add_eos && special.eos.is_none() {
+        if parts.add_eos && special.eos.is_none() {
             return Err(meta("add_eos_token is set but there is no EOS token"));
         }
         let control_with_text = |texts: &[&str]| {
@@ -578,28 +575,40 @@ impl Vocab {
             .collect();
         eog.sort_unstable();
         eog.dedup();
-        let special_cache = special_cache(&tokens);
-        let max_token_len = tokens.iter().map(|t| t.text.len()).max().unwrap_or(0);
-        Ok(Vocab {
-            kind,
-            tokens,
+        let text = TextOptions {
+            add_sep: parts.kind == ModelKind::Wpm,
+            ..TextOptions::default()
+        };
+        Ok(Vocab::assemble(parts, ids, eog, text))
+    }
+
+    /// The vocabulary of `parts`, with the lookups built from its tokens.
+    fn assemble(
+        parts: VocabParts,
+        ids: FxHashMap<Box<[u8]>, u32>,
+        eog: Vec<u32>,
+        text: TextOptions,
+    ) -> Vocab {
+        Vocab {
+            special_cache: special_cache(&parts.tokens),
+            max_token_len: parts.tokens.iter().map(|t| t.text.len()).max().unwrap_or(0),
+            kind: parts.kind,
+            tokens: parts.tokens,
             ids,
-            special,
-            add_bos,
-            add_eos,
-            add_space_prefix,
-            pre,
-            special_cache,
+            special: parts.special,
+            add_bos: parts.add_bos,
+            add_eos: parts.add_eos,
+            add_space_prefix: parts.add_space_prefix,
+            pre: parts.pre,
             eog,
-            add_sep: kind == ModelKind::Wpm,
-            lowercase: false,
-            strip_accents: false,
-            remove_extra_whitespaces: false,
-            escape_whitespaces,
+            add_sep: text.add_sep,
+            lowercase: text.lowercase,
+            strip_accents: text.strip_accents,
+            remove_extra_whitespaces: text.remove_extra_whitespaces,
+            escape_whitespaces: parts.escape_whitespaces,
             treat_whitespace_as_suffix: false,
-            precompiled_charsmap: None,
-            max_token_len,
-        })
+            precompiled_charsmap: text.precompiled_charsmap,
+        }
     }
 
     /// The id of the token whose text is exactly `text`.

@@ -94,11 +94,7 @@ pub(super) fn int_filter(value: &Value, args: &[Value]) -> Result<Value, Error> 
             Number::Float(_) => default,
         },
         ValueKind::String => {
-            let s = value
-                .as_str()
-                .unwrap_or_default()
-                .trim_matches(py_isspace)
-                .replace('_', "");
+            let s = numeral(value);
             let radix = u32::try_from(base).ok().filter(|b| (2..=36).contains(b));
             let parsed = radix.and_then(|r| i128::from_str_radix(&s, r).ok());
             match parsed {
@@ -124,16 +120,22 @@ pub(super) fn float_filter(value: &Value, args: &[Value]) -> Result<Value, Error
             Number::Int(i) => Value::from(i as f64),
             Number::Float(f) => Value::from(f),
         },
-        ValueKind::String => {
-            let s = value
-                .as_str()
-                .unwrap_or_default()
-                .trim_matches(py_isspace)
-                .replace('_', "");
-            s.parse::<f64>().map(Value::from).unwrap_or(default)
-        }
+        ValueKind::String => numeral(value)
+            .parse::<f64>()
+            .map(Value::from)
+            .unwrap_or(default),
         _ => default,
     })
+}
+
+/// A string as Python's `int()` and `float()` read it: without surrounding whitespace and
+/// with `_` digit separators dropped.
+fn numeral(value: &Value) -> String {
+    value
+        .as_str()
+        .unwrap_or_default()
+        .trim_matches(py_isspace)
+        .replace('_', "")
 }
 
 /// Jinja2's `title` filter: a capital after spaces, `-`, `(`, `{`, `[` and `<`.

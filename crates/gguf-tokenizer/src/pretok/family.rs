@@ -65,7 +65,7 @@ pub(super) struct Family {
 }
 
 impl Family {
-    pub(super) fn match_at(&self, s: &Seg, p: usize) -> Option<usize> {
+    fn match_at(&self, s: &Seg, p: usize) -> Option<usize> {
         if self.contractions {
             if let Some(e) = s.contraction(p) {
                 return Some(e);
@@ -122,7 +122,7 @@ impl Family {
         }
     }
 
-    pub(super) fn letters(&self, s: &Seg, p: usize) -> Option<usize> {
+    fn letters(&self, s: &Seg, p: usize) -> Option<usize> {
         match self.letters {
             Letters::Plain => s.opt_then_run(p, not_crlf_letter_number, letter),
             Letters::AsciiPunctWord => {
@@ -192,6 +192,27 @@ impl Family {
     }
 }
 
+/// The most common family, ufakzeka's:
+/// `[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`;
+/// the others are written as their differences from it.
+const BASE: Family = Family {
+    contractions: false,
+    letters: Letters::Plain,
+    digits: Digits::One,
+    punct: not_ws_letter_number,
+    tail: Tail::Newlines,
+    spaces: Spaces::Standard,
+};
+
+/// [`Letters::Cased`].
+const fn cased(upper: Class, lower: Class, contraction: bool) -> Letters {
+    Letters::Cased {
+        upper,
+        lower,
+        contraction,
+    }
+}
+
 macro_rules! family {
     ($name:ident, $doc:literal, $family:expr) => {
         #[doc = $doc]
@@ -207,11 +228,9 @@ family!(
     r"jais-2: `(?:'[sS]|...)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s{512}(?!\S)|...|\s{1,2}(?!\S)|\s{1}`",
     Family {
         contractions: true,
-        letters: Letters::Plain,
         digits: Digits::UpTo3,
-        punct: not_ws_letter_number,
-        tail: Tail::Newlines,
         spaces: Spaces::Jais2,
+        ..BASE
     }
 );
 
@@ -219,12 +238,10 @@ family!(
     m_ds3,
     r"deepseek-v3 (and afmoe's last regex): ``[!-/:-@\[-`{-~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+``",
     Family {
-        contractions: false,
         letters: Letters::AsciiPunctWord,
         digits: Digits::None,
         punct: punct_symbol,
-        tail: Tail::Newlines,
-        spaces: Spaces::Standard,
+        ..BASE
     }
 );
 
@@ -232,12 +249,12 @@ family!(
     m_spark,
     r"spark2_5: ``[!-/:-@\[-`{-~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+|[\r\n]|\s+(?!\S)|\s+``",
     Family {
-        contractions: false,
         letters: Letters::AsciiPunctWord,
         digits: Digits::None,
         punct: punct_symbol,
         tail: Tail::None,
         spaces: Spaces::SingleNewline,
+        ..BASE
     }
 );
 
@@ -245,16 +262,9 @@ family!(
     m_youtu,
     r"youtu: `[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?:'[sS]|...)?|...|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`; collapsed, both classes are `[\p{L}\p{M}]`",
     Family {
-        contractions: false,
-        letters: Letters::Cased {
-            upper: letter_or_mark,
-            lower: letter_or_mark,
-            contraction: true
-        },
-        digits: Digits::One,
-        punct: not_ws_letter_number,
+        letters: cased(letter_or_mark, letter_or_mark, true),
         tail: Tail::NewlinesSlashes,
-        spaces: Spaces::Standard,
+        ..BASE
     }
 );
 
@@ -262,16 +272,10 @@ family!(
     m_tiny_aya,
     r"tiny_aya: youtu's second regex with `\p{N}{1,3}`",
     Family {
-        contractions: false,
-        letters: Letters::Cased {
-            upper: letter_or_mark,
-            lower: letter_or_mark,
-            contraction: true
-        },
+        letters: cased(letter_or_mark, letter_or_mark, true),
         digits: Digits::UpTo3,
-        punct: not_ws_letter_number,
         tail: Tail::NewlinesSlashes,
-        spaces: Spaces::Standard,
+        ..BASE
     }
 );
 
@@ -279,16 +283,9 @@ family!(
     m_tekken,
     r"tekken: `[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`",
     Family {
-        contractions: false,
-        letters: Letters::Cased {
-            upper: letter_not_lower,
-            lower: letter_not_upper,
-            contraction: false
-        },
-        digits: Digits::One,
-        punct: not_ws_letter_number,
+        letters: cased(letter_not_lower, letter_not_upper, false),
         tail: Tail::NewlinesSlashes,
-        spaces: Spaces::Standard,
+        ..BASE
     }
 );
 
@@ -296,16 +293,10 @@ family!(
     m_gpt4o,
     r"gpt-4o: tekken's letters each with an optional `(?:'[sS]|...)`, `\p{N}{1,3}`",
     Family {
-        contractions: false,
-        letters: Letters::Cased {
-            upper: letter_not_lower,
-            lower: letter_not_upper,
-            contraction: true
-        },
+        letters: cased(letter_not_lower, letter_not_upper, true),
         digits: Digits::UpTo3,
-        punct: not_ws_letter_number,
         tail: Tail::NewlinesSlashes,
-        spaces: Spaces::Standard,
+        ..BASE
     }
 );
 
@@ -313,16 +304,10 @@ family!(
     m_granite_multi,
     r"granite-embed-multi-97m: gpt-4o's with `(?=[\p{L}\p{M}])` lookaheads",
     Family {
-        contractions: false,
-        letters: Letters::Cased {
-            upper: letter_mark_not_lower,
-            lower: letter_mark_not_upper,
-            contraction: true
-        },
+        letters: cased(letter_mark_not_lower, letter_mark_not_upper, true),
         digits: Digits::UpTo3,
-        punct: not_ws_letter_number,
         tail: Tail::NewlinesSlashes,
-        spaces: Spaces::Standard,
+        ..BASE
     }
 );
 
@@ -331,11 +316,7 @@ family!(
     r"bailingmoe: `'(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+`",
     Family {
         contractions: true,
-        letters: Letters::Plain,
-        digits: Digits::One,
-        punct: not_ws_letter_number,
-        tail: Tail::Newlines,
-        spaces: Spaces::Standard,
+        ..BASE
     }
 );
 
@@ -344,25 +325,15 @@ family!(
     r"seed-coder: `(?:'[sS]|...)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1}| ?[^\s\p{L}\p{N}\r\n]+|\s*[\r\n]+|\s+(?!\S)|\s+`",
     Family {
         contractions: true,
-        letters: Letters::Plain,
-        digits: Digits::One,
-        punct: not_ws_letter_number,
         tail: Tail::None,
-        spaces: Spaces::Standard,
+        ..BASE
     }
 );
 
 family!(
     m_ufakzeka,
     r"ufakzeka: `[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`",
-    Family {
-        contractions: false,
-        letters: Letters::Plain,
-        digits: Digits::One,
-        punct: not_ws_letter_number,
-        tail: Tail::Newlines,
-        spaces: Spaces::Standard,
-    }
+    BASE
 );
 
 family!(
@@ -371,10 +342,8 @@ family!(
     Family {
         contractions: true,
         letters: Letters::JoinedWords,
-        digits: Digits::One,
-        punct: not_ws_letter_number,
         tail: Tail::OneNewlineOrSlash,
-        spaces: Spaces::Standard,
+        ..BASE
     }
 );
 
@@ -383,10 +352,7 @@ family!(
     r"minicpm5: `(?:'[sS]|...)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}+| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`",
     Family {
         contractions: true,
-        letters: Letters::Plain,
         digits: Digits::Run,
-        punct: not_ws_letter_number,
-        tail: Tail::Newlines,
-        spaces: Spaces::Standard,
+        ..BASE
     }
 );

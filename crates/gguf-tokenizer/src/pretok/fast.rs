@@ -91,24 +91,10 @@ pub(super) fn llama3_fast(s: &Seg, out: &mut Vec<usize>, max_digits: usize, mark
         let c = s.cpt(pos);
         let f = s.fl(pos);
         // (?i:'s|'t|'re|'ve|'m|'ll|'d)
-        if c == '\'' as u32 && pos + 1 < s.end {
-            let n = tolower(s.cpt(pos + 1));
-            if [b's', b't', b'm', b'd'].iter().any(|&x| n == x as u32) {
-                pos += 2;
-                push(out, pos);
-                continue;
-            }
-            if pos + 2 < s.end {
-                let nn = tolower(s.cpt(pos + 2));
-                if [(b'r', b'e'), (b'v', b'e'), (b'l', b'l')]
-                    .iter()
-                    .any(|&(x, y)| n == x as u32 && nn == y as u32)
-                {
-                    pos += 3;
-                    push(out, pos);
-                    continue;
-                }
-            }
+        if let Some(e) = contraction_ci(s, pos) {
+            pos = e;
+            push(out, pos);
+            continue;
         }
         // [^\r\n\p{L}\p{N}]?\p{L}+  (qwen35: [\p{L}\p{M}])
         if !(c == '\r' as u32 || c == '\n' as u32 || f.is_number())
@@ -123,40 +109,70 @@ pub(super) fn llama3_fast(s: &Seg, out: &mut Vec<usize>, max_digits: usize, mark
         }
         // \p{N}{1,3} or \p{N}
         if f.is_number() {
-            let mut ini = pos;
-            while s.fl(pos).is_number() {
-                pos += 1;
-                if pos - ini >= max_digits {
-                    push(out, pos);
-                    ini = pos;
-                }
-            }
+            pos = digit_groups(s, pos, max_digits, out);
             push(out, pos);
             continue;
         }
-        //  ?[^\s\p{L}\p{N}]+[\r\n]*   (the first test is on the current code point's flags)
-        let space = c == ' ' as u32;
-        let mut f2 = if space { s.fl(pos + 1) } else { f };
-        if other(f2) && !f.is_none() {
-            pos += space as usize;
-            while other(f2) && !f2.is_none() {
-                pos += 1;
-                f2 = s.fl(pos);
-            }
-            while s.cpt(pos) == '\r' as u32 || s.cpt(pos) == '\n' as u32 {
-                pos += 1;
-            }
-            push(out, pos);
-            continue;
-        }
-        if let Some(e) = fast_whitespace(s, pos) {
-            pos = e;
-            push(out, pos);
-            continue;
-        }
-        pos += 1;
+        pos = punct_space_or_one(s, pos, other);
         push(out, pos);
     }
+}
+
+/// The fast paths' `(?i:'s|'t|'re|'ve|'m|'ll|'d)` at `pos` (lowercased with llama.cpp's
+/// `unicode_tolower`): where it ends.
+fn contraction_ci(s: &Seg, pos: usize) -> Option<usize> {
+    if s.cpt(pos) != '\'' as u32 || pos + 1 >= s.end {
+        return None;
+    }
+    let n = tolower(s.cpt(pos + 1));
+    if [b's', b't', b'm', b'd'].iter().any(|&x| n == x as u32) {
+        return Some(pos + 2);
+    }
+    if pos + 2 < s.end {
+        let nn = tolower(s.cpt(pos + 2));
+        if [(b'r', b'e'), (b'v', b'e'), (b'l', b'l')]
+            .iter()
+            .any(|&(x, y)| n == x as u32 && nn == y as u32)
+        {
+            return Some(pos + 3);
+        }
+    }
+    None
+}
+
+/// `\p{N}{1,max}` repeated over the run of numbers at `pos`, each full group's end pushed:
+/// where the run ends.
+fn digit_groups(s: &Seg, mut pos: usize, max: usize, out: &mut Vec<usize>) -> usize {
+    let mut ini = pos;
+    while s.fl(pos).is_number() {
+        pos += 1;
+        if pos - ini >= max {
+            push(out, pos);
+            ini = pos;
+        }
+    }
+    pos
+}
+
+/// Where the last alternatives of the llama3-style fast paths end, matched at `pos`:
+/// ` ?OTHER+[\r\n]*` (the first test on the current code point's flags, OTHER by `other`),
+/// then `\s*[\r\n]+|\s+(?!\S)|\s+`, else the one code point.
+fn punct_space_or_one(s: &Seg, mut pos: usize, other: impl Fn(CptFlags) -> bool) -> usize {
+    let f = s.fl(pos);
+    let space = s.cpt(pos) == ' ' as u32;
+    let mut f2 = if space { s.fl(pos + 1) } else { f };
+    if other(f2) && !f.is_none() {
+        pos += space as usize;
+        while other(f2) && !f2.is_none() {
+            pos += 1;
+            f2 = s.fl(pos);
+        }
+        while s.cpt(pos) == '\r' as u32 || s.cpt(pos) == '\n' as u32 {
+            pos += 1;
+        }
+        return pos;
+    }
+    fast_whitespace(s, pos).unwrap_or(pos + 1)
 }
 
 /// The fast paths' `\s*[\r\n]+|\s+(?!\S)|\s+`.
@@ -199,59 +215,20 @@ pub(super) fn kimi_k2_fast(s: &Seg, out: &mut Vec<usize>) {
             while letter_not_han(pos) {
                 pos += 1;
             }
-            if s.cpt(pos) == '\'' as u32 && pos + 1 < s.end {
-                let n = tolower(s.cpt(pos + 1));
-                if [b's', b't', b'm', b'd'].iter().any(|&x| n == x as u32) {
-                    pos += 2;
-                } else if pos + 2 < s.end {
-                    let nn = tolower(s.cpt(pos + 2));
-                    if [(b'r', b'e'), (b'v', b'e'), (b'l', b'l')]
-                        .iter()
-                        .any(|&(x, y)| n == x as u32 && nn == y as u32)
-                    {
-                        pos += 3;
-                    }
-                }
-            }
+            pos = contraction_ci(s, pos).unwrap_or(pos);
             push(out, pos);
             continue;
         }
         // \p{N}{1,3}
         if f.is_number() {
-            let mut ini = pos;
-            while s.fl(pos).is_number() {
-                pos += 1;
-                if pos - ini >= 3 {
-                    push(out, pos);
-                    ini = pos;
-                }
-            }
+            pos = digit_groups(s, pos, 3, out);
             push(out, pos);
             continue;
         }
-        //  ?[^\s\p{L}\p{N}]+[\r\n]*
+        //  ?[^\s\p{L}\p{N}]+[\r\n]*, whitespace, or one code point
         let other =
             |f: CptFlags| !(f.is_whitespace() || f.is_letter() || f.is_number() || f.is_none());
-        let space = c == ' ' as u32;
-        let mut f2 = if space { s.fl(pos + 1) } else { f };
-        if other(f2) {
-            pos += space as usize;
-            while other(f2) {
-                pos += 1;
-                f2 = s.fl(pos);
-            }
-            while s.cpt(pos) == '\r' as u32 || s.cpt(pos) == '\n' as u32 {
-                pos += 1;
-            }
-            push(out, pos);
-            continue;
-        }
-        if let Some(e) = fast_whitespace(s, pos) {
-            pos = e;
-            push(out, pos);
-            continue;
-        }
-        pos += 1;
+        pos = punct_space_or_one(s, pos, other);
         push(out, pos);
     }
 }

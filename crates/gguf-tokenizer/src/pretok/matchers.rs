@@ -8,7 +8,7 @@ use crate::unicode::CptFlags;
 
 /// `[\p{P}\$\+<=>\^~\|]+`
 pub(super) fn m_default_punct(s: &Seg, p: usize) -> Option<usize> {
-    pub(super) fn class(c: u32, f: CptFlags) -> bool {
+    fn class(c: u32, f: CptFlags) -> bool {
         f.is_punctuation()
             || matches!(
                 char::from_u32(c),
@@ -20,7 +20,7 @@ pub(super) fn m_default_punct(s: &Seg, p: usize) -> Option<usize> {
 
 /// ``[\p{P}\$\+<=>\^~\|`]+``
 pub(super) fn m_falcon_punct(s: &Seg, p: usize) -> Option<usize> {
-    pub(super) fn class(c: u32, f: CptFlags) -> bool {
+    fn class(c: u32, f: CptFlags) -> bool {
         f.is_punctuation()
             || matches!(
                 char::from_u32(c),
@@ -69,7 +69,7 @@ pub(super) fn m_non_space(s: &Seg, p: usize) -> Option<usize> {
 
 /// deepseek-llm's letters: `\s?[A-Za-zµÀ-ÖØ-öø-ƺ...]+` (run on code points)
 pub(super) fn m_ds_llm_letters(s: &Seg, p: usize) -> Option<usize> {
-    pub(super) fn class(c: u32, f: CptFlags) -> bool {
+    fn class(c: u32, f: CptFlags) -> bool {
         !f.is_whitespace() && in_ranges(c, DS_LLM_LETTERS)
     }
     s.opt_then_run(p, ws, class)
@@ -77,7 +77,7 @@ pub(super) fn m_ds_llm_letters(s: &Seg, p: usize) -> Option<usize> {
 
 /// deepseek-llm's punctuation: `\s?[!-/:-~！-／：-～‘-‟　-。]+` (run on code points)
 pub(super) fn m_ds_llm_punct(s: &Seg, p: usize) -> Option<usize> {
-    pub(super) fn class(c: u32, f: CptFlags) -> bool {
+    fn class(c: u32, f: CptFlags) -> bool {
         !f.is_whitespace() && in_ranges(c, DS_LLM_PUNCT)
     }
     s.opt_then_run(p, ws, class)
@@ -85,7 +85,7 @@ pub(super) fn m_ds_llm_punct(s: &Seg, p: usize) -> Option<usize> {
 
 /// `[一-龥ࠀ-一가-퟿]+` (deepseek-llm and deepseek-coder; note U+0800..U+4E00 is one range)
 pub(super) fn m_ds_llm_cjk(s: &Seg, p: usize) -> Option<usize> {
-    pub(super) fn class(c: u32, f: CptFlags) -> bool {
+    fn class(c: u32, f: CptFlags) -> bool {
         !f.is_whitespace() && in_ranges(c, DS_LLM_CJK)
     }
     s.is(p, class).then(|| s.run(p, class))
@@ -103,7 +103,7 @@ pub(super) fn m_ds_coder_punct(s: &Seg, p: usize) -> Option<usize> {
 
 /// `[一-龥぀-ゟ゠-ヿ]+`
 pub(super) fn m_cjk_kana(s: &Seg, p: usize) -> Option<usize> {
-    pub(super) fn class(c: u32, f: CptFlags) -> bool {
+    fn class(c: u32, f: CptFlags) -> bool {
         !f.is_whitespace() && in_ranges(c, CJK_KANA)
     }
     s.is(p, class).then(|| s.run(p, class))
@@ -111,16 +111,16 @@ pub(super) fn m_cjk_kana(s: &Seg, p: usize) -> Option<usize> {
 
 /// youtu's first regex: `[가-힣ㄱ-ㆎ]+|[！…“”‘’—：；，、-〿︰-﹏]+|[ㄅ-ㄯ]+|[一-龥぀-ゟ゠-ヿ]+`
 pub(super) fn m_youtu_scripts(s: &Seg, p: usize) -> Option<usize> {
-    pub(super) fn hangul(c: u32, f: CptFlags) -> bool {
+    fn hangul(c: u32, f: CptFlags) -> bool {
         !f.is_whitespace() && in_ranges(c, YOUTU_HANGUL)
     }
-    pub(super) fn punct(c: u32, f: CptFlags) -> bool {
+    fn punct(c: u32, f: CptFlags) -> bool {
         !f.is_whitespace() && in_ranges(c, YOUTU_PUNCT)
     }
-    pub(super) fn bopomofo(c: u32, f: CptFlags) -> bool {
+    fn bopomofo(c: u32, f: CptFlags) -> bool {
         !f.is_whitespace() && in_ranges(c, YOUTU_BOPOMOFO)
     }
-    pub(super) fn cjk(c: u32, f: CptFlags) -> bool {
+    fn cjk(c: u32, f: CptFlags) -> bool {
         !f.is_whitespace() && in_ranges(c, CJK_KANA)
     }
     for class in [hangul as Class, punct, bopomofo, cjk] {
@@ -134,7 +134,7 @@ pub(super) fn m_youtu_scripts(s: &Seg, p: usize) -> Option<usize> {
 /// afmoe's scripts: `[一-鿿㐀-䶿豈-﫿぀-ゟ゠-ヿ･-ﾟ⼀-⿟เ-๿຀-໿ក-៿က-႟ꩠ-ꩿꧠ-꧿가-힯ᄀ-ᇿ]+`. In llama.cpp's
 /// source the third range starts at U+8C48 (the NFC form of U+F900) and the Thai one at U+0E40.
 pub(super) fn m_afmoe_scripts(s: &Seg, p: usize) -> Option<usize> {
-    pub(super) fn class(c: u32, f: CptFlags) -> bool {
+    fn class(c: u32, f: CptFlags) -> bool {
         !f.is_whitespace() && in_ranges(c, AFMOE_SCRIPTS)
     }
     s.is(p, class).then(|| s.run(p, class))
@@ -142,7 +142,7 @@ pub(super) fn m_afmoe_scripts(s: &Seg, p: usize) -> Option<usize> {
 
 /// bloom/poro/gpt3-finnish/viking: ` ?[^(\s|.,!?…。，、।۔،)]+` (run on code points)
 pub(super) fn m_poro(s: &Seg, p: usize) -> Option<usize> {
-    pub(super) fn class(c: u32, f: CptFlags) -> bool {
+    fn class(c: u32, f: CptFlags) -> bool {
         !f.is_whitespace()
             && !matches!(
                 c,
@@ -209,7 +209,7 @@ pub(super) fn m_tab_newline_spaces(s: &Seg, p: usize) -> Option<usize> {
 
 /// chameleon: ``[\p{P}!-/:-@\[-`{-~]``
 pub(super) fn m_chameleon_punct(s: &Seg, p: usize) -> Option<usize> {
-    pub(super) fn class(c: u32, f: CptFlags) -> bool {
+    fn class(c: u32, f: CptFlags) -> bool {
         f.is_punctuation() || matches!(c, 0x21..=0x2F | 0x3A..=0x40 | 0x5B..=0x60 | 0x7B..=0x7E)
     }
     s.is(p, class).then_some(p + 1)

@@ -237,7 +237,7 @@ pub(in crate::hf_json) mod tests {
     use crate::pretok::PreTokenizer;
 
     #[test]
-    pub(in crate::hf_json) fn hugging_face_regexes_map_onto_llama_cpp_types() {
+    fn hugging_face_regexes_map_onto_llama_cpp_types() {
         let llama3 = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
         assert_eq!(
             type_for_regexes(&[canonical_regex(llama3)]),

@@ -331,7 +331,7 @@ pub(in crate::hf_json) mod tests {
     use super::super::piece::Piece;
 
     #[test]
-    pub(in crate::hf_json) fn a_deepseek_coder_sequence_is_mapped_with_a_warning() {
+    fn a_deepseek_coder_sequence_is_mapped_with_a_warning() {
         let json = r#"{"type":"Sequence","pretokenizers":[
             {"type":"Split","pattern":{"Regex":"[\r\n]"},"behavior":"Isolated","invert":false},
             {"type":"Split","pattern":{"Regex":"\\s?\\p{L}+"},"behavior":"Isolated","invert":false},
@@ -349,7 +349,7 @@ pub(in crate::hf_json) mod tests {
     }
 
     #[test]
-    pub(in crate::hf_json) fn metaspace_splits_before_each_replacement() {
+    fn metaspace_splits_before_each_replacement() {
         let step = PreStep::Metaspace {
             replacement: '\u{2581}',
             prepend: PrependScheme::First,
