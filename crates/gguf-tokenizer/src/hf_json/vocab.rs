@@ -1,8 +1,8 @@
 //! The vocabulary a `tokenizer.json` gives, laid out as llama.cpp lays out its own (WordPiece
 //! texts as `▁word` and bare continuations, roles and token types), so that the crate's
 //! decoder, special-token matcher and accessors serve it as they serve a GGUF vocabulary. The
-//! JSON's `decoder` is not read: decoding is the crate's (`tokenizers`' decoders for these
-//! models give the same text, see `decode_matches_hugging_face` in tests/hf_json.rs).
+//! JSON's `decoder` is not read: decoding is the crate's, which `decode_matches_hugging_face`
+//! (tests/hf_json.rs) compares with `tokenizers`' (docs/tokenizer.md names the one difference).
 
 use super::added_vocabulary::AddedToken;
 use super::models::Model;

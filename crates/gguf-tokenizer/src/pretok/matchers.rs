@@ -69,26 +69,17 @@ pub(super) fn m_non_space(s: &Seg, p: usize) -> Option<usize> {
 
 /// deepseek-llm's letters: `\s?[A-Za-zµÀ-ÖØ-öø-ƺ...]+` (run on code points)
 pub(super) fn m_ds_llm_letters(s: &Seg, p: usize) -> Option<usize> {
-    fn class(c: u32, f: CptFlags) -> bool {
-        !f.is_whitespace() && in_ranges(c, DS_LLM_LETTERS)
-    }
-    s.opt_then_run(p, ws, class)
+    s.opt_then_run(p, ws, ds_llm_letter)
 }
 
 /// deepseek-llm's punctuation: `\s?[!-/:-~！-／：-～‘-‟　-。]+` (run on code points)
 pub(super) fn m_ds_llm_punct(s: &Seg, p: usize) -> Option<usize> {
-    fn class(c: u32, f: CptFlags) -> bool {
-        !f.is_whitespace() && in_ranges(c, DS_LLM_PUNCT)
-    }
-    s.opt_then_run(p, ws, class)
+    s.opt_then_run(p, ws, ds_llm_punct)
 }
 
 /// `[一-龥ࠀ-一가-퟿]+` (deepseek-llm and deepseek-coder; note U+0800..U+4E00 is one range)
 pub(super) fn m_ds_llm_cjk(s: &Seg, p: usize) -> Option<usize> {
-    fn class(c: u32, f: CptFlags) -> bool {
-        !f.is_whitespace() && in_ranges(c, DS_LLM_CJK)
-    }
-    s.is(p, class).then(|| s.run(p, class))
+    s.is(p, ds_llm_cjk).then(|| s.run(p, ds_llm_cjk))
 }
 
 /// `\s?\p{L}+`
@@ -103,27 +94,12 @@ pub(super) fn m_ds_coder_punct(s: &Seg, p: usize) -> Option<usize> {
 
 /// `[一-龥぀-ゟ゠-ヿ]+`
 pub(super) fn m_cjk_kana(s: &Seg, p: usize) -> Option<usize> {
-    fn class(c: u32, f: CptFlags) -> bool {
-        !f.is_whitespace() && in_ranges(c, CJK_KANA)
-    }
-    s.is(p, class).then(|| s.run(p, class))
+    s.is(p, cjk_kana).then(|| s.run(p, cjk_kana))
 }
 
 /// youtu's first regex: `[가-힣ㄱ-ㆎ]+|[！…“”‘’—：；，、-〿︰-﹏]+|[ㄅ-ㄯ]+|[一-龥぀-ゟ゠-ヿ]+`
 pub(super) fn m_youtu_scripts(s: &Seg, p: usize) -> Option<usize> {
-    fn hangul(c: u32, f: CptFlags) -> bool {
-        !f.is_whitespace() && in_ranges(c, YOUTU_HANGUL)
-    }
-    fn punct(c: u32, f: CptFlags) -> bool {
-        !f.is_whitespace() && in_ranges(c, YOUTU_PUNCT)
-    }
-    fn bopomofo(c: u32, f: CptFlags) -> bool {
-        !f.is_whitespace() && in_ranges(c, YOUTU_BOPOMOFO)
-    }
-    fn cjk(c: u32, f: CptFlags) -> bool {
-        !f.is_whitespace() && in_ranges(c, CJK_KANA)
-    }
-    for class in [hangul as Class, punct, bopomofo, cjk] {
+    for class in [youtu_hangul as Class, youtu_punct, youtu_bopomofo, cjk_kana] {
         if s.is(p, class) {
             return Some(s.run(p, class));
         }
@@ -134,10 +110,7 @@ pub(super) fn m_youtu_scripts(s: &Seg, p: usize) -> Option<usize> {
 /// afmoe's scripts: `[一-鿿㐀-䶿豈-﫿぀-ゟ゠-ヿ･-ﾟ⼀-⿟เ-๿຀-໿ក-៿က-႟ꩠ-ꩿꧠ-꧿가-힯ᄀ-ᇿ]+`. In llama.cpp's
 /// source the third range starts at U+8C48 (the NFC form of U+F900) and the Thai one at U+0E40.
 pub(super) fn m_afmoe_scripts(s: &Seg, p: usize) -> Option<usize> {
-    fn class(c: u32, f: CptFlags) -> bool {
-        !f.is_whitespace() && in_ranges(c, AFMOE_SCRIPTS)
-    }
-    s.is(p, class).then(|| s.run(p, class))
+    s.is(p, afmoe_script).then(|| s.run(p, afmoe_script))
 }
 
 /// bloom/poro/gpt3-finnish/viking: ` ?[^(\s|.,!?…。，、।۔،)]+` (run on code points)
@@ -213,6 +186,27 @@ pub(super) fn m_chameleon_punct(s: &Seg, p: usize) -> Option<usize> {
         f.is_punctuation() || matches!(c, 0x21..=0x2F | 0x3A..=0x40 | 0x5B..=0x60 | 0x7B..=0x7E)
     }
     s.is(p, class).then_some(p + 1)
+}
+
+/// `fn NAME(c, f)`: a code point of `TABLE`'s ranges that is not whitespace, for each
+/// `NAME: TABLE`.
+macro_rules! range_classes {
+    ($($name:ident: $table:ident,)*) => {$(
+        fn $name(c: u32, f: CptFlags) -> bool {
+            !f.is_whitespace() && in_ranges(c, $table)
+        }
+    )*};
+}
+
+range_classes! {
+    ds_llm_letter: DS_LLM_LETTERS,
+    ds_llm_punct: DS_LLM_PUNCT,
+    ds_llm_cjk: DS_LLM_CJK,
+    cjk_kana: CJK_KANA,
+    youtu_hangul: YOUTU_HANGUL,
+    youtu_punct: YOUTU_PUNCT,
+    youtu_bopomofo: YOUTU_BOPOMOFO,
+    afmoe_script: AFMOE_SCRIPTS,
 }
 
 // -------------------------------------------------------------------------------------------------
