@@ -5,8 +5,12 @@ use std::ops::Range;
 
 use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
 
-use crate::unicode::cpt_flags;
+use aho_corasick::{AhoCorasick, MatchKind};
 use rustc_hash::FxHashMap;
+
+use super::err;
+use crate::error::Result;
+use crate::unicode::cpt_flags;
 
 #[derive(Clone, Debug)]
 pub(super) struct AddedToken {
@@ -21,75 +25,60 @@ pub(super) struct AddedToken {
     pub(super) special: bool,
 }
 
-/// A byte trie of the added tokens' patterns, one for the raw text and one for normalized
-/// text, searched leftmost-longest as `tokenizers`' Aho-Corasick automaton is.
+/// The added tokens and their patterns, one automaton for the raw text and one for the
+/// normalized text.
 #[derive(Clone, Debug, Default)]
 pub(super) struct AddedMatcher {
     pub(super) tokens: Vec<AddedToken>,
-    pub(super) raw: Trie,
-    pub(super) normalized: Trie,
+    pub(super) raw: Patterns,
+    pub(super) normalized: Patterns,
 }
 
+/// Patterns searched leftmost-longest with `aho-corasick`, as `tokenizers` searches them.
 #[derive(Clone, Debug, Default)]
-pub(super) struct Trie {
-    /// (node, byte) → child node; node 0 is the root.
-    pub(super) edges: FxHashMap<(u32, u8), u32>,
-    /// node → token index, where a pattern ends.
-    pub(super) ends: FxHashMap<u32, usize>,
-    pub(super) nodes: u32,
+pub(super) struct Patterns {
+    automaton: Option<AhoCorasick>,
+    /// Pattern index → token index.
+    tokens: Vec<usize>,
 }
 
-impl Trie {
-    pub(super) fn insert(&mut self, pattern: &str, value: usize) {
-        let mut node = 0;
-        for &b in pattern.as_bytes() {
-            node = match self.edges.get(&(node, b)) {
-                Some(&n) => n,
-                None => {
-                    self.nodes += 1;
-                    self.edges.insert((node, b), self.nodes);
-                    self.nodes
-                }
-            };
+impl Patterns {
+    /// `(pattern, token index)` pairs; of equal patterns the last one is kept.
+    fn new(pairs: Vec<(&str, usize)>) -> Result<Patterns> {
+        let mut last: FxHashMap<&str, usize> = FxHashMap::default();
+        for &(pattern, token) in &pairs {
+            last.insert(pattern, token);
         }
-        self.ends.insert(node, value);
+        let kept: Vec<(&str, usize)> = pairs
+            .into_iter()
+            .filter(|(pattern, token)| last[pattern] == *token)
+            .collect();
+        if kept.is_empty() {
+            return Ok(Patterns::default());
+        }
+        let automaton = AhoCorasick::builder()
+            .match_kind(MatchKind::LeftmostLongest)
+            .build(kept.iter().map(|(pattern, _)| pattern))
+            .map_err(|e| err(format!("the added tokens cannot be searched for: {e}")))?;
+        Ok(Patterns {
+            automaton: Some(automaton),
+            tokens: kept.into_iter().map(|(_, token)| token).collect(),
+        })
     }
 
     pub(super) fn is_empty(&self) -> bool {
-        self.ends.is_empty()
-    }
-
-    /// The longest pattern starting at `text[at..]`: (end, token index).
-    pub(super) fn longest_at(&self, text: &[u8], at: usize) -> Option<(usize, usize)> {
-        let mut node = 0;
-        let mut best = None;
-        for (i, &b) in text[at..].iter().enumerate() {
-            match self.edges.get(&(node, b)) {
-                Some(&n) => node = n,
-                None => break,
-            }
-            if let Some(&v) = self.ends.get(&node) {
-                best = Some((at + i + 1, v));
-            }
-        }
-        best
+        self.automaton.is_none()
     }
 
     /// Non-overlapping leftmost-longest matches: (range, token index).
-    pub(super) fn find_iter(&self, text: &str) -> Vec<(Range<usize>, usize)> {
-        let bytes = text.as_bytes();
-        let mut out = Vec::new();
-        let mut at = 0;
-        while at < bytes.len() {
-            match self.longest_at(bytes, at) {
-                Some((end, v)) => {
-                    out.push((at..end, v));
-                    at = end;
-                }
-                None => at += 1,
-            }
-        }
-        out
+    fn find_iter(&self, text: &str) -> Vec<(Range<usize>, usize)> {
+        let Some(automaton) = &self.automaton else {
+            return Vec::new();
+        };
+        automaton
+            .find_iter(text)
+            .map(|m| (m.range(), self.tokens[m.pattern().as_usize()]))
+            .collect()
     }
 }
 
@@ -110,38 +99,37 @@ pub(super) fn is_word_char(c: char) -> bool {
 }
 
 impl AddedMatcher {
-    pub(super) fn new(tokens: &[AddedToken]) -> AddedMatcher {
-        let mut m = AddedMatcher {
-            tokens: tokens.to_vec(),
-            ..AddedMatcher::default()
+    pub(super) fn new(tokens: &[AddedToken]) -> Result<AddedMatcher> {
+        let patterns = |normalized: bool| {
+            let pairs = tokens
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| t.normalized == normalized && !t.pattern.is_empty())
+                .map(|(i, t)| (t.pattern.as_str(), i))
+                .collect();
+            Patterns::new(pairs)
         };
-        for (i, t) in tokens.iter().enumerate() {
-            if t.pattern.is_empty() {
-                continue;
-            }
-            if t.normalized {
-                m.normalized.insert(&t.pattern, i);
-            } else {
-                m.raw.insert(&t.pattern, i);
-            }
-        }
-        m
+        Ok(AddedMatcher {
+            tokens: tokens.to_vec(),
+            raw: patterns(false)?,
+            normalized: patterns(true)?,
+        })
     }
 
     /// `AddedVocabulary::find_matches`: the splits of `sentence`, each an added token's id or
     /// text, covering it.
     pub(super) fn find(
         &self,
-        trie: &Trie,
+        patterns: &Patterns,
         sentence: &str,
         skip_special: bool,
     ) -> Vec<(Option<u32>, Range<usize>)> {
-        if trie.is_empty() || sentence.is_empty() {
+        if patterns.is_empty() || sentence.is_empty() {
             return vec![(None, 0..sentence.len())];
         }
         let mut splits = Vec::new();
         let mut start_offset = 0;
-        for (range, k) in trie.find_iter(sentence) {
+        for (range, k) in patterns.find_iter(sentence) {
             let token = &self.tokens[k];
             let (mut start, mut stop) = (range.start, range.end);
             if skip_special && token.special {

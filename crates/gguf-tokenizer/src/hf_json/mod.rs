@@ -223,7 +223,7 @@ pub(crate) fn from_json(json: &str, overrides: SpecialIds) -> Result<Tokenizer> 
         overrides,
         &mut warnings,
     )?;
-    let matcher = AddedMatcher::new(&added);
+    let matcher = AddedMatcher::new(&added)?;
     let pipeline = HfPipeline {
         normalizer,
         pre: pre.steps,
