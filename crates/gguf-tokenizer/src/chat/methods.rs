@@ -86,6 +86,38 @@ pub(super) fn py_line_break(c: char) -> bool {
     )
 }
 
+/// Python's `str.split()` and `str.rsplit()` without a separator: runs of whitespace
+/// separate words; with a `limit` of splits, counted from the left or the right, the rest of
+/// the text is the last (or first) part as it stands.
+fn split_whitespace(s: &str, limit: Option<usize>, from_right: bool) -> Vec<Value> {
+    let mut words: Vec<std::ops::Range<usize>> = Vec::new();
+    let mut start = None;
+    for (i, c) in s.char_indices() {
+        match (py_isspace(c), start) {
+            (true, Some(b)) => {
+                words.push(b..i);
+                start = None;
+            }
+            (false, None) => start = Some(i),
+            _ => {}
+        }
+    }
+    words.extend(start.map(|b| b..s.len()));
+    let text = |r: &std::ops::Range<usize>| Value::from(&s[r.clone()]);
+    let n = words.len();
+    match limit {
+        Some(k) if n > k && !from_right => words[..k]
+            .iter()
+            .map(text)
+            .chain(std::iter::once(Value::from(&s[words[k].start..])))
+            .collect(),
+        Some(k) if n > k => std::iter::once(Value::from(&s[..words[n - k - 1].end]))
+            .chain(words[n - k..].iter().map(text))
+            .collect(),
+        _ => words.iter().map(text).collect(),
+    }
+}
+
 /// The part of `s` a Python slice `[start:end]` of character indices selects, with the
 /// character index it starts at; `None` when `start` is past the end (Python then finds nothing).
 pub(super) fn char_window<'s>(
@@ -196,50 +228,7 @@ pub(super) fn str_method(s: &str, method: &str, args: &[Value]) -> Result<Value,
                         (_, None) => s.split(sep.as_str()).map(Value::from).collect(),
                     }
                 }
-                None if method == "split" => {
-                    let mut parts = Vec::new();
-                    let mut rest = s.trim_start_matches(py_isspace);
-                    while !rest.is_empty() {
-                        if limit == Some(parts.len()) {
-                            parts.push(Value::from(rest));
-                            break;
-                        }
-                        match rest.find(py_isspace) {
-                            Some(i) => {
-                                parts.push(Value::from(&rest[..i]));
-                                rest = rest[i..].trim_start_matches(py_isspace);
-                            }
-                            None => {
-                                parts.push(Value::from(rest));
-                                break;
-                            }
-                        }
-                    }
-                    parts
-                }
-                None => {
-                    let mut parts = Vec::new();
-                    let mut rest = s.trim_end_matches(py_isspace);
-                    while !rest.is_empty() {
-                        if limit == Some(parts.len()) {
-                            parts.push(Value::from(rest));
-                            break;
-                        }
-                        match rest.rfind(py_isspace) {
-                            Some(i) => {
-                                let ws_len = rest[i..].chars().next().map_or(1, char::len_utf8);
-                                parts.push(Value::from(&rest[i + ws_len..]));
-                                rest = rest[..i].trim_end_matches(py_isspace);
-                            }
-                            None => {
-                                parts.push(Value::from(rest));
-                                break;
-                            }
-                        }
-                    }
-                    parts.reverse();
-                    parts
-                }
+                None => split_whitespace(s, limit, method == "rsplit"),
             };
             Ok(Value::from(parts))
         }
