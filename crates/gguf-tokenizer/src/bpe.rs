@@ -5,7 +5,7 @@
 
 use std::collections::BinaryHeap;
 
-use crate::fasthash::FastMap;
+use rustc_hash::FxHashMap;
 
 use crate::pretok::PreTokenizer;
 use crate::unicode::{byte_to_bpe_char, cpt_to_utf8, utf8_to_cpts};
@@ -19,9 +19,9 @@ type TextPair = (Box<[u8]>, Box<[u8]>);
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Merges {
     /// (left id, right id) → (rank, id of the merged text if it is a token).
-    by_id: FastMap<(u32, u32), (u32, Option<u32>)>,
+    by_id: FxHashMap<(u32, u32), (u32, Option<u32>)>,
     /// (left text, right text) → rank, for merges with a side that is not a token.
-    by_text: FastMap<TextPair, u32>,
+    by_text: FxHashMap<TextPair, u32>,
 }
 
 impl Merges {

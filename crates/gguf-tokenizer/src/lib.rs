@@ -13,7 +13,6 @@
 mod bpe;
 pub mod chat;
 mod error;
-mod fasthash;
 mod hf_json;
 mod pretok;
 mod special;
@@ -31,7 +30,7 @@ pub use vocab::{ModelKind, SpecialIds, TokenType};
 use gguf_format::GgufFile;
 
 use special::{Fragment, SpecialMatcher};
-use vocab::{attr, Vocab};
+use vocab::{Attr, Vocab};
 
 /// `▁` (U+2581), SentencePiece's visible space.
 const ESCAPED_SPACE: &[u8] = "\u{2581}".as_bytes();
@@ -41,11 +40,22 @@ const ESCAPED_SPACE: &[u8] = "\u{2581}".as_bytes();
 pub struct Tokenizer {
     vocab: Vocab,
     special: SpecialMatcher,
-    bpe: Option<BpeModel>,
-    ugm: Option<ugm::UgmModel>,
-    /// The pipeline of a `tokenizer.huggingface.json` file, which encodes instead.
-    hf: Option<Box<hf_json::HfPipeline>>,
+    model: Model,
     warnings: Vec<String>,
+}
+
+/// What encoding needs beyond the vocabulary, one variant per way of encoding.
+#[derive(Debug, Clone)]
+enum Model {
+    /// SentencePiece: the vocabulary's scores are the model.
+    Spm,
+    /// WordPiece: the vocabulary is the model.
+    Wpm,
+    Bpe(BpeModel),
+    Ugm(ugm::UgmModel),
+    /// The pipeline of a `tokenizer.huggingface.json` file (its vocabulary is a BPE or
+    /// WordPiece one, which decoding follows).
+    HuggingFace(Box<hf_json::HfPipeline>),
 }
 
 /// What a byte-level BPE model adds to the vocabulary.
@@ -66,8 +76,10 @@ impl Tokenizer {
         }
         let vocab = Vocab::from_gguf(file)?;
         let mut warnings = Vec::new();
-        let bpe = match vocab.kind {
-            ModelKind::Spm | ModelKind::Wpm | ModelKind::Ugm => None,
+        let model = match vocab.kind {
+            ModelKind::Spm => Model::Spm,
+            ModelKind::Wpm => Model::Wpm,
+            ModelKind::Ugm => Model::Ugm(ugm::UgmModel::new(&vocab)?),
             ModelKind::Bpe => {
                 let merges =
                     bpe::Merges::new(&vocab, file.get_array::<&[u8]>("tokenizer.ggml.merges")?);
@@ -88,24 +100,18 @@ impl Tokenizer {
                         pretok::PreTokenizer::FALLBACK
                     })
                 };
-                Some(BpeModel {
+                Model::Bpe(BpeModel {
                     merges,
                     pre,
                     options: bpe::BpeOptions::for_pre(&vocab.pre),
                 })
             }
         };
-        let ugm = match vocab.kind {
-            ModelKind::Ugm => Some(ugm::UgmModel::new(&vocab)?),
-            _ => None,
-        };
         let special = SpecialMatcher::new(&vocab);
         Ok(Tokenizer {
             vocab,
             special,
-            bpe,
-            ugm,
-            hf: None,
+            model,
             warnings,
         })
     }
@@ -182,7 +188,7 @@ impl Tokenizer {
         self.vocab
             .tokens
             .get(id as usize)
-            .is_some_and(|t| t.attr & attr::CONTROL != 0)
+            .is_some_and(|t| t.attr.contains(Attr::CONTROL))
     }
 
     /// The stored type of token `id` (`None` out of range).
@@ -200,20 +206,19 @@ impl Tokenizer {
     /// (user-defined tokens are always matched). Any bytes are accepted. WordPiece (`bert`)
     /// models, as in llama.cpp, add BOS and SEP whenever `add_special` is set.
     pub fn encode(&self, text: &[u8], add_special: bool, parse_special: bool) -> Vec<u32> {
-        if let Some(hf) = &self.hf {
-            return hf.encode(text, add_special, parse_special);
-        }
         let vocab = &self.vocab;
         let mut out = Vec::with_capacity(text.len() / 3 + 2);
         if add_special && (vocab.add_bos || vocab.kind == ModelKind::Wpm) {
             out.extend(vocab.special.bos);
         }
-        let fragments = self.special.partition(vocab, text, parse_special);
-        match vocab.kind {
-            ModelKind::Spm => {
+        let fragments = || self.special.partition(vocab, text, parse_special);
+        match &self.model {
+            // Its own added-token matching, normalizers and post-processor.
+            Model::HuggingFace(hf) => return hf.encode(text, add_special, parse_special),
+            Model::Spm => {
                 let mut prev_special = true;
                 let mut buf = Vec::new();
-                for fragment in fragments {
+                for fragment in fragments() {
                     match fragment {
                         Fragment::Text(range) => {
                             buf.clear();
@@ -231,14 +236,10 @@ impl Tokenizer {
                     }
                 }
             }
-            ModelKind::Bpe => {
-                let model = self
-                    .bpe
-                    .as_ref()
-                    .expect("BPE vocabularies have a BPE model");
+            Model::Bpe(model) => {
                 let mut scratch = bpe::Scratch::default();
                 let mut escaped = Vec::new();
-                for fragment in fragments {
+                for fragment in fragments() {
                     match fragment {
                         Fragment::Text(range) => {
                             let raw = if vocab.escape_whitespaces {
@@ -262,20 +263,16 @@ impl Tokenizer {
                     }
                 }
             }
-            ModelKind::Wpm => {
-                for fragment in fragments {
+            Model::Wpm => {
+                for fragment in fragments() {
                     match fragment {
                         Fragment::Text(range) => wpm::tokenize(vocab, &text[range], &mut out),
                         Fragment::Token(id) => out.push(id),
                     }
                 }
             }
-            ModelKind::Ugm => {
-                let model = self
-                    .ugm
-                    .as_ref()
-                    .expect("Unigram vocabularies have a Unigram model");
-                for fragment in fragments {
+            Model::Ugm(model) => {
+                for fragment in fragments() {
                     match fragment {
                         Fragment::Text(range) => model.tokenize(vocab, &text[range], &mut out),
                         Fragment::Token(id) => out.push(id),
@@ -299,16 +296,17 @@ impl Tokenizer {
             return Vec::new();
         };
         let a = token.attr;
-        if a & (attr::CONTROL | attr::UNKNOWN) != 0 && !special {
+        if a.intersects(Attr::CONTROL | Attr::UNKNOWN) && !special {
             Vec::new()
-        } else if a & (attr::CONTROL | attr::UNKNOWN | attr::USER_DEFINED) != 0 {
+        } else if a.intersects(Attr::CONTROL | Attr::UNKNOWN | Attr::USER_DEFINED) {
             token.text.to_vec()
-        } else if a & attr::NORMAL != 0 {
-            match self.bpe {
-                Some(_) if !self.vocab.escape_whitespaces => bpe::decode_text(&token.text),
-                _ => unescape_spaces(&token.text),
+        } else if a.contains(Attr::NORMAL) {
+            if self.vocab.kind == ModelKind::Bpe && !self.vocab.escape_whitespaces {
+                bpe::decode_text(&token.text)
+            } else {
+                unescape_spaces(&token.text)
             }
-        } else if a & attr::BYTE != 0 {
+        } else if a.contains(Attr::BYTE) {
             byte_token_value(&token.text).map_or(Vec::new(), |b| vec![b])
         } else {
             // Unused and undefined tokens render as nothing, like control tokens.
@@ -340,8 +338,11 @@ impl Tokenizer {
             }
             remove_space = false;
         }
-        if self.bpe.as_ref().is_some_and(|b| b.options.clean_spaces) || vocab.kind == ModelKind::Wpm
-        {
+        let clean_spaces = match &self.model {
+            Model::Bpe(b) => b.options.clean_spaces,
+            _ => vocab.kind == ModelKind::Wpm,
+        };
+        if clean_spaces {
             bpe::clean_spaces(&mut out);
         }
         out
@@ -362,16 +363,13 @@ fn escape_spaces_into(text: &[u8], out: &mut Vec<u8>) {
 /// `▁` back to ` `.
 fn unescape_spaces(text: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(text.len());
-    let mut i = 0;
-    while i < text.len() {
-        if text[i..].starts_with(ESCAPED_SPACE) {
-            out.push(b' ');
-            i += ESCAPED_SPACE.len();
-        } else {
-            out.push(text[i]);
-            i += 1;
-        }
+    let mut copied = 0;
+    for at in memchr::memmem::find_iter(text, ESCAPED_SPACE) {
+        out.extend_from_slice(&text[copied..at]);
+        out.push(b' ');
+        copied = at + ESCAPED_SPACE.len();
     }
+    out.extend_from_slice(&text[copied..]);
     out
 }
 

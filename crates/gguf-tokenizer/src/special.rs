@@ -13,8 +13,9 @@
 
 use std::ops::Range;
 
-use crate::fasthash::FastMap;
-use crate::vocab::{attr, Vocab};
+use crate::vocab::{Attr, Vocab};
+use memchr::memmem;
+use rustc_hash::FxHashMap;
 
 /// A piece of the partitioned input.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,7 +41,7 @@ struct Node {
 pub(crate) struct SpecialMatcher {
     nodes: Vec<Node>,
     /// Processing rank (position in `Vocab::special_cache`) by token id, for special tokens.
-    rank: FastMap<u32, u32>,
+    rank: FxHashMap<u32, u32>,
 }
 
 /// Start positions recorded per token; a token found more often is searched for instead.
@@ -49,10 +50,8 @@ const MAX_POSITIONS: usize = 1 << 14;
 impl SpecialMatcher {
     pub(crate) fn new(vocab: &Vocab) -> SpecialMatcher {
         let mut nodes = vec![Node::default()];
-        let mut rank = crate::fasthash::FastMap::with_capacity_and_hasher(
-            vocab.special_cache.len(),
-            Default::default(),
-        );
+        let mut rank =
+            FxHashMap::with_capacity_and_hasher(vocab.special_cache.len(), Default::default());
         for (r, &id) in vocab.special_cache.iter().enumerate() {
             rank.insert(id, r as u32);
             let text = &vocab.tokens[id as usize].text;
@@ -108,7 +107,7 @@ impl SpecialMatcher {
         text: &[u8],
         parse_special: bool,
     ) -> Vec<(u32, Option<Vec<usize>>)> {
-        let mut found: FastMap<u32, Option<Vec<usize>>> = FastMap::default();
+        let mut found: FxHashMap<u32, Option<Vec<usize>>> = FxHashMap::default();
         // Texts below each node whose positions are still being recorded; a walk stops where
         // none is left, so dense matches (runs of whitespace) cost one step per byte.
         let mut open: Vec<u32> = self.nodes.iter().map(|n| n.texts_below).collect();
@@ -178,10 +177,8 @@ impl SpecialMatcher {
         for (id, positions) in tokens {
             let token = &vocab.tokens[id as usize];
             let pattern = &token.text[..];
-            let failure = match positions {
-                None => kmp_failure(pattern),
-                Some(_) => Vec::new(),
-            };
+            // Too many places to have recorded them: searched for again in each fragment.
+            let finder = positions.is_none().then(|| memmem::Finder::new(pattern));
             let mut cursor = 0; // into `positions`
             next.clear();
             for fragment in fragments.drain(..) {
@@ -194,7 +191,10 @@ impl SpecialMatcher {
                 let (mut from, end) = (range.start, range.end);
                 loop {
                     let found = match &positions {
-                        None => kmp_find(&text[from..end], pattern, &failure).map(|p| from + p),
+                        None => finder
+                            .as_ref()
+                            .and_then(|f| f.find(&text[from..end]))
+                            .map(|p| from + p),
                         Some(positions) => {
                             while cursor < positions.len() && positions[cursor] < from {
                                 cursor += 1;
@@ -207,7 +207,7 @@ impl SpecialMatcher {
                     };
                     let Some(p) = found else { break };
                     let mut left_end = p;
-                    if token.attr & attr::LSTRIP != 0 {
+                    if token.attr.contains(Attr::LSTRIP) {
                         while left_end > from && is_c_space(text[left_end - 1]) {
                             left_end -= 1;
                         }
@@ -217,7 +217,7 @@ impl SpecialMatcher {
                     }
                     next.push(Fragment::Token(id));
                     from = p + pattern.len();
-                    if token.attr & attr::RSTRIP != 0 {
+                    if token.attr.contains(Attr::RSTRIP) {
                         while from < end && is_c_space(text[from]) {
                             from += 1;
                         }
@@ -235,40 +235,10 @@ impl SpecialMatcher {
 
 /// Whether token `id` is looked for in the input.
 fn wanted(vocab: &Vocab, id: u32, parse_special: bool) -> bool {
-    parse_special || vocab.tokens[id as usize].attr & (attr::CONTROL | attr::UNKNOWN) == 0
-}
-
-/// KMP failure function of `pattern`.
-fn kmp_failure(pattern: &[u8]) -> Vec<usize> {
-    let mut failure = vec![0; pattern.len()];
-    let mut k = 0;
-    for i in 1..pattern.len() {
-        while k > 0 && pattern[i] != pattern[k] {
-            k = failure[k - 1];
-        }
-        if pattern[i] == pattern[k] {
-            k += 1;
-        }
-        failure[i] = k;
-    }
-    failure
-}
-
-/// The first position of `pattern` (non-empty) in `text`, in linear time.
-fn kmp_find(text: &[u8], pattern: &[u8], failure: &[usize]) -> Option<usize> {
-    let mut k = 0;
-    for (i, &b) in text.iter().enumerate() {
-        while k > 0 && b != pattern[k] {
-            k = failure[k - 1];
-        }
-        if b == pattern[k] {
-            k += 1;
-            if k == pattern.len() {
-                return Some(i + 1 - k);
-            }
-        }
-    }
-    None
+    parse_special
+        || !vocab.tokens[id as usize]
+            .attr
+            .intersects(Attr::CONTROL | Attr::UNKNOWN)
 }
 
 fn is_c_space(b: u8) -> bool {

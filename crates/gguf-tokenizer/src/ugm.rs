@@ -26,7 +26,7 @@ use std::collections::{HashMap, HashSet};
 
 use crate::error::{Result, TokenizerError};
 use crate::unicode::{cpt_from_utf8, utf8_len};
-use crate::vocab::{attr, Vocab};
+use crate::vocab::{Attr, Vocab};
 
 /// What llama.cpp subtracts from the lowest normal score to score an unknown character.
 const UNKNOWN_PENALTY: f32 = 10.0;
@@ -282,7 +282,7 @@ impl UgmModel {
         let stored = |id: usize| vocab.tokens[id].ty.attr();
         let mut min_score = f32::MAX;
         for (id, t) in vocab.tokens.iter().enumerate() {
-            if stored(id) & attr::NORMAL != 0 {
+            if stored(id).contains(Attr::NORMAL) {
                 min_score = min_score.min(t.score);
             }
         }
@@ -292,7 +292,7 @@ impl UgmModel {
                 .iter()
                 .enumerate()
                 .filter(|&(id, _)| {
-                    stored(id) & (attr::NORMAL | attr::USER_DEFINED | attr::UNUSED) != 0
+                    stored(id).intersects(Attr::NORMAL | Attr::USER_DEFINED | Attr::UNUSED)
                 })
                 .map(|(id, t)| (&*t.text, id as u32)),
         );
@@ -301,7 +301,7 @@ impl UgmModel {
                 .tokens
                 .iter()
                 .enumerate()
-                .filter(|&(id, _)| stored(id) & attr::USER_DEFINED != 0)
+                .filter(|&(id, _)| stored(id).contains(Attr::USER_DEFINED))
                 .map(|(id, t)| (&*t.text, id as u32)),
         );
         Ok(UgmModel {
@@ -352,7 +352,7 @@ impl UgmModel {
                         whole_char_token = true;
                     }
                     let token = &vocab.tokens[id as usize];
-                    let score = if token.attr & attr::USER_DEFINED != 0 {
+                    let score = if token.attr.contains(Attr::USER_DEFINED) {
                         0.0
                     } else {
                         token.score as f64

@@ -28,6 +28,17 @@ pub(crate) const UNICODE_VERSION: &str = tables::UNICODE_VERSION;
 /// One past the largest code point.
 pub(crate) const MAX_CODEPOINT: u32 = 0x11_0000;
 
+/// `const fn NAME(self) -> bool`: whether the bit `FLAG` is set, for each `NAME => FLAG`.
+macro_rules! flag_tests {
+    ($($(#[$doc:meta])* $name:ident => $flag:ident,)*) => {$(
+        $(#[$doc])*
+        #[inline]
+        pub(crate) const fn $name(self) -> bool {
+            self.0 & Self::$flag != 0
+        }
+    )*};
+}
+
 /// A code point's flags, with llama.cpp's bit values (`unicode_cpt_flags` in `unicode.h`).
 ///
 /// Exactly one category bit is set for every code point (undefined ones and those past
@@ -67,49 +78,24 @@ impl CptFlags {
     pub(crate) const fn is_none(self) -> bool {
         self.0 == 0
     }
-    #[inline]
-    pub(crate) const fn is_undefined(self) -> bool {
-        self.0 & Self::UNDEFINED != 0
-    }
-    /// `\p{N}`
-    #[inline]
-    pub(crate) const fn is_number(self) -> bool {
-        self.0 & Self::NUMBER != 0
-    }
-    /// `\p{L}`
-    #[inline]
-    pub(crate) const fn is_letter(self) -> bool {
-        self.0 & Self::LETTER != 0
-    }
-    /// `\p{Z}`
-    #[inline]
-    pub(crate) const fn is_separator(self) -> bool {
-        self.0 & Self::SEPARATOR != 0
-    }
-    /// `\p{M}`
-    #[inline]
-    pub(crate) const fn is_accent_mark(self) -> bool {
-        self.0 & Self::ACCENT_MARK != 0
-    }
-    /// `\p{P}`
-    #[inline]
-    pub(crate) const fn is_punctuation(self) -> bool {
-        self.0 & Self::PUNCTUATION != 0
-    }
-    /// `\p{S}`
-    #[inline]
-    pub(crate) const fn is_symbol(self) -> bool {
-        self.0 & Self::SYMBOL != 0
-    }
-    /// `\p{C}`
-    #[inline]
-    pub(crate) const fn is_control(self) -> bool {
-        self.0 & Self::CONTROL != 0
-    }
-    /// White_Space: what both llama.cpp's fast paths and its std::regex fallback take as `\s`.
-    #[inline]
-    pub(crate) const fn is_whitespace(self) -> bool {
-        self.0 & Self::WHITESPACE != 0
+    flag_tests! {
+        is_undefined => UNDEFINED,
+        /// `\p{N}`
+        is_number => NUMBER,
+        /// `\p{L}`
+        is_letter => LETTER,
+        /// `\p{Z}`
+        is_separator => SEPARATOR,
+        /// `\p{M}`
+        is_accent_mark => ACCENT_MARK,
+        /// `\p{P}`
+        is_punctuation => PUNCTUATION,
+        /// `\p{S}`
+        is_symbol => SYMBOL,
+        /// `\p{C}`
+        is_control => CONTROL,
+        /// White_Space: what both llama.cpp's fast paths and its std::regex fallback take as `\s`.
+        is_whitespace => WHITESPACE,
     }
 }
 
@@ -162,33 +148,29 @@ pub(crate) fn normalize_nfd(cpts: &[u32]) -> Vec<u32> {
     cpts.iter().map(|&c| nfd_first(c)).collect()
 }
 
-/// Han ranges as llama.cpp's `unicode_cpt_is_han` lists them (the kimi-k2 pre-tokenizer).
-pub(crate) fn is_han(cpt: u32) -> bool {
+/// The CJK ideograph blocks that both of llama.cpp's Han tests list (they differ past
+/// Extension D).
+fn in_shared_cjk_blocks(cpt: u32) -> bool {
     matches!(cpt,
         0x4E00..=0x9FFF
         | 0x3400..=0x4DBF
         | 0x20000..=0x2A6DF
         | 0x2A700..=0x2B73F
         | 0x2B740..=0x2B81F
-        | 0x2B820..=0x2CEAF
-        | 0x2CEB0..=0x2EBEF
         | 0xF900..=0xFAFF
         | 0x2F800..=0x2FA1F)
+}
+
+/// Han ranges as llama.cpp's `unicode_cpt_is_han` lists them (the kimi-k2 pre-tokenizer).
+pub(crate) fn is_han(cpt: u32) -> bool {
+    in_shared_cjk_blocks(cpt) || (0x2B820..=0x2EBEF).contains(&cpt)
 }
 
 /// The "Chinese character" test of llama.cpp's WordPiece pre-processing
 /// (`llm_tokenizer_wpm_session::is_chinese_char`), including its 0x2B920 lower bound (copied
 /// there from Hugging Face's code, where Unicode's Extension E starts at 0x2B820).
 pub(crate) fn is_chinese_char(cpt: u32) -> bool {
-    matches!(cpt,
-        0x4E00..=0x9FFF
-        | 0x3400..=0x4DBF
-        | 0x20000..=0x2A6DF
-        | 0x2A700..=0x2B73F
-        | 0x2B740..=0x2B81F
-        | 0x2B920..=0x2CEAF
-        | 0xF900..=0xFAFF
-        | 0x2F800..=0x2FA1F)
+    in_shared_cjk_blocks(cpt) || matches!(cpt, 0x2B920..=0x2CEAF)
 }
 
 /// Length of the UTF-8 sequence a byte announces, from its high nibble alone

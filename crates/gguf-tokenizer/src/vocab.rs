@@ -2,7 +2,8 @@
 //! (turned into attributes), the special ids with each model kind's defaults, and the
 //! add-BOS/EOS flags.
 
-use crate::fasthash::FastMap;
+use memchr::memmem;
+use rustc_hash::FxHashMap;
 
 use gguf_format::GgufFile;
 
@@ -43,31 +44,34 @@ impl TokenType {
     }
 }
 
-/// llama.cpp's token attributes (`llama_token_attr`), bit flags. They start from the token
-/// type and are then adjusted by the loader's rules (chat markers forced to control, and so
-/// on); behaviour follows them, not the stored type.
-pub(crate) mod attr {
-    pub const UNKNOWN: u32 = 1 << 0;
-    pub const UNUSED: u32 = 1 << 1;
-    pub const NORMAL: u32 = 1 << 2;
-    pub const CONTROL: u32 = 1 << 3;
-    pub const USER_DEFINED: u32 = 1 << 4;
-    pub const BYTE: u32 = 1 << 5;
-    pub const LSTRIP: u32 = 1 << 7;
-    pub const RSTRIP: u32 = 1 << 8;
+bitflags::bitflags! {
+    /// llama.cpp's token attributes (`llama_token_attr`), bit flags. They start from the token
+    /// type and are then adjusted by the loader's rules (chat markers forced to control, and so
+    /// on); behaviour follows them, not the stored type.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    pub(crate) struct Attr: u32 {
+        const UNKNOWN = 1 << 0;
+        const UNUSED = 1 << 1;
+        const NORMAL = 1 << 2;
+        const CONTROL = 1 << 3;
+        const USER_DEFINED = 1 << 4;
+        const BYTE = 1 << 5;
+        const LSTRIP = 1 << 7;
+        const RSTRIP = 1 << 8;
+    }
 }
 
 impl TokenType {
     /// The attributes a token of this stored type starts with.
-    pub(crate) fn attr(self) -> u32 {
+    pub(crate) fn attr(self) -> Attr {
         match self {
-            TokenType::Undefined => 0,
-            TokenType::Normal => attr::NORMAL,
-            TokenType::Unknown => attr::UNKNOWN,
-            TokenType::Control => attr::CONTROL,
-            TokenType::UserDefined => attr::USER_DEFINED,
-            TokenType::Unused => attr::UNUSED,
-            TokenType::Byte => attr::BYTE,
+            TokenType::Undefined => Attr::empty(),
+            TokenType::Normal => Attr::NORMAL,
+            TokenType::Unknown => Attr::UNKNOWN,
+            TokenType::Control => Attr::CONTROL,
+            TokenType::UserDefined => Attr::USER_DEFINED,
+            TokenType::Unused => Attr::UNUSED,
+            TokenType::Byte => Attr::BYTE,
         }
     }
 }
@@ -191,8 +195,8 @@ pub(crate) struct TokenData {
     pub score: f32,
     /// The stored type.
     pub ty: TokenType,
-    /// llama.cpp's attributes after its loader's rules ([`attr`]).
-    pub attr: u32,
+    /// llama.cpp's attributes after its loader's rules ([`Attr`]).
+    pub attr: Attr,
 }
 
 /// Ids of the tokens with a role (`None`: the file has no such token).
@@ -219,7 +223,7 @@ pub struct SpecialIds {
 pub(crate) struct Vocab {
     pub kind: ModelKind,
     pub tokens: Vec<TokenData>,
-    pub ids: FastMap<Box<[u8]>, u32>,
+    pub ids: FxHashMap<Box<[u8]>, u32>,
     pub special: SpecialIds,
     pub add_bos: bool,
     pub add_eos: bool,
@@ -261,6 +265,17 @@ pub(crate) struct VocabParts {
     pub add_space_prefix: bool,
     pub pre: String,
     pub escape_whitespaces: bool,
+}
+
+/// The options of the text handling a model kind reads from its own keys (WordPiece's
+/// normalizer, Unigram's whitespace and charsmap); all off for `tokenizer.huggingface.json`.
+#[derive(Default)]
+struct TextOptions {
+    add_sep: bool,
+    lowercase: bool,
+    strip_accents: bool,
+    remove_extra_whitespaces: bool,
+    precompiled_charsmap: Option<Box<[u8]>>,
 }
 
 fn meta(msg: impl Into<String>) -> TokenizerError {
@@ -396,7 +411,7 @@ impl Vocab {
         };
 
         let mut tokens = Vec::with_capacity(n);
-        let mut ids = FastMap::with_capacity_and_hasher(n, Default::default());
+        let mut ids = FxHashMap::with_capacity_and_hasher(n, Default::default());
         for (i, text) in texts.enumerate() {
             // llama.cpp renames empty tokens so every text stays unique.
             let text: Box<[u8]> = if text.is_empty() {
@@ -412,7 +427,7 @@ impl Vocab {
                 ty: types
                     .as_ref()
                     .map_or(TokenType::Normal, |t| TokenType::from_i32(t[i])),
-                attr: attr::NORMAL,
+                attr: Attr::NORMAL,
             });
         }
 
@@ -474,7 +489,6 @@ impl Vocab {
             ),
             _ => true,
         };
-        let max_token_len = tokens.iter().map(|t| t.text.len()).max().unwrap_or(0);
         if add_bos && special.bos.is_none() {
             return Err(meta("add_bos_token is set but there is no BOS token"));
         }
@@ -486,35 +500,31 @@ impl Vocab {
             t.attr = if types.is_some() {
                 t.ty.attr()
             } else {
-                attr::NORMAL
+                Attr::NORMAL
             };
         }
         let mut special = special;
         let fim_ids = adjust_attributes(file, &mut tokens, &ids, &mut special)?;
         let eog = end_of_generation(&mut tokens, &ids, &special, &fim_ids);
 
-        let special_cache = special_cache(&tokens);
-
-        Ok(Vocab {
+        let parts = VocabParts {
             kind,
             tokens,
-            ids,
             special,
             add_bos,
             add_eos,
             add_space_prefix,
             pre,
-            special_cache,
-            eog,
+            escape_whitespaces,
+        };
+        let text = TextOptions {
             add_sep,
             lowercase,
             strip_accents,
             remove_extra_whitespaces,
-            escape_whitespaces,
-            treat_whitespace_as_suffix: false,
             precompiled_charsmap,
-            max_token_len,
-        })
+        };
+        Ok(Vocab::assemble(parts, ids, eog, text))
     }
 
     /// Builds a vocabulary that another description than `tokenizer.ggml.*` gave (a Hugging
@@ -522,23 +532,14 @@ impl Vocab {
     /// loader rules, which change attributes by token text, are not applied. End of generation
     /// is EOS, EOT and EOM plus the control tokens whose text llama.cpp takes as an end; EOT and
     /// EOM, when not given, are the control tokens with llama.cpp's texts for them.
-    pub(crate) fn from_parts(parts: VocabParts) -> Result<Vocab> {
-        let VocabParts {
-            kind,
-            tokens,
-            mut special,
-            add_bos,
-            add_eos,
-            add_space_prefix,
-            pre,
-            escape_whitespaces,
-        } = parts;
-        let mut ids = FastMap::with_capacity_and_hasher(tokens.len(), Default::default());
+    pub(crate) fn from_parts(mut parts: VocabParts) -> Result<Vocab> {
+        let (tokens, special) = (&parts.tokens, &mut parts.special);
+        let mut ids = FxHashMap::with_capacity_and_hasher(tokens.len(), Default::default());
         for (i, t) in tokens.iter().enumerate() {
             ids.insert(t.text.clone(), i as u32);
         }
         let in_range = |id: Option<u32>| id.filter(|&id| (id as usize) < tokens.len());
-        special = SpecialIds {
+        *special = SpecialIds {
             bos: in_range(special.bos),
             eos: in_range(special.eos),
             eot: in_range(special.eot),
@@ -547,17 +548,17 @@ impl Vocab {
             sep: in_range(special.sep),
             pad: in_range(special.pad),
         };
-        if add_bos && special.bos.is_none() {
+        if parts.add_bos && special.bos.is_none() {
             return Err(meta("add_bos_token is set but there is no BOS token"));
         }
-        if add_eos && special.eos.is_none() {
+        if parts.add_eos && special.eos.is_none() {
             return Err(meta("add_eos_token is set but there is no EOS token"));
         }
         let control_with_text = |texts: &[&str]| {
             texts
                 .iter()
                 .filter_map(|t| ids.get(t.as_bytes()).copied())
-                .filter(|&id| tokens[id as usize].attr & attr::CONTROL != 0)
+                .filter(|&id| tokens[id as usize].attr.contains(Attr::CONTROL))
                 .min()
         };
         special.eot = special.eot.or_else(|| control_with_text(EOT_TEXTS));
@@ -565,7 +566,7 @@ impl Vocab {
         let mut eog: Vec<u32> = EOG_TEXTS
             .iter()
             .filter_map(|t| ids.get(t.as_bytes()).copied())
-            .filter(|&id| tokens[id as usize].attr & attr::CONTROL != 0)
+            .filter(|&id| tokens[id as usize].attr.contains(Attr::CONTROL))
             .chain(
                 [special.eos, special.eot, special.eom]
                     .into_iter()
@@ -574,28 +575,40 @@ impl Vocab {
             .collect();
         eog.sort_unstable();
         eog.dedup();
-        let special_cache = special_cache(&tokens);
-        let max_token_len = tokens.iter().map(|t| t.text.len()).max().unwrap_or(0);
-        Ok(Vocab {
-            kind,
-            tokens,
+        let text = TextOptions {
+            add_sep: parts.kind == ModelKind::Wpm,
+            ..TextOptions::default()
+        };
+        Ok(Vocab::assemble(parts, ids, eog, text))
+    }
+
+    /// The vocabulary of `parts`, with the lookups built from its tokens.
+    fn assemble(
+        parts: VocabParts,
+        ids: FxHashMap<Box<[u8]>, u32>,
+        eog: Vec<u32>,
+        text: TextOptions,
+    ) -> Vocab {
+        Vocab {
+            special_cache: special_cache(&parts.tokens),
+            max_token_len: parts.tokens.iter().map(|t| t.text.len()).max().unwrap_or(0),
+            kind: parts.kind,
+            tokens: parts.tokens,
             ids,
-            special,
-            add_bos,
-            add_eos,
-            add_space_prefix,
-            pre,
-            special_cache,
+            special: parts.special,
+            add_bos: parts.add_bos,
+            add_eos: parts.add_eos,
+            add_space_prefix: parts.add_space_prefix,
+            pre: parts.pre,
             eog,
-            add_sep: kind == ModelKind::Wpm,
-            lowercase: false,
-            strip_accents: false,
-            remove_extra_whitespaces: false,
-            escape_whitespaces,
+            add_sep: text.add_sep,
+            lowercase: text.lowercase,
+            strip_accents: text.strip_accents,
+            remove_extra_whitespaces: text.remove_extra_whitespaces,
+            escape_whitespaces: parts.escape_whitespaces,
             treat_whitespace_as_suffix: false,
-            precompiled_charsmap: None,
-            max_token_len,
-        })
+            precompiled_charsmap: text.precompiled_charsmap,
+        }
     }
 
     /// The id of the token whose text is exactly `text`.
@@ -610,7 +623,9 @@ impl Vocab {
 fn special_cache(tokens: &[TokenData]) -> Vec<u32> {
     let mut cache: Vec<u32> = (0..tokens.len() as u32)
         .filter(|&id| {
-            tokens[id as usize].attr & (attr::CONTROL | attr::USER_DEFINED | attr::UNKNOWN) != 0
+            tokens[id as usize]
+                .attr
+                .intersects(Attr::CONTROL | Attr::USER_DEFINED | Attr::UNKNOWN)
         })
         .collect();
     cache.sort_by(|&a, &b| {
@@ -624,7 +639,7 @@ fn special_cache(tokens: &[TokenData]) -> Vec<u32> {
 }
 
 /// The id of the first token (by id) whose text is one of `texts`.
-fn find_text(ids: &FastMap<Box<[u8]>, u32>, texts: &[&str]) -> Option<u32> {
+fn find_text(ids: &FxHashMap<Box<[u8]>, u32>, texts: &[&str]) -> Option<u32> {
     texts
         .iter()
         .filter_map(|t| ids.get(t.as_bytes()).copied())
@@ -642,12 +657,12 @@ fn find_text(ids: &FastMap<Box<[u8]>, u32>, texts: &[&str]) -> Option<u32> {
 fn adjust_attributes(
     file: &GgufFile,
     tokens: &mut [TokenData],
-    ids: &FastMap<Box<[u8]>, u32>,
+    ids: &FxHashMap<Box<[u8]>, u32>,
     special: &mut SpecialIds,
 ) -> Result<Vec<Option<u32>>> {
     fn force_control(tokens: &mut [TokenData], id: Option<u32>) {
         if let Some(id) = id {
-            tokens[id as usize].attr |= attr::CONTROL;
+            tokens[id as usize].attr |= Attr::CONTROL;
         }
     }
     if special.eot.is_none() {
@@ -678,8 +693,8 @@ fn adjust_attributes(
         fim.push(id);
     }
     for t in tokens.iter_mut() {
-        if t.attr & attr::CONTROL != 0 && t.text.windows(6).any(|w| w == b"unused") {
-            t.attr |= attr::UNUSED;
+        if t.attr.contains(Attr::CONTROL) && memmem::find(&t.text, b"unused").is_some() {
+            t.attr |= Attr::UNUSED;
         }
     }
 
@@ -691,28 +706,29 @@ fn adjust_attributes(
     let pre = file.get_opt::<&str>("tokenizer.ggml.pre")?.unwrap_or("");
     let arch = file.get_opt::<&str>("general.architecture")?.unwrap_or("");
     let contains_any = |s: &str, subs: &[&str]| subs.iter().any(|x| s.contains(x));
-    let set = |tokens: &mut [TokenData], text: &str, flag: u32, on: bool| {
+    let set = |tokens: &mut [TokenData], text: &str, flag: Attr, on: bool| {
         if let Some(&id) = ids.get(text.as_bytes()) {
-            let a = &mut tokens[id as usize].attr;
-            *a = if on { *a | flag } else { *a & !flag };
+            tokens[id as usize].attr.set(flag, on);
         }
     };
     if contains_any(pre, &["jina-v2-de", "jina-v2-es", "jina-v2-code"])
         || contains_any(arch, &["nomic-bert-moe", "jina-bert-v3"])
     {
-        set(tokens, "<mask>", attr::LSTRIP, true);
+        set(tokens, "<mask>", Attr::LSTRIP, true);
     } else if contains_any(&name, &["phi-3", "phi3"]) {
         for t in tokens.iter_mut() {
-            if t.attr & (attr::CONTROL | attr::USER_DEFINED | attr::UNKNOWN) != 0 {
-                t.attr |= attr::RSTRIP;
+            if t.attr
+                .intersects(Attr::CONTROL | Attr::USER_DEFINED | Attr::UNKNOWN)
+            {
+                t.attr |= Attr::RSTRIP;
             }
         }
-        set(tokens, "</s>", attr::RSTRIP, true);
+        set(tokens, "</s>", Attr::RSTRIP, true);
         for text in ["<unk>", "<s>", "<|endoftext|>"] {
-            set(tokens, text, attr::RSTRIP, false);
+            set(tokens, text, Attr::RSTRIP, false);
         }
     } else if contains_any(&name, &["modern-bert"]) {
-        set(tokens, "[MASK]", attr::LSTRIP, true);
+        set(tokens, "[MASK]", Attr::LSTRIP, true);
     }
     Ok(fim)
 }
@@ -720,7 +736,7 @@ fn adjust_attributes(
 /// The end-of-generation set, as llama.cpp builds it (forcing those tokens to control).
 fn end_of_generation(
     tokens: &mut [TokenData],
-    ids: &FastMap<Box<[u8]>, u32>,
+    ids: &FxHashMap<Box<[u8]>, u32>,
     special: &SpecialIds,
     fim: &[Option<u32>],
 ) -> Vec<u32> {
@@ -728,13 +744,13 @@ fn end_of_generation(
     for text in EOG_TEXTS {
         if let Some(&id) = ids.get(text.as_bytes()) {
             eog.push(id);
-            tokens[id as usize].attr |= attr::CONTROL;
+            tokens[id as usize].attr |= Attr::CONTROL;
         }
     }
     // gpt-oss: these render always.
     for text in ["<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"] {
         if let Some(&id) = ids.get(text.as_bytes()) {
-            tokens[id as usize].attr = attr::USER_DEFINED;
+            tokens[id as usize].attr = Attr::USER_DEFINED;
         }
     }
     eog.extend(
@@ -755,14 +771,14 @@ fn end_of_generation(
     if call && (has(tokens, &eog, "<|return|>") || has(tokens, &eog, "<|flush|>")) {
         if let Some(end) = id_of(tokens, &eog, "<|end|>") {
             eog.retain(|&id| id != end);
-            tokens[end as usize].attr = attr::USER_DEFINED;
+            tokens[end as usize].attr = Attr::USER_DEFINED;
         }
     }
     // gemma4 and plamo have an ordinary `</s>`.
     if has(tokens, &eog, "<|tool_response>") || has(tokens, &eog, "<|plamo:eos|>") {
         if let Some(s) = id_of(tokens, &eog, "</s>") {
             eog.retain(|&id| id != s);
-            tokens[s as usize].attr = attr::NORMAL;
+            tokens[s as usize].attr = Attr::NORMAL;
         }
     }
     eog

@@ -81,13 +81,35 @@ fn preprocess(
 
 /// Greedy longest-match of `word` (which starts with `▁`), all or nothing.
 fn tokenize_word(vocab: &Vocab, word: &[u8], out: &mut Vec<u32>) {
-    let n = word.len();
+    let start = out.len();
+    longest_pieces(
+        word.len(),
+        vocab.max_token_len + 1,
+        |i, j| vocab.id(&word[i..j]),
+        out,
+    );
+    if out.len() == start {
+        out.extend(vocab.special.unk);
+    }
+}
+
+/// WordPiece's greedy longest match over a word of `len` bytes: from each position on, the
+/// longest piece `piece(start, end)` has an id for (ends tried from `start + max_piece` down),
+/// until the word is covered. Where no piece fits, what was pushed is taken back and it
+/// returns false. Shared with `tokenizers`' WordPiece (`hf_json`), whose pieces are looked up
+/// with their continuation prefix.
+pub(crate) fn longest_pieces(
+    len: usize,
+    max_piece: usize,
+    mut piece: impl FnMut(usize, usize) -> Option<u32>,
+    out: &mut Vec<u32>,
+) -> bool {
     let start = out.len();
     let mut i = 0;
-    while i < n {
-        let longest = (i + 1..=n.min(i + vocab.max_token_len + 1))
+    while i < len {
+        let longest = (i + 1..=len.min(i + max_piece))
             .rev()
-            .find_map(|j| vocab.id(&word[i..j]).map(|id| (id, j)));
+            .find_map(|j| piece(i, j).map(|id| (id, j)));
         match longest {
             Some((id, j)) => {
                 out.push(id);
@@ -95,14 +117,11 @@ fn tokenize_word(vocab: &Vocab, word: &[u8], out: &mut Vec<u32>) {
             }
             None => {
                 out.truncate(start);
-                break;
+                return false;
             }
         }
     }
-    if out.len() == start {
-        // llama.cpp pushes the unknown id even when there is none (-1); nothing here.
-        out.extend(vocab.special.unk);
-    }
+    true
 }
 
 #[cfg(test)]

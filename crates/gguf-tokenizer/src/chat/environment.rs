@@ -1,0 +1,83 @@
+//! The minijinja environment, configured like `transformers`' Jinja2 environment, with
+//! Python's printing of values and its functions `raise_exception` and `strftime_now`.
+
+use minijinja::value::ValueKind;
+use minijinja::{
+    AutoEscape, Environment, Error, ErrorKind, Output, State, UndefinedBehavior, Value,
+};
+
+use super::datetime::strftime_now;
+use super::filters::*;
+use super::methods::{py_capitalize, py_islower, py_isupper, py_method};
+use super::python::py_str;
+use super::source::{FOR_ITERABLE, WHITESPACE};
+use super::tojson::tojson;
+use super::Raised;
+
+/// The engine configured like `transformers`' `ImmutableSandboxedEnvironment`.
+pub(super) fn environment() -> Environment<'static> {
+    let mut env = Environment::new();
+    env.set_trim_blocks(WHITESPACE.trim_blocks);
+    env.set_lstrip_blocks(WHITESPACE.lstrip_blocks);
+    env.set_keep_trailing_newline(WHITESPACE.keep_trailing_newline);
+    env.set_auto_escape_callback(|_| AutoEscape::None);
+    env.set_undefined_behavior(UndefinedBehavior::Lenient);
+    env.set_debug(false);
+    env.set_formatter(format_value);
+    env.set_unknown_method_callback(py_method);
+    env.add_filter("tojson", tojson);
+    env.add_filter("string", |v: &Value| Value::from(py_str(v)));
+    env.add_filter("join", join_filter);
+    env.add_filter("trim", trim_filter);
+    env.add_filter("length", length_filter);
+    env.add_filter("count", length_filter);
+    env.add_filter("replace", replace_filter);
+    env.add_filter("int", int_filter);
+    env.add_filter("float", float_filter);
+    env.add_filter("title", |v: &Value| Value::from(jinja_title(&py_str(v))));
+    env.add_filter("capitalize", |v: &Value| {
+        Value::from(py_capitalize(&py_str(v)))
+    });
+    // Jinja2's none is not iterable and its undefined iterates as empty (minijinja: both empty).
+    env.add_filter("items", items_filter);
+    env.add_filter("first", first_filter);
+    env.add_filter("last", last_filter);
+    add_refusing_none(&mut env);
+    env.add_filter(FOR_ITERABLE, for_iterable);
+    env.add_test("iterable", iterable_test);
+    env.add_test("in", in_test);
+    env.add_test("sequence", |v: &Value| {
+        matches!(
+            v.kind(),
+            ValueKind::Seq | ValueKind::Map | ValueKind::String | ValueKind::Undefined
+        )
+    });
+    env.add_test("number", |v: &Value| {
+        matches!(v.kind(), ValueKind::Number | ValueKind::Bool)
+    });
+    env.add_test("lower", |v: &Value| py_islower(&py_str(v)));
+    env.add_test("upper", |v: &Value| py_isupper(&py_str(v)));
+    env.add_function("raise_exception", raise_exception);
+    env.add_function("strftime_now", strftime_now);
+    env
+}
+
+pub(super) fn raise_exception(message: &Value) -> Result<Value, Error> {
+    let message = py_str(message);
+    Err(Error::new(ErrorKind::InvalidOperation, message.clone()).with_source(Raised(message)))
+}
+
+/// Prints values as Python's `str()` does: `None`, `True`, `[1, 'a']`, `{'k': 1.0}`, `1e-05`.
+pub(super) fn format_value(out: &mut Output, state: &State, value: &Value) -> Result<(), Error> {
+    let python = match value.kind() {
+        ValueKind::Seq | ValueKind::Map | ValueKind::Iterable => true,
+        ValueKind::Number => !value.is_integer(),
+        _ => false,
+    };
+    if python {
+        out.write_str(&py_str(value))
+            .map_err(|_| Error::new(ErrorKind::WriteFailure, "cannot write the output"))
+    } else {
+        minijinja::escape_formatter(out, state, value)
+    }
+}

@@ -1,0 +1,274 @@
+//! Jinja2's filters and tests where minijinja's differ: those that convert with `str()`, and
+//! none and undefined as Jinja2 has them.
+
+use minijinja::value::{Kwargs, ValueKind};
+use minijinja::{Environment, Error, ErrorKind, State, Value};
+
+use super::methods::py_isspace;
+use super::python::{
+    int_arg, number, py_args, py_str, py_type, required, str_arg, type_error, Number,
+};
+
+// Filters whose Jinja2 versions convert with str()
+
+pub(super) fn join_filter(value: &Value, args: &[Value]) -> Result<String, Error> {
+    let [sep, attribute] = py_args("join", args, ["d", "attribute"])?;
+    let sep = sep.map(|s| py_str(&s)).unwrap_or_default();
+    if value.is_undefined() {
+        return Ok(String::new());
+    }
+    not_none(value)?;
+    let mut out = String::new();
+    let items: Vec<Value> = match value.as_str() {
+        Some(s) => s.chars().map(Value::from).collect(),
+        None => value.try_iter()?.collect(),
+    };
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push_str(&sep);
+        }
+        match &attribute {
+            Some(attr) => {
+                let mut v = item.clone();
+                for part in py_str(attr).split('.') {
+                    v = match part.parse::<i64>() {
+                        Ok(idx) => v.get_item(&Value::from(idx))?,
+                        Err(_) => v.get_attr(part)?,
+                    };
+                }
+                out.push_str(&py_str(&v));
+            }
+            None => out.push_str(&py_str(item)),
+        }
+    }
+    Ok(out)
+}
+
+pub(super) fn trim_filter(value: &Value, args: &[Value]) -> Result<String, Error> {
+    let [chars] = py_args("trim", args, ["chars"])?;
+    let s = py_str(value);
+    Ok(match chars {
+        Some(chars) => {
+            let chars = py_str(&chars);
+            s.trim_matches(|c| chars.contains(c)).to_string()
+        }
+        None => s.trim_matches(py_isspace).to_string(),
+    })
+}
+
+/// Jinja2's `length`: `len()`, and 0 for undefined.
+pub(super) fn length_filter(value: &Value) -> Result<usize, Error> {
+    if value.is_undefined() {
+        return Ok(0);
+    }
+    minijinja::filters::length(value)
+}
+
+/// Jinja2's `replace(s, old, new, count=None)`.
+pub(super) fn replace_filter(value: &Value, args: &[Value]) -> Result<String, Error> {
+    let [old, new, count] = py_args("replace", args, ["old", "new", "count"])?;
+    let old = str_arg("replace", &required("replace", old)?)?;
+    let new = str_arg("replace", &required("replace", new)?)?;
+    let s = py_str(value);
+    Ok(match count.map(|c| int_arg("replace", &c)).transpose()? {
+        Some(n) if n >= 0 => s.replacen(old.as_str(), &new, n as usize),
+        _ => s.replace(old.as_str(), &new),
+    })
+}
+
+/// Jinja2's `int(value, default=0, base=10)`: a string is parsed as an int, else as a float;
+/// what does not convert gives `default`.
+pub(super) fn int_filter(value: &Value, args: &[Value]) -> Result<Value, Error> {
+    let [default, base] = py_args("int", args, ["default", "base"])?;
+    undefined_refuses(value)?;
+    let default = default.unwrap_or(Value::from(0));
+    let base = match base {
+        Some(b) => int_arg("int", &b)?,
+        None => 10,
+    };
+    Ok(match value.kind() {
+        ValueKind::Bool => Value::from(i64::from(value.is_true())),
+        ValueKind::Number => match number(value) {
+            Number::Int(i) => Value::from(i),
+            Number::Float(f) if f.is_finite() => Value::from(f.trunc() as i128),
+            Number::Float(_) => default,
+        },
+        ValueKind::String => {
+            let s = numeral(value);
+            let radix = u32::try_from(base).ok().filter(|b| (2..=36).contains(b));
+            let parsed = radix.and_then(|r| i128::from_str_radix(&s, r).ok());
+            match parsed {
+                Some(i) => Value::from(i),
+                None => match s.parse::<f64>() {
+                    Ok(f) if f.is_finite() && base == 10 => Value::from(f.trunc() as i128),
+                    _ => default,
+                },
+            }
+        }
+        _ => default,
+    })
+}
+
+/// Jinja2's `float(value, default=0.0)`.
+pub(super) fn float_filter(value: &Value, args: &[Value]) -> Result<Value, Error> {
+    let [default] = py_args("float", args, ["default"])?;
+    undefined_refuses(value)?;
+    let default = default.unwrap_or(Value::from(0.0));
+    Ok(match value.kind() {
+        ValueKind::Bool => Value::from(if value.is_true() { 1.0 } else { 0.0 }),
+        ValueKind::Number => match number(value) {
+            Number::Int(i) => Value::from(i as f64),
+            Number::Float(f) => Value::from(f),
+        },
+        ValueKind::String => numeral(value)
+            .parse::<f64>()
+            .map(Value::from)
+            .unwrap_or(default),
+        _ => default,
+    })
+}
+
+/// A string as Python's `int()` and `float()` read it: without surrounding whitespace and
+/// with `_` digit separators dropped.
+fn numeral(value: &Value) -> String {
+    value
+        .as_str()
+        .unwrap_or_default()
+        .trim_matches(py_isspace)
+        .replace('_', "")
+}
+
+/// Jinja2's `title` filter: a capital after spaces, `-`, `(`, `{`, `[` and `<`.
+pub(super) fn jinja_title(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut begin = true;
+    for c in s.chars() {
+        if py_isspace(c) || matches!(c, '-' | '(' | '{' | '[' | '<') {
+            out.extend(c.to_uppercase());
+            begin = true;
+        } else if begin {
+            out.extend(c.to_uppercase());
+            begin = false;
+        } else {
+            out.extend(c.to_lowercase());
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// None and undefined as Jinja2 has them. minijinja iterates none as an empty sequence; in Jinja2
+// (Python) none is not iterable, while an undefined value is: it iterates as empty.
+
+/// The error of Python's `iter(None)`.
+pub(super) fn not_none(value: &Value) -> Result<(), Error> {
+    if value.is_none() {
+        return Err(type_error("'NoneType' object is not iterable".into()));
+    }
+    Ok(())
+}
+
+/// Jinja2's `Undefined` raises on `int()`, `float()` and arithmetic.
+pub(super) fn undefined_refuses(value: &Value) -> Result<(), Error> {
+    if value.is_undefined() {
+        return Err(Error::from(ErrorKind::UndefinedError));
+    }
+    Ok(())
+}
+
+/// What `{% for %}` iterates: anything but none (see [`guard_for_loops`]).
+pub(super) fn for_iterable(value: Value) -> Result<Value, Error> {
+    not_none(&value)?;
+    Ok(value)
+}
+
+/// Jinja2's `iterable` test, `iter(value)` succeeding: false for none, true for undefined.
+pub(super) fn iterable_test(value: &Value) -> bool {
+    !value.is_none() && value.try_iter().is_ok()
+}
+
+/// Jinja2's `in` test, Python's `value in container`: none holds nothing and is an error, and a
+/// string holds only strings.
+pub(super) fn in_test(state: &State, value: &Value, container: &Value) -> Result<bool, Error> {
+    if container.is_none() {
+        return Err(type_error(
+            "argument of type 'NoneType' is not iterable".into(),
+        ));
+    }
+    if container.kind() == ValueKind::String && value.kind() != ValueKind::String {
+        return Err(type_error(format!(
+            "'in <string>' requires string as left operand, not {}",
+            py_type(value)
+        )));
+    }
+    minijinja::tests::is_in(state, value, container)
+}
+
+/// Jinja2's `items`: an undefined value has no items.
+pub(super) fn items_filter(value: &Value) -> Result<Value, Error> {
+    if value.is_undefined() {
+        return Ok(Value::from(Vec::<Value>::new()));
+    }
+    minijinja::filters::items(value)
+}
+
+/// Jinja2's `first`: undefined for an undefined value.
+pub(super) fn first_filter(value: &Value) -> Result<Value, Error> {
+    if value.is_undefined() {
+        return Ok(Value::UNDEFINED);
+    }
+    not_none(value)?;
+    minijinja::filters::first(value)
+}
+
+/// Jinja2's `last`: undefined for an undefined value.
+pub(super) fn last_filter(value: Value) -> Result<Value, Error> {
+    if value.is_undefined() {
+        return Ok(Value::UNDEFINED);
+    }
+    not_none(&value)?;
+    minijinja::filters::last(value)
+}
+
+/// minijinja's filters that iterate their input, each behind [`not_none`] as Jinja2's refuse
+/// none, and [`add_refusing_none`] to register them under minijinja's names.
+macro_rules! refusing_none {
+    (
+        with_state: $($sname:ident($svalue:ident: $svty:ty $(, $sarg:ident: $sty:ty)*)),* ;
+        without_state: $($name:ident($value:ident: $vty:ty $(, $arg:ident: $ty:ty)*)),* ;
+    ) => {
+        $(
+            fn $sname(state: &State, $svalue: $svty $(, $sarg: $sty)*) -> Result<Value, Error> {
+                not_none(&$svalue)?;
+                minijinja::filters::$sname(state, $svalue $(, $sarg)*)
+            }
+        )*
+        $(
+            fn $name($value: $vty $(, $arg: $ty)*) -> Result<Value, Error> {
+                not_none(&$value)?;
+                minijinja::filters::$name($value $(, $arg)*)
+            }
+        )*
+
+        /// Registers minijinja's iterating filters behind [`not_none`].
+        pub(super) fn add_refusing_none(env: &mut Environment<'static>) {
+            $(env.add_filter(stringify!($sname), $sname);)*
+            $(env.add_filter(stringify!($name), $name);)*
+        }
+    };
+}
+
+refusing_none! {
+    with_state:
+        list(value: Value),
+        sort(value: Value, kwargs: Kwargs),
+        unique(value: Value, kwargs: Kwargs),
+        sum(value: Value),
+        min(value: Value),
+        max(value: Value),
+        batch(value: Value, count: usize, fill_with: Option<Value>),
+        slice(value: Value, count: usize, fill_with: Option<Value>);
+    without_state:
+        reverse(value: &Value),
+        groupby(value: Value, attribute: Option<&str>, kwargs: Kwargs);
+}

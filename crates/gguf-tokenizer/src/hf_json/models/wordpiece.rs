@@ -1,0 +1,76 @@
+//! `tokenizers`' WordPiece model, on the crate's greedy longest match ([`wpm::longest_pieces`]).
+
+use serde_json::{Map, Value};
+
+use super::parse_vocab_map;
+use crate::error::Result;
+use crate::hf_json::err;
+use crate::wpm;
+use rustc_hash::FxHashMap;
+
+/// `tokenizers`' WordPiece model.
+#[derive(Clone, Debug)]
+pub(in crate::hf_json) struct WordPieceHf {
+    pub(in crate::hf_json) vocab: FxHashMap<String, u32>,
+    pub(in crate::hf_json) unk: u32,
+    pub(in crate::hf_json) prefix: String,
+    pub(in crate::hf_json) max_chars: usize,
+}
+
+impl WordPieceHf {
+    pub(in crate::hf_json) fn parse(o: &Map<String, Value>) -> Result<WordPieceHf> {
+        let vocab = parse_vocab_map(o)?;
+        let unk_text = match o.get("unk_token") {
+            None | Some(Value::Null) => "[UNK]",
+            Some(Value::String(s)) => s.as_str(),
+            Some(_) => return Err(err("WordPiece unk_token is not a string")),
+        };
+        let unk = vocab.get(unk_text).copied().ok_or_else(|| {
+            err(format!(
+                "WordPiece unk_token {unk_text:?} is not in the vocabulary"
+            ))
+        })?;
+        let prefix = match o.get("continuing_subword_prefix") {
+            None | Some(Value::Null) => "##".to_string(),
+            Some(Value::String(s)) => s.clone(),
+            Some(_) => return Err(err("WordPiece continuing_subword_prefix is not a string")),
+        };
+        let max_chars = match o.get("max_input_chars_per_word") {
+            None | Some(Value::Null) => 100,
+            Some(v) => v
+                .as_u64()
+                .and_then(|n| usize::try_from(n).ok())
+                .ok_or_else(|| err("WordPiece max_input_chars_per_word is not a number"))?,
+        };
+        Ok(WordPieceHf {
+            vocab,
+            unk,
+            prefix,
+            max_chars,
+        })
+    }
+
+    /// `WordPiece::tokenize`: greedy longest match; a word with an unmatchable part, or longer
+    /// than `max_input_chars_per_word` characters, is the unknown token.
+    pub(in crate::hf_json) fn tokenize(&self, word: &str, out: &mut Vec<u32>) {
+        if word.chars().count() > self.max_chars {
+            out.push(self.unk);
+            return;
+        }
+        let mut candidate = String::new();
+        let piece = |start: usize, end: usize| {
+            if !word.is_char_boundary(end) {
+                return None;
+            }
+            candidate.clear();
+            if start > 0 {
+                candidate.push_str(&self.prefix);
+            }
+            candidate.push_str(&word[start..end]);
+            self.vocab.get(candidate.as_str()).copied()
+        };
+        if !wpm::longest_pieces(word.len(), word.len(), piece, out) {
+            out.push(self.unk);
+        }
+    }
+}
