@@ -253,7 +253,10 @@ fn unsupported_architecture_is_named_with_the_supported_ones() {
     for arch in SUPPORTED {
         assert!(msg.contains(arch), "{msg} does not list {arch}");
     }
-    assert_eq!(SUPPORTED, ["llama", "mistral", "qwen2", "qwen3"]);
+    assert_eq!(
+        SUPPORTED,
+        ["llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi2", "phi3"]
+    );
 }
 
 #[test]
