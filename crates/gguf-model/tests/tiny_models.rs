@@ -3,10 +3,11 @@
 //! `tests/data/tiny/make_reference.sh`): every logit of every position, the argmax at every
 //! position, and an 8-token greedy continuation.
 //!
-//! The references come from one batch of 20 tokens, one thread, llama.cpp's default context
-//! (f16 KV cache, flash attention "auto", which resolves to enabled on the CPU). llama.cpp has
-//! no `mistral` architecture; its reference is the same weights loaded as `llama` with the
-//! sliding window emulated (see `tests/data/tiny/README.md`).
+//! The references come from one batch of 20 tokens, one thread, llama.cpp's default context of
+//! 512 (256 for Phi-3's second reference, whose RoPE factors depend on it; our sessions use each
+//! reference's context), f16 KV cache, flash attention "auto", which resolves to enabled on the
+//! CPU. llama.cpp has no `mistral` architecture; its reference is the same weights loaded as
+//! `llama` with the sliding window emulated (see `tests/data/tiny/README.md`).
 
 use std::path::PathBuf;
 
