@@ -3,10 +3,12 @@
 //! (`crates/gguf-model/tests/data/tiny/`).
 //!
 //! Every file: 64-wide residual stream, 2 blocks, 4 query heads sharing 2 key/value heads
-//! (grouped-query attention), f32 norms, matrices quantized with `gguf-quant`'s reference
-//! quantizers, and a real tokenizer (a SentencePiece vocabulary with byte fallback for
-//! `llama`/`mistral`, a byte-level GPT-2 BPE with merges and `pre = qwen2` for the Qwens).
-//! Weights come from a seeded xorshift generator, so the bytes never change.
+//! (grouped-query attention), f32 norms and biases, matrices quantized with `gguf-quant`'s
+//! reference quantizers, and a real tokenizer (a SentencePiece vocabulary with byte fallback for
+//! `llama`/`mistral`/the Gemmas/`phi3`, a byte-level GPT-2 BPE with merges and `pre = qwen2` for
+//! the Qwens, the same BPE with `pre = phi-2` for `phi2`). Weights come from a seeded xorshift
+//! generator, so the bytes never change. No matrix that multiplies activations is F16 (ggml
+//! rounds their inputs to f16 there, a rounding the conditioning report below does not watch).
 //!
 //! The seeds are not arbitrary: llama.cpp's run of each model (see
 //! `crates/gguf-model/tests/data/tiny/reference_logits.c`) keeps every quantized activation and
@@ -20,6 +22,11 @@
 //! | `model-mistral.gguf` | `mistral` | `mistral.attention.sliding_window = 8` (a 20-token prompt crosses it); tied Q8_0 `token_embd`; Q5_1 feed-forward |
 //! | `model-qwen2.gguf` | `qwen2` | f32 biases on Q, K and V; NeoX RoPE with base 1e6; tied Q8_0 `token_embd`; Q4_K `ffn_down` (n_ff 256) |
 //! | `model-qwen3.gguf` | `qwen3` | per-head Q/K RMS norms; head dimension 32 set by `attention.key_length` (4 heads × 32 = 128 ≠ 64); separate Q4_0 output; Q6_K `ffn_down` |
+//! | `model-gemma.gguf` | `gemma` | embeddings scaled by √64; GeGLU; tied Q8_0 `token_embd`; Q5_0 gate/up |
+//! | `model-gemma2.gguf` | `gemma2` | post-attention and post-FFN norms; attention and final soft-capping (caps 4 and 10, so they bend the numbers); sliding window 8 on layer 0 (the default pattern 2), global layer 1; Q4_K `ffn_down` |
+//! | `model-gemma3.gguf` | `gemma3` | Q/K norms; head dimension 32; `sliding_window_pattern` as a bool array making layer 0 global and layer 1 local (window 8); `rope.freq_base` 1e6 for the global layer, `rope.freq_base_swa` 1e4 for the local one; Q6_K `ffn_down` |
+//! | `model-phi2.gguf` | `phi2` | LayerNorms with biases; fused `attn_qkv` with a fused bias; parallel attention and GELU feed-forward; biases on every matrix and a separate output with bias; partial NeoX RoPE (8 of 16 dimensions) |
+//! | `model-phi3.gguf` | `phi3` | fused `attn_qkv` and gate-and-up `ffn_up` (Q5_1, 256 rows); partial NeoX RoPE (12 of 16); LongRoPE `rope_factors_long/short` with `original_context_length` 256 (llama.cpp's 512 context takes the long ones) and `rope.scaling.attn_factor`; `phi3.attention.sliding_window = 8`, which llama.cpp switches off |
 
 use anyhow::{ensure, Result};
 use gguf_format::{GgmlType, GgufBuilder};
@@ -56,8 +63,35 @@ impl Rng {
 enum VocabKind {
     /// SentencePiece (`tokenizer.ggml.model = llama`) with `<0xXX>` byte tokens.
     Spm,
+    /// The same with Phi-3's chat tokens appended (`<|endoftext|>` ends the text). llama.cpp
+    /// sets attributes of Phi-3's special tokens by name and refuses a `phi3` vocabulary
+    /// without `<|endoftext|>`.
+    Phi3,
     /// Byte-level BPE (`gpt2`) with `pre = qwen2`.
     Qwen,
+    /// The same byte-level BPE with `pre = phi-2` and `<|endoftext|>` as its only special token.
+    Phi2,
+}
+
+/// How an architecture's tensors are laid out.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    /// Pre-norm blocks with separate Q/K/V and gate/up (the llama family and the Gemmas).
+    PreNorm {
+        /// RMSNorms after attention and after the feed-forward (Gemma 2 and 3).
+        post_norms: bool,
+    },
+    /// Phi-2: LayerNorms with biases, fused `attn_qkv` and its bias, biases everywhere.
+    Phi2,
+    /// Phi-3: fused `attn_qkv`, fused gate-and-up `ffn_up`, LongRoPE factors.
+    Phi3,
+}
+
+/// An extra `{arch}.*` key.
+enum Meta {
+    U32(u32),
+    F32(f32),
+    Bools(&'static [bool]),
 }
 
 /// One tiny model.
@@ -65,21 +99,31 @@ struct Spec {
     file: &'static str,
     arch: &'static str,
     seed: u64,
+    layout: Layout,
     n_ff: usize,
     /// Per-head dimension; written as `attention.key_length`/`value_length` when it is not
     /// `n_embd / n_head`.
     head_dim: usize,
-    rms_eps: f32,
+    /// `rope.dimension_count` when it differs from the head dimension (partial rotary).
+    n_rot: Option<usize>,
+    /// The epsilon of the norms (RMS or, for `phi2`, LayerNorm).
+    norm_eps: f32,
     rope_base: Option<f32>,
     sliding_window: Option<u32>,
     vocab: VocabKind,
     embd: GgmlType,
+    /// Standard deviation of `token_embd` (the Gemmas scale embeddings by √64 and read
+    /// smaller ones).
+    embd_std: f32,
     /// `output.weight`'s type, or `None` to tie it to `token_embd`.
     output: Option<GgmlType>,
-    /// Types of attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up, ffn_down.
+    /// Types of attn_q (or the fused attn_qkv), attn_k, attn_v, attn_output, ffn_gate, ffn_up
+    /// (or the fused gate-and-up), ffn_down; the unused ones are ignored.
     mats: [GgmlType; 7],
     qkv_bias: bool,
     qk_norm: bool,
+    /// Other `{arch}.*` keys.
+    extra: &'static [(&'static str, Meta)],
 }
 
 const N_EMBD: usize = 64;
@@ -88,72 +132,216 @@ const N_HEAD: usize = 4;
 const N_HEAD_KV: usize = 2;
 const N_CTX_TRAIN: u32 = 512;
 
+/// Phi-3's chat tokens, after its SentencePiece vocabulary.
+const PHI3_SPECIALS: [&str; 5] = [
+    "<|endoftext|>",
+    "<|assistant|>",
+    "<|end|>",
+    "<|user|>",
+    "<|system|>",
+];
+
+/// Phi-3's LongRoPE factors, one per rotated pair (12 rotated dimensions): long ones that
+/// slow the low frequencies down a lot, short ones barely.
+const PHI3_FACTORS_LONG: [f32; 6] = [1.0, 1.25, 2.0, 3.5, 6.0, 9.0];
+const PHI3_FACTORS_SHORT: [f32; 6] = [1.0, 1.0, 1.05, 1.1, 1.25, 1.5];
+
 fn specs() -> Vec<Spec> {
     use GgmlType::*;
+    let pre_norm = Layout::PreNorm { post_norms: false };
     vec![
         Spec {
             file: "model-llama.gguf",
             arch: "llama",
             seed: 12,
+            layout: pre_norm,
             n_ff: 128,
             head_dim: 16,
-            rms_eps: 1e-5,
+            n_rot: None,
+            norm_eps: 1e-5,
             rope_base: Some(10_000.0),
             sliding_window: Some(8),
             vocab: VocabKind::Spm,
             embd: F16,
+            embd_std: 1.0,
             output: Some(Q8_0),
             mats: [Q8_0, Q8_0, Q5_0, Q4_0, Q4_0, Q4_1, Q8_0],
             qkv_bias: false,
             qk_norm: false,
+            extra: &[],
         },
         Spec {
             file: "model-mistral.gguf",
             arch: "mistral",
             seed: 109,
+            layout: pre_norm,
             n_ff: 128,
             head_dim: 16,
-            rms_eps: 1e-5,
+            n_rot: None,
+            norm_eps: 1e-5,
             rope_base: Some(10_000.0),
             sliding_window: Some(8),
             vocab: VocabKind::Spm,
             embd: Q8_0,
+            embd_std: 1.0,
             output: None,
             mats: [Q8_0, Q8_0, Q8_0, Q4_0, Q5_1, Q5_1, Q8_0],
             qkv_bias: false,
             qk_norm: false,
+            extra: &[],
         },
         Spec {
             file: "model-qwen2.gguf",
             arch: "qwen2",
             seed: 286,
+            layout: pre_norm,
             n_ff: 256,
             head_dim: 16,
-            rms_eps: 1e-6,
+            n_rot: None,
+            norm_eps: 1e-6,
             rope_base: Some(1_000_000.0),
             sliding_window: None,
             vocab: VocabKind::Qwen,
             embd: Q8_0,
+            embd_std: 1.0,
             output: None,
             mats: [Q8_0, Q8_0, Q8_0, Q4_0, Q4_0, Q4_0, Q4_K],
             qkv_bias: true,
             qk_norm: false,
+            extra: &[],
         },
         Spec {
             file: "model-qwen3.gguf",
             arch: "qwen3",
             seed: 382,
+            layout: pre_norm,
             n_ff: 256,
             head_dim: 32,
-            rms_eps: 1e-6,
+            n_rot: None,
+            norm_eps: 1e-6,
             rope_base: Some(1_000_000.0),
             sliding_window: None,
             vocab: VocabKind::Qwen,
             embd: F16,
+            embd_std: 1.0,
             output: Some(Q4_0),
             mats: [Q8_0, Q8_0, Q8_0, Q8_0, Q5_0, Q5_0, Q6_K],
             qkv_bias: false,
             qk_norm: true,
+            extra: &[],
+        },
+        Spec {
+            file: "model-gemma.gguf",
+            arch: "gemma",
+            seed: 6,
+            layout: pre_norm,
+            n_ff: 128,
+            head_dim: 16,
+            n_rot: None,
+            norm_eps: 1e-6,
+            rope_base: Some(10_000.0),
+            sliding_window: None,
+            vocab: VocabKind::Spm,
+            embd: Q8_0,
+            embd_std: 0.25,
+            output: None,
+            mats: [Q8_0, Q8_0, Q8_0, Q4_0, Q5_0, Q5_0, Q8_0],
+            qkv_bias: false,
+            qk_norm: false,
+            extra: &[],
+        },
+        Spec {
+            file: "model-gemma2.gguf",
+            arch: "gemma2",
+            seed: 28,
+            layout: Layout::PreNorm { post_norms: true },
+            n_ff: 256,
+            head_dim: 16,
+            n_rot: None,
+            norm_eps: 1e-6,
+            rope_base: Some(10_000.0),
+            sliding_window: Some(8),
+            vocab: VocabKind::Spm,
+            embd: Q8_0,
+            embd_std: 0.25,
+            output: None,
+            mats: [Q8_0, Q8_0, Q8_0, Q5_0, Q4_1, Q4_1, Q4_K],
+            qkv_bias: false,
+            qk_norm: false,
+            extra: &[
+                ("attn_logit_softcapping", Meta::F32(4.0)),
+                ("final_logit_softcapping", Meta::F32(10.0)),
+            ],
+        },
+        Spec {
+            file: "model-gemma3.gguf",
+            arch: "gemma3",
+            seed: 199,
+            layout: Layout::PreNorm { post_norms: true },
+            n_ff: 256,
+            head_dim: 32,
+            n_rot: None,
+            norm_eps: 1e-6,
+            rope_base: Some(1_000_000.0),
+            sliding_window: Some(8),
+            vocab: VocabKind::Spm,
+            embd: Q8_0,
+            embd_std: 0.25,
+            output: None,
+            mats: [Q8_0, Q8_0, Q8_0, Q5_1, Q4_0, Q4_0, Q6_K],
+            qkv_bias: false,
+            qk_norm: true,
+            extra: &[
+                (
+                    "attention.sliding_window_pattern",
+                    Meta::Bools(&[false, true]),
+                ),
+                ("rope.freq_base_swa", Meta::F32(10_000.0)),
+            ],
+        },
+        Spec {
+            file: "model-phi2.gguf",
+            arch: "phi2",
+            seed: 52,
+            layout: Layout::Phi2,
+            n_ff: 256,
+            head_dim: 16,
+            n_rot: Some(8),
+            norm_eps: 1e-5,
+            rope_base: None,
+            sliding_window: None,
+            vocab: VocabKind::Phi2,
+            embd: F16,
+            embd_std: 1.0,
+            output: Some(Q8_0),
+            mats: [Q8_0, Q8_0, Q8_0, Q5_0, Q8_0, Q4_1, Q4_K],
+            qkv_bias: true,
+            qk_norm: false,
+            extra: &[],
+        },
+        Spec {
+            file: "model-phi3.gguf",
+            arch: "phi3",
+            seed: 328,
+            layout: Layout::Phi3,
+            n_ff: 128,
+            head_dim: 16,
+            n_rot: Some(12),
+            norm_eps: 1e-5,
+            rope_base: Some(10_000.0),
+            sliding_window: Some(8),
+            vocab: VocabKind::Phi3,
+            embd: Q8_0,
+            embd_std: 1.0,
+            output: Some(Q4_1),
+            mats: [Q8_0, Q8_0, Q8_0, Q4_0, Q5_1, Q5_1, Q8_0],
+            qkv_bias: false,
+            qk_norm: false,
+            extra: &[
+                ("rope.scaling.original_context_length", Meta::U32(256)),
+                // LongRoPE's sqrt(1 + ln(512 / 256) / ln(256)), as the converter computes it.
+                ("rope.scaling.attn_factor", Meta::F32(1.060_660_2)),
+            ],
         },
     ]
 }
@@ -174,74 +362,172 @@ struct Tensor {
     values: Vec<f32>,
 }
 
-fn model(s: &Spec) -> Result<Vec<u8>> {
-    let ((tokens, scores, types), merges) = match s.vocab {
-        VocabKind::Spm => (spm_vocab()?, Vec::new()),
-        VocabKind::Qwen => qwen_vocab()?,
-    };
-    let n_vocab = tokens.len();
-    let mut rng = Rng::new(s.seed);
-    let mut tensors = Vec::new();
-    // Uniform values of standard deviation `std` around `mean`.
-    let mut fill = |name: String, ty: GgmlType, shape: &[usize], mean: f32, std: f32| {
+/// The tensors of a model, filled from one generator.
+struct Tensors {
+    rng: Rng,
+    list: Vec<Tensor>,
+}
+
+impl Tensors {
+    /// Uniform values of standard deviation `std` around `mean`.
+    fn fill(&mut self, name: String, ty: GgmlType, shape: &[usize], mean: f32, std: f32) {
         let n: usize = shape.iter().product();
         let a = std * 3f32.sqrt();
-        let values = (0..n).map(|_| mean + a * rng.uniform()).collect();
-        tensors.push(Tensor {
+        let values = (0..n).map(|_| mean + a * self.rng.uniform()).collect();
+        self.push(name, ty, shape, values);
+    }
+
+    fn push(&mut self, name: String, ty: GgmlType, shape: &[usize], values: Vec<f32>) {
+        self.list.push(Tensor {
             name,
             ty,
             shape: shape.iter().map(|&d| d as u64).collect(),
             values,
         });
-    };
+    }
+}
+
+/// Standard deviation of a matrix's entries: `gain / sqrt(cols)`. Gains keep the residual
+/// stream O(1), attention neither uniform nor one-hot, and logits spread by a few units so the
+/// argmax is clear.
+fn mat_std(cols: usize, gain: f32) -> f32 {
+    gain / (cols as f32).sqrt()
+}
+
+/// Pre-norm blocks: the llama family and the Gemmas.
+fn pre_norm_tensors(s: &Spec, ts: &mut Tensors, post_norms: bool) {
+    use GgmlType::F32;
     let (d, hd, ff) = (N_EMBD, s.head_dim, s.n_ff);
     let (q_out, kv_out) = (N_HEAD * hd, N_HEAD_KV * hd);
-    // Gains keep the residual stream O(1), attention neither uniform nor one-hot, and logits
-    // spread by a few units so the argmax is clear.
-    let mat_std = |cols: usize, gain: f32| gain / (cols as f32).sqrt();
-    fill("token_embd.weight".into(), s.embd, &[d, n_vocab], 0.0, 1.0);
+    let [wq, wk, wv, wo, wg, wu, wd] = s.mats;
     for i in 0..N_LAYER {
         let t = |x: &str| format!("blk.{i}.{x}");
-        let [wq, wk, wv, wo, wg, wu, wd] = s.mats;
-        fill(t("attn_norm.weight"), GgmlType::F32, &[d], 1.0, 0.2);
-        fill(t("attn_q.weight"), wq, &[d, q_out], 0.0, mat_std(d, 1.6));
-        fill(t("attn_k.weight"), wk, &[d, kv_out], 0.0, mat_std(d, 1.6));
-        fill(t("attn_v.weight"), wv, &[d, kv_out], 0.0, mat_std(d, 1.0));
+        ts.fill(t("attn_norm.weight"), F32, &[d], 1.0, 0.2);
+        ts.fill(t("attn_q.weight"), wq, &[d, q_out], 0.0, mat_std(d, 1.6));
+        ts.fill(t("attn_k.weight"), wk, &[d, kv_out], 0.0, mat_std(d, 1.6));
+        ts.fill(t("attn_v.weight"), wv, &[d, kv_out], 0.0, mat_std(d, 1.0));
         if s.qkv_bias {
-            fill(t("attn_q.bias"), GgmlType::F32, &[q_out], 0.0, 0.5);
-            fill(t("attn_k.bias"), GgmlType::F32, &[kv_out], 0.0, 0.5);
-            fill(t("attn_v.bias"), GgmlType::F32, &[kv_out], 0.0, 0.2);
+            ts.fill(t("attn_q.bias"), F32, &[q_out], 0.0, 0.5);
+            ts.fill(t("attn_k.bias"), F32, &[kv_out], 0.0, 0.5);
+            ts.fill(t("attn_v.bias"), F32, &[kv_out], 0.0, 0.2);
         }
         if s.qk_norm {
-            fill(t("attn_q_norm.weight"), GgmlType::F32, &[hd], 1.2, 0.3);
-            fill(t("attn_k_norm.weight"), GgmlType::F32, &[hd], 1.2, 0.3);
+            ts.fill(t("attn_q_norm.weight"), F32, &[hd], 1.2, 0.3);
+            ts.fill(t("attn_k_norm.weight"), F32, &[hd], 1.2, 0.3);
         }
-        fill(
-            t("attn_output.weight"),
-            wo,
-            &[q_out, d],
-            0.0,
-            mat_std(q_out, 1.0),
-        );
-        fill(t("ffn_norm.weight"), GgmlType::F32, &[d], 1.0, 0.2);
-        fill(t("ffn_gate.weight"), wg, &[d, ff], 0.0, mat_std(d, 1.5));
-        fill(t("ffn_up.weight"), wu, &[d, ff], 0.0, mat_std(d, 1.5));
-        fill(t("ffn_down.weight"), wd, &[ff, d], 0.0, mat_std(ff, 1.0));
+        let o_std = mat_std(q_out, 1.0);
+        ts.fill(t("attn_output.weight"), wo, &[q_out, d], 0.0, o_std);
+        if post_norms {
+            ts.fill(t("post_attention_norm.weight"), F32, &[d], 1.0, 0.2);
+        }
+        ts.fill(t("ffn_norm.weight"), F32, &[d], 1.0, 0.2);
+        ts.fill(t("ffn_gate.weight"), wg, &[d, ff], 0.0, mat_std(d, 1.5));
+        ts.fill(t("ffn_up.weight"), wu, &[d, ff], 0.0, mat_std(d, 1.5));
+        ts.fill(t("ffn_down.weight"), wd, &[ff, d], 0.0, mat_std(ff, 1.0));
+        if post_norms {
+            ts.fill(t("post_ffw_norm.weight"), F32, &[d], 1.0, 0.2);
+        }
     }
-    fill("output_norm.weight".into(), GgmlType::F32, &[d], 1.0, 0.2);
+    ts.fill("output_norm.weight".into(), F32, &[d], 1.0, 0.2);
+}
+
+/// Phi-2's blocks: LayerNorm (weight and bias), fused Q/K/V with a fused bias, biases on every
+/// matrix; the output norm's bias (the output matrix and its bias follow in `model`).
+fn phi2_tensors(s: &Spec, ts: &mut Tensors) {
+    use GgmlType::F32;
+    let (d, ff) = (N_EMBD, s.n_ff);
+    let qkv = d + 2 * N_HEAD_KV * s.head_dim;
+    let [wqkv, _, _, wo, _, wu, wd] = s.mats;
+    for i in 0..N_LAYER {
+        let t = |x: &str| format!("blk.{i}.{x}");
+        ts.fill(t("attn_norm.weight"), F32, &[d], 1.0, 0.2);
+        ts.fill(t("attn_norm.bias"), F32, &[d], 0.0, 0.1);
+        ts.fill(t("attn_qkv.weight"), wqkv, &[d, qkv], 0.0, mat_std(d, 1.4));
+        ts.fill(t("attn_qkv.bias"), F32, &[qkv], 0.0, 0.3);
+        ts.fill(t("attn_output.weight"), wo, &[d, d], 0.0, mat_std(d, 1.0));
+        ts.fill(t("attn_output.bias"), F32, &[d], 0.0, 0.1);
+        ts.fill(t("ffn_up.weight"), wu, &[d, ff], 0.0, mat_std(d, 1.5));
+        ts.fill(t("ffn_up.bias"), F32, &[ff], 0.0, 0.3);
+        ts.fill(t("ffn_down.weight"), wd, &[ff, d], 0.0, mat_std(ff, 1.0));
+        ts.fill(t("ffn_down.bias"), F32, &[d], 0.0, 0.1);
+    }
+    ts.fill("output_norm.weight".into(), F32, &[d], 1.0, 0.2);
+    ts.fill("output_norm.bias".into(), F32, &[d], 0.0, 0.1);
+}
+
+/// Phi-3's blocks: fused Q/K/V, fused gate-and-up; the RoPE factors.
+fn phi3_tensors(s: &Spec, ts: &mut Tensors) {
+    use GgmlType::F32;
+    let (d, ff) = (N_EMBD, s.n_ff);
+    let qkv = d + 2 * N_HEAD_KV * s.head_dim;
+    let [wqkv, _, _, wo, _, wgu, wd] = s.mats;
+    for i in 0..N_LAYER {
+        let t = |x: &str| format!("blk.{i}.{x}");
+        ts.fill(t("attn_norm.weight"), F32, &[d], 1.0, 0.2);
+        ts.fill(t("attn_qkv.weight"), wqkv, &[d, qkv], 0.0, mat_std(d, 1.6));
+        ts.fill(t("attn_output.weight"), wo, &[d, d], 0.0, mat_std(d, 1.0));
+        ts.fill(t("ffn_norm.weight"), F32, &[d], 1.0, 0.2);
+        ts.fill(t("ffn_up.weight"), wgu, &[d, 2 * ff], 0.0, mat_std(d, 1.5));
+        ts.fill(t("ffn_down.weight"), wd, &[ff, d], 0.0, mat_std(ff, 1.0));
+    }
+    ts.fill("output_norm.weight".into(), F32, &[d], 1.0, 0.2);
+    let n = PHI3_FACTORS_LONG.len();
+    ts.push(
+        "rope_factors_long.weight".into(),
+        F32,
+        &[n],
+        PHI3_FACTORS_LONG.to_vec(),
+    );
+    ts.push(
+        "rope_factors_short.weight".into(),
+        F32,
+        &[n],
+        PHI3_FACTORS_SHORT.to_vec(),
+    );
+}
+
+fn model(s: &Spec) -> Result<Vec<u8>> {
+    let ((tokens, scores, types), merges) = match s.vocab {
+        VocabKind::Spm => (spm_vocab(&[])?, Vec::new()),
+        VocabKind::Phi3 => (spm_vocab(&PHI3_SPECIALS)?, Vec::new()),
+        VocabKind::Qwen => bpe_vocab(&["<|endoftext|>", "<|im_start|>", "<|im_end|>"])?,
+        VocabKind::Phi2 => bpe_vocab(&["<|endoftext|>"])?,
+    };
+    let n_vocab = tokens.len();
+    let mut ts = Tensors {
+        rng: Rng::new(s.seed),
+        list: Vec::new(),
+    };
+    let d = N_EMBD;
+    ts.fill(
+        "token_embd.weight".into(),
+        s.embd,
+        &[d, n_vocab],
+        0.0,
+        s.embd_std,
+    );
+    match s.layout {
+        Layout::PreNorm { post_norms } => pre_norm_tensors(s, &mut ts, post_norms),
+        Layout::Phi2 => phi2_tensors(s, &mut ts),
+        Layout::Phi3 => phi3_tensors(s, &mut ts),
+    }
     if let Some(ty) = s.output {
-        fill(
-            "output.weight".into(),
-            ty,
-            &[d, n_vocab],
-            0.0,
-            mat_std(d, 3.0),
-        );
+        let std = mat_std(d, 3.0);
+        ts.fill("output.weight".into(), ty, &[d, n_vocab], 0.0, std);
+        if s.layout == Layout::Phi2 {
+            ts.fill("output.bias".into(), GgmlType::F32, &[n_vocab], 0.0, 0.5);
+        }
     }
 
     let a = s.arch;
+    let hd = s.head_dim;
     let k = |suffix: &str| format!("{a}.{suffix}");
     let mut b = GgufBuilder::new();
+    let norm_eps_key = if s.layout == Layout::Phi2 {
+        "attention.layer_norm_epsilon"
+    } else {
+        "attention.layer_norm_rms_epsilon"
+    };
     b.set("general.architecture", a)
         .set("general.name", format!("tiny random {a}"))
         .set("general.quantization_version", 2u32)
@@ -252,7 +538,7 @@ fn model(s: &Spec) -> Result<Vec<u8>> {
         .set(&k("feed_forward_length"), s.n_ff as u32)
         .set(&k("attention.head_count"), N_HEAD as u32)
         .set(&k("attention.head_count_kv"), N_HEAD_KV as u32)
-        .set(&k("attention.layer_norm_rms_epsilon"), s.rms_eps);
+        .set(&k(norm_eps_key), s.norm_eps);
     if let Some(base) = s.rope_base {
         b.set(&k("rope.freq_base"), base);
     }
@@ -263,25 +549,39 @@ fn model(s: &Spec) -> Result<Vec<u8>> {
     if matches!(a, "llama" | "mistral") {
         b.set(&k("rope.dimension_count"), hd as u32);
     }
+    if let Some(n_rot) = s.n_rot {
+        b.set(&k("rope.dimension_count"), n_rot as u32);
+    }
     if let Some(w) = s.sliding_window {
         b.set(&k("attention.sliding_window"), w);
     }
+    for (key, value) in s.extra {
+        match value {
+            Meta::U32(v) => b.set(&k(key), *v),
+            Meta::F32(v) => b.set(&k(key), *v),
+            Meta::Bools(v) => b.set(&k(key), v.to_vec()),
+        };
+    }
     let n_tokens = tokens.len();
+    let id = |t: &str| tokens.iter().position(|x| x == t).map(|i| i as u32);
     match s.vocab {
-        VocabKind::Spm => {
+        VocabKind::Spm | VocabKind::Phi3 => {
+            let eos = match s.vocab {
+                VocabKind::Phi3 => id("<|endoftext|>").unwrap_or(2),
+                _ => 2,
+            };
             b.set("tokenizer.ggml.model", "llama")
                 .set("tokenizer.ggml.pre", "default")
                 .set("tokenizer.ggml.tokens", tokens)
                 .set("tokenizer.ggml.scores", scores)
                 .set("tokenizer.ggml.token_type", types)
                 .set("tokenizer.ggml.bos_token_id", 1u32)
-                .set("tokenizer.ggml.eos_token_id", 2u32)
+                .set("tokenizer.ggml.eos_token_id", eos)
                 .set("tokenizer.ggml.unknown_token_id", 0u32)
                 .set("tokenizer.ggml.add_bos_token", true)
                 .set("tokenizer.ggml.add_eos_token", false);
         }
         VocabKind::Qwen => {
-            let id = |t: &str| tokens.iter().position(|x| x == t).map(|i| i as u32);
             let (Some(eot), Some(im_end)) = (id("<|endoftext|>"), id("<|im_end|>")) else {
                 anyhow::bail!("special tokens missing");
             };
@@ -295,14 +595,30 @@ fn model(s: &Spec) -> Result<Vec<u8>> {
                 .set("tokenizer.ggml.padding_token_id", eot)
                 .set("tokenizer.ggml.add_bos_token", false);
         }
+        VocabKind::Phi2 => {
+            let Some(eot) = id("<|endoftext|>") else {
+                anyhow::bail!("special token missing");
+            };
+            // As the Phi-2 converter writes it: <|endoftext|> begins, ends and pads; no BOS
+            // is added.
+            b.set("tokenizer.ggml.model", "gpt2")
+                .set("tokenizer.ggml.pre", "phi-2")
+                .set("tokenizer.ggml.tokens", tokens)
+                .set("tokenizer.ggml.token_type", types)
+                .set("tokenizer.ggml.merges", merges)
+                .set("tokenizer.ggml.bos_token_id", eot)
+                .set("tokenizer.ggml.eos_token_id", eot)
+                .set("tokenizer.ggml.unknown_token_id", eot)
+                .set("tokenizer.ggml.add_bos_token", false);
+        }
     }
     ensure!(n_tokens == n_vocab, "vocabulary size mismatch");
-    for t in &tensors {
+    for t in &ts.list {
         b.add_tensor(&t.name, t.ty, &t.shape)?;
     }
     let mut out = Vec::new();
     let mut w = b.write(&mut out)?;
-    for t in &tensors {
+    for t in &ts.list {
         let size = t.ty.tensor_size(&t.shape).expect("valid shape") as usize;
         let mut bytes = vec![0u8; size];
         gguf_quant::quantize_row(t.ty, &t.values, &mut bytes)?;
@@ -322,8 +638,8 @@ const WORDS: &[&str] = &[
 
 /// A SentencePiece vocabulary as llama.cpp's converter writes one: `<unk>`, `<s>`, `</s>`, the
 /// 256 byte-fallback tokens `<0xXX>`, then `▁`, the letters, and every `▁`-prefix of each word,
-/// scored so that longer pieces merge first.
-fn spm_vocab() -> Result<VocabLists> {
+/// scored so that longer pieces merge first, then the `specials` (control tokens).
+fn spm_vocab(specials: &[&str]) -> Result<VocabLists> {
     let mut tokens: Vec<String> = vec!["<unk>".into(), "<s>".into(), "</s>".into()];
     let mut types = vec![UNKNOWN, CONTROL, CONTROL];
     for byte in 0..=255u8 {
@@ -349,6 +665,12 @@ fn spm_vocab() -> Result<VocabLists> {
         tokens.push(p);
         types.push(NORMAL);
     }
+    // Added control tokens come last, as the converters append them.
+    for &special in specials {
+        tokens.push(special.into());
+        scores.push(0.0);
+        types.push(CONTROL);
+    }
     check_unique(&tokens)?;
     Ok((tokens, scores, types))
 }
@@ -364,8 +686,9 @@ fn byte_char(b: u8) -> char {
 }
 
 /// A byte-level BPE vocabulary in Qwen's layout: the 256 byte characters, one token per merge
-/// (each word merged left to right, `Ġ`-prefixed and bare), then the special tokens.
-fn qwen_vocab() -> Result<(VocabLists, Vec<String>)> {
+/// (each word merged left to right, `Ġ`-prefixed and bare), then the `specials` (control
+/// tokens).
+fn bpe_vocab(specials: &[&str]) -> Result<(VocabLists, Vec<String>)> {
     let mut tokens: Vec<String> = (0..=255u8).map(|b| byte_char(b).to_string()).collect();
     let mut merges: Vec<String> = Vec::new();
     let space = byte_char(b' ');
@@ -384,7 +707,7 @@ fn qwen_vocab() -> Result<(VocabLists, Vec<String>)> {
         }
     }
     let mut types = vec![NORMAL; tokens.len()];
-    for special in ["<|endoftext|>", "<|im_start|>", "<|im_end|>"] {
+    for &special in specials {
         tokens.push(special.into());
         types.push(CONTROL);
     }

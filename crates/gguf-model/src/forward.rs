@@ -100,6 +100,8 @@ pub(crate) struct Pass<'a> {
     pub s: &'a mut Scratch,
     pub tokens: &'a [u32],
     pub pos0: usize,
+    /// The session's context length (Phi-3 picks its RoPE factors by it, as llama.cpp does).
+    pub n_ctx: usize,
     pub all_logits: bool,
     pub logits: &'a mut Vec<f32>,
 }
@@ -125,6 +127,23 @@ impl Scratch {
             }
         }
     }
+
+    /// As [`Scratch::fill_rope`] for one RoPE setup with frequency factors (see
+    /// [`Rope::cache_with_factors`]).
+    pub fn fill_rope_with_factors(
+        &mut self,
+        rope: &Rope,
+        factors: Option<&[f32]>,
+        pos0: usize,
+        n: usize,
+    ) {
+        self.rope.resize_with(1, Vec::new);
+        let cache = &mut self.rope[0];
+        cache.clear();
+        for i in 0..n {
+            rope.cache_with_factors((pos0 + i) as i64, factors, cache);
+        }
+    }
 }
 
 /// `out` = RMSNorm of each `d`-wide row of `x`, times `w`.
@@ -133,6 +152,15 @@ pub(crate) fn rms_norm_rows(x: &[f32], w: &[f32], eps: f32, out: &mut Vec<f32>) 
     out.resize(x.len(), 0.0);
     for (row, o) in x.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
         ops::rms_norm(row, w, eps, o);
+    }
+}
+
+/// `out` = LayerNorm of each `d`-wide row of `x`, times `w`, plus `b` (see [`ops::layer_norm`]).
+pub(crate) fn layer_norm_rows(x: &[f32], w: &[f32], b: &[f32], eps: f32, out: &mut Vec<f32>) {
+    let d = w.len();
+    out.resize(x.len(), 0.0);
+    for (row, o) in x.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
+        ops::layer_norm(row, w, b, eps, o);
     }
 }
 

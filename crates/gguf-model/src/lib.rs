@@ -1,6 +1,7 @@
-//! CPU inference for llama-family GGUF models (`llama`, `mistral`, `qwen2`, `qwen3`), computed
-//! as llama.cpp computes it: weights used in place from the mmap in their stored type,
-//! activations quantized to the type ggml pairs with each weight type, an f16 KV cache.
+//! CPU inference for GGUF models of the architectures in [`SUPPORTED`] (`llama`, `mistral`,
+//! `qwen2`, `qwen3`, `gemma`, `gemma2`, `gemma3`, `phi2`, `phi3`), computed as llama.cpp computes
+//! it: weights used in place from the mmap in their stored type, activations quantized to the type
+//! ggml pairs with each weight type, an f16 KV cache.
 //!
 //! ```no_run
 //! use gguf_model::{Model, SamplerConfig, SessionOptions};
@@ -337,6 +338,7 @@ impl<'m> Session<'m> {
             s: &mut self.scratch,
             tokens: chunk,
             pos0: self.tokens.len(),
+            n_ctx: self.n_ctx,
             all_logits,
             logits: &mut self.logits,
         })?;

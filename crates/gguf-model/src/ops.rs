@@ -122,11 +122,26 @@ impl Rope {
     /// Appends the `n_dims / 2` (cos, sin) pairs for position `pos` to `out`, as
     /// `ggml_rope_cache_init`.
     pub(crate) fn cache(&self, pos: i64, out: &mut Vec<(f32, f32)>) {
+        self.cache_with_factors(pos, None, out);
+    }
+
+    /// As [`Rope::cache`], with `ggml_rope_ext`'s frequency factors (LongRoPE's
+    /// `rope_factors_long/short`, one per rotated pair): pair `i`'s angle is divided by
+    /// `factors[i]` before YaRN's interpolation, and the running angle is left as it was.
+    pub(crate) fn cache_with_factors(
+        &self,
+        pos: i64,
+        factors: Option<&[f32]>,
+        out: &mut Vec<(f32, f32)>,
+    ) {
         let theta_scale = self.freq_base.powf(-2.0 / self.n_dims as f32);
         let mut theta = pos as f32;
         for i0 in (0..self.n_dims).step_by(2) {
             // rope_yarn
-            let theta_extrap = theta;
+            let theta_extrap = match factors {
+                Some(f) => theta / f.get(i0 / 2).copied().unwrap_or(1.0),
+                None => theta,
+            };
             let theta_interp = self.freq_scale * theta_extrap;
             let mut th = theta_interp;
             let mut mscale = self.attn_factor;
@@ -402,6 +417,55 @@ pub(crate) fn softcap(x: &mut [f32], cap: f32) {
     let inv = 1.0 / cap;
     for v in x {
         *v = (*v * inv).tanh() * cap;
+    }
+}
+
+/// `x[i] = gelu(x[i])`, as ggml's CPU backend computes `ggml_gelu` (`ggml_vec_gelu_f32` with
+/// `GGML_GELU_FP16`): the table lookup of [`geglu`] without the gate; at or below -10 gives 0,
+/// at or above 10 passes through.
+pub(crate) fn gelu(x: &mut [f32]) {
+    let table = gelu_table();
+    for v in x {
+        *v = if *v <= -10.0 {
+            0.0
+        } else if *v >= 10.0 {
+            *v
+        } else {
+            f16::from_bits(table[usize::from(f16::from_f32(*v).to_bits())]).to_f32()
+        };
+    }
+}
+
+/// LayerNorm of one row, `(x - mean) / sqrt(var + eps) * w + b`, as `ggml_norm` followed by
+/// `ggml_mul` and `ggml_add` on x86 with AVX2: the mean from a sum in f64 rounded to f32; the
+/// variance as `ggml_vec_cvar_f32` takes it, each group of eight squared deviations summed in
+/// f32 as the AVX2 horizontal add pairs them (lanes `i` and `i + 4`, then `i` and `i + 2`,
+/// then the two halves) and the group sums accumulated in f64, the tail one by one in f64;
+/// then one f32 scale, the weight and the bias as separate roundings.
+pub(crate) fn layer_norm(x: &[f32], w: &[f32], b: &[f32], eps: f32, out: &mut [f32]) {
+    let n = x.len();
+    let sum: f64 = x.iter().map(|&v| f64::from(v)).sum();
+    let mean = (sum as f32) / n as f32;
+    let mut var = 0f64;
+    let groups = x.chunks_exact(8);
+    let tail = groups.remainder();
+    for g in groups {
+        let sq: [f32; 8] = std::array::from_fn(|i| {
+            let d = g[i] - mean;
+            d * d
+        });
+        let lanes = [sq[0] + sq[4], sq[1] + sq[5], sq[2] + sq[6], sq[3] + sq[7]];
+        let group = (lanes[0] + lanes[2]) + (lanes[1] + lanes[3]);
+        var += f64::from(group);
+    }
+    for &v in tail {
+        let d = v - mean;
+        var += f64::from(d * d);
+    }
+    let variance = (var / n as f64) as f32;
+    let scale = 1.0 / (variance + eps).sqrt();
+    for (((o, &v), &g), &c) in out.iter_mut().zip(x).zip(w).zip(b) {
+        *o = ((v - mean) * scale) * g + c;
     }
 }
 

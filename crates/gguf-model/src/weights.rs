@@ -24,6 +24,56 @@ impl Matrix {
     pub fn row_bytes(&self) -> usize {
         self.len / self.rows.max(1)
     }
+
+    /// Rows `first..first + n` of this matrix: a view of the same mapped bytes, no copy.
+    /// Fused tensors (`attn_qkv`, Phi-3's gate-and-up `ffn_up`) are used through views: each
+    /// output element is one weight row times the (quantized) input, so a product per view
+    /// gives the numbers of one product over the whole tensor. `None` if the rows are not all
+    /// in the matrix.
+    pub fn rows(&self, first: usize, n: usize) -> Option<Matrix> {
+        if n == 0 || first.checked_add(n)? > self.rows {
+            return None;
+        }
+        let rb = self.row_bytes();
+        Some(Matrix {
+            rows: n,
+            start: self.start + first * rb,
+            len: n * rb,
+            ..*self
+        })
+    }
+}
+
+/// The Q, K and V projections of one block and their biases, from separate `attn_q`/`attn_k`/
+/// `attn_v` tensors or from one fused `attn_qkv` (rows of Q, then K, then V), as llama.cpp's
+/// `create_tensor_qkv` accepts them.
+pub(crate) struct Qkv {
+    pub wq: Matrix,
+    pub wk: Matrix,
+    pub wv: Matrix,
+    pub bq: Option<Vec<f32>>,
+    pub bk: Option<Vec<f32>>,
+    pub bv: Option<Vec<f32>>,
+}
+
+impl Qkv {
+    /// Adds the biases there are to the rows of `q`, `k` and `v` (after their products).
+    pub fn add_biases(&self, q: &mut [f32], k: &mut [f32], v: &mut [f32]) {
+        for (rows, bias) in [(q, &self.bq), (k, &self.bk), (v, &self.bv)] {
+            if let Some(b) = bias {
+                crate::ops::add_bias(rows, b);
+            }
+        }
+    }
+}
+
+/// Whether a block's Q, K and V biases must be in the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Biases {
+    /// Used when present (llama.cpp's rule for every architecture that loads them).
+    Optional,
+    /// Missing biases are an error naming the tensor (Qwen 2 always has them).
+    Required,
 }
 
 /// Reads an architecture's tensors from a file or split set named `name` in errors.
@@ -111,6 +161,72 @@ impl Loader<'_> {
         let mut out = vec![0f32; n];
         gguf_quant::dequantize_row(info.ggml_type, data, &mut out)?;
         Ok(out)
+    }
+
+    /// Block `block`'s Q, K and V projections from `n_embd` inputs to `q_out`, `k_out` and
+    /// `v_out` outputs, with their biases. A fused `blk.N.attn_qkv.weight` is taken when the file
+    /// has one (its rows split into views); its bias is `attn_qkv.bias`, or else the separate
+    /// `attn_q/k/v.bias` when all three are there: llama.cpp adds separate biases to a fused
+    /// product only as a set, and ignores an incomplete one. Without a fused tensor each of the
+    /// separate biases is used on its own.
+    pub fn qkv(
+        &self,
+        block: usize,
+        n_embd: usize,
+        (q_out, k_out, v_out): (usize, usize, usize),
+        biases: Biases,
+    ) -> Result<Qkv> {
+        let t = |s: &str| format!("blk.{block}.{s}");
+        let bias = |s: &str, n| match biases {
+            Biases::Required => self.vector(&t(s), n).map(Some),
+            Biases::Optional => self.optional_vector(&t(s), n),
+        };
+        let fused = t("attn_qkv.weight");
+        if !self.has(&fused) {
+            return Ok(Qkv {
+                wq: self.matrix(&t("attn_q.weight"), n_embd, q_out)?,
+                wk: self.matrix(&t("attn_k.weight"), n_embd, k_out)?,
+                wv: self.matrix(&t("attn_v.weight"), n_embd, v_out)?,
+                bq: bias("attn_q.bias", q_out)?,
+                bk: bias("attn_k.bias", k_out)?,
+                bv: bias("attn_v.bias", v_out)?,
+            });
+        }
+        let total = q_out + k_out + v_out;
+        let w = self.matrix(&fused, n_embd, total)?;
+        // In range: the shape check above made the matrix `total` rows tall.
+        let view = |first, n| {
+            w.rows(first, n)
+                .ok_or_else(|| self.shape_error(&fused, &[n_embd as u64, total as u64], &[]))
+        };
+        let (wq, wk, wv) = (
+            view(0, q_out)?,
+            view(q_out, k_out)?,
+            view(q_out + k_out, v_out)?,
+        );
+        let (bq, bk, bv) = match self.optional_vector(&t("attn_qkv.bias"), total)? {
+            Some(b) => (
+                Some(b[..q_out].to_vec()),
+                Some(b[q_out..q_out + k_out].to_vec()),
+                Some(b[q_out + k_out..].to_vec()),
+            ),
+            None => match (
+                bias("attn_q.bias", q_out)?,
+                bias("attn_k.bias", k_out)?,
+                bias("attn_v.bias", v_out)?,
+            ) {
+                (Some(q), Some(k), Some(v)) => (Some(q), Some(k), Some(v)),
+                _ => (None, None, None),
+            },
+        };
+        Ok(Qkv {
+            wq,
+            wk,
+            wv,
+            bq,
+            bk,
+            bv,
+        })
     }
 
     /// A vector if the file has it.

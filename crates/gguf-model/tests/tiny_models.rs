@@ -3,10 +3,11 @@
 //! `tests/data/tiny/make_reference.sh`): every logit of every position, the argmax at every
 //! position, and an 8-token greedy continuation.
 //!
-//! The references come from one batch of 20 tokens, one thread, llama.cpp's default context
-//! (f16 KV cache, flash attention "auto", which resolves to enabled on the CPU). llama.cpp has
-//! no `mistral` architecture; its reference is the same weights loaded as `llama` with the
-//! sliding window emulated (see `tests/data/tiny/README.md`).
+//! The references come from one batch of 20 tokens, one thread, llama.cpp's default context of
+//! 512 (256 for Phi-3's second reference, whose RoPE factors depend on it; our sessions use each
+//! reference's context), f16 KV cache, flash attention "auto", which resolves to enabled on the
+//! CPU. llama.cpp has no `mistral` architecture; its reference is the same weights loaded as
+//! `llama` with the sliding window emulated (see `tests/data/tiny/README.md`).
 
 use std::path::PathBuf;
 
@@ -85,11 +86,13 @@ fn reference(name: &str) -> Reference {
     r
 }
 
-/// Our logits for every position of the reference's tokens and our greedy continuation.
+/// Our logits for every position of the reference's tokens and our greedy continuation, in a
+/// session of the reference's context length.
 fn run(model: &Model, r: &Reference) -> (Vec<f32>, Vec<u32>) {
     let mut session = model
         .session(SessionOptions {
             threads: 1,
+            n_ctx: r.json["n_ctx"].as_u64().unwrap() as usize,
             ..SessionOptions::default()
         })
         .unwrap();
@@ -120,8 +123,15 @@ fn max_diff(a: &[f32], b: &[f32], n_vocab: usize, rows: std::ops::Range<usize>) 
 fn check(file: &str, reference_json: &str) -> f32 {
     let model = Model::load(fixture(file)).unwrap();
     let r = reference(reference_json);
-    for kind in ["q8_values", "q8_scales"] {
-        let ulps = r.json["conditioning"][kind]["min_ulps"].as_f64().unwrap();
+    for kind in ["q8_values", "q8_scales", "q8_sums"] {
+        // null: the run rounds nothing of this kind (no Q8_1 activations, for q8_sums).
+        let Some(ulps) = r.json["conditioning"][kind]["min_ulps"].as_f64() else {
+            assert_eq!(
+                r.json["conditioning"][kind]["values"], 0,
+                "{reference_json}: {kind}"
+            );
+            continue;
+        };
         assert!(
             ulps >= MIN_CONDITIONING_ULPS,
             "{reference_json}: a {kind} rounding is {ulps} ulps from its boundary: pick another seed"
@@ -221,13 +231,200 @@ fn mistral_sliding_window_matches_llama_cpp_with_the_window_emulated() {
     assert!(beyond > 0.5, "the window changed nothing ({beyond})");
 }
 
+#[test]
+fn gemma_matches_llama_cpp() {
+    let model = Model::load(fixture("model-gemma.gguf")).unwrap();
+    let hp = model.hparams();
+    assert_eq!((hp.n_head, hp.n_head_kv, hp.head_dim_k), (4, 2, 16));
+    assert!(model.file().tensor("output.weight").is_none());
+    check("model-gemma.gguf", "model-gemma.json");
+}
+
+#[test]
+fn gemma2_soft_caps_and_sliding_window_match_llama_cpp() {
+    let model = Model::load(fixture("model-gemma2.gguf")).unwrap();
+    // The default pattern (2): layer 0 slides over 8 positions, layer 1 sees everything.
+    assert_eq!(model.hparams().layer_windows, [Some(8), None]);
+    assert!(model.file().tensor("blk.0.post_ffw_norm.weight").is_some());
+    check("model-gemma2.gguf", "model-gemma2.json");
+}
+
+#[test]
+fn gemma3_local_and_global_layers_match_llama_cpp() {
+    let model = Model::load(fixture("model-gemma3.gguf")).unwrap();
+    let hp = model.hparams();
+    // The pattern is a bool array here: layer 0 global, layer 1 local.
+    assert_eq!(hp.layer_windows, [None, Some(8)]);
+    assert_eq!((hp.head_dim_k, hp.rope_freq_base), (32, 1e6));
+    assert!(model.file().tensor("blk.1.attn_k_norm.weight").is_some());
+    check("model-gemma3.gguf", "model-gemma3.json");
+}
+
+#[test]
+fn phi2_parallel_blocks_with_layer_norms_and_biases_match_llama_cpp() {
+    let model = Model::load(fixture("model-phi2.gguf")).unwrap();
+    let hp = model.hparams();
+    assert_eq!((hp.n_rot, hp.head_dim_k), (8, 16));
+    assert!(model.file().tensor("blk.0.attn_qkv.bias").is_some());
+    assert!(model.file().tensor("output.bias").is_some());
+    check("model-phi2.gguf", "model-phi2.json");
+}
+
+/// Phi-3 with LongRoPE: llama.cpp's default context (512) is longer than the original context
+/// (256), so it takes `rope_factors_long`; a context of 256 takes `rope_factors_short`. Each
+/// must match, and they must differ from each other.
+#[test]
+fn phi3_fused_tensors_and_longrope_factors_match_llama_cpp() {
+    let model = Model::load(fixture("model-phi3.gguf")).unwrap();
+    let hp = model.hparams();
+    assert_eq!((hp.n_rot, hp.head_dim_k, hp.n_ff), (12, 16, 128));
+    assert!(model.file().tensor("blk.0.attn_qkv.weight").is_some());
+    assert!(model.file().tensor("rope_factors_long.weight").is_some());
+    // phi3.attention.sliding_window = 8 is in the file; llama.cpp switches Phi's window off.
+    assert!(model
+        .file()
+        .value("phi3.attention.sliding_window")
+        .is_some());
+    assert_eq!(hp.sliding_window, None);
+    assert_eq!(hp.layer_windows, [None, None]);
+    check("model-phi3.gguf", "model-phi3.json");
+    check("model-phi3.gguf", "model-phi3-short.json");
+    let (long, short) = (
+        reference("model-phi3.json"),
+        reference("model-phi3-short.json"),
+    );
+    assert_eq!(
+        (long.json["n_ctx"].as_u64(), short.json["n_ctx"].as_u64()),
+        (Some(512), Some(256))
+    );
+    // Position 0 rotates nothing; beyond it the two factor sets give other logits.
+    let n = long.n_vocab;
+    assert!(max_diff(&long.logits, &short.logits, n, 0..1) == 0.0);
+    assert!(max_diff(&long.logits, &short.logits, n, 1..long.tokens.len()) > 1e-2);
+}
+
+/// A copy of `src` whose Q/K/V projections (and biases) are fused into `attn_qkv` (`fuse`) or
+/// split out of it, tensor bytes unchanged: rows of Q, then K, then V, as llama.cpp reads a fused
+/// tensor. All three must have one type to fuse.
+fn refused_qkv(src: &str, fuse: bool) -> PathBuf {
+    let bytes = std::fs::read(fixture(src)).unwrap();
+    let file = GgufFile::parse(&bytes).unwrap();
+    let hp = Model::load(fixture(src)).unwrap().hparams().clone();
+    let q = (hp.n_head * hp.head_dim_k) as u64;
+    let k = (hp.n_head_kv * hp.head_dim_k) as u64;
+    let v = (hp.n_head_kv * hp.head_dim_v) as u64;
+    let mut b = GgufBuilder::from_file(&file);
+    b.tensors_mut().clear();
+    let mut data: Vec<Vec<u8>> = Vec::new();
+    let mut add = |b: &mut GgufBuilder<'_>,
+                   name: String,
+                   ty: gguf_format::GgmlType,
+                   shape: &[u64],
+                   bytes: Vec<u8>| {
+        b.add_tensor(&name, ty, shape).unwrap();
+        data.push(bytes);
+    };
+    for t in file.tensors() {
+        let bytes = file.tensor_data(t).to_vec();
+        let (stem, kind) = t.name.rsplit_once('.').unwrap();
+        let matrix = t.shape().len() == 2;
+        if fuse && stem.ends_with("attn_q") {
+            let block = stem.trim_end_matches("attn_q");
+            let part = |p: &str| file.tensor(&format!("{block}{p}.{kind}")).unwrap();
+            let (tk, tv) = (part("attn_k"), part("attn_v"));
+            assert!(tk.ggml_type == t.ggml_type && tv.ggml_type == t.ggml_type);
+            let mut all = bytes;
+            all.extend_from_slice(file.tensor_data(tk));
+            all.extend_from_slice(file.tensor_data(tv));
+            let shape: Vec<u64> = if matrix {
+                vec![t.shape()[0], q + k + v]
+            } else {
+                vec![q + k + v]
+            };
+            add(
+                &mut b,
+                format!("{block}attn_qkv.{kind}"),
+                t.ggml_type,
+                &shape,
+                all,
+            );
+        } else if fuse && (stem.ends_with("attn_k") || stem.ends_with("attn_v")) {
+            // Fused with attn_q above.
+        } else if !fuse && stem.ends_with("attn_qkv") {
+            let block = stem.trim_end_matches("attn_qkv");
+            let row = bytes.len() as u64 / (q + k + v);
+            let mut first = 0;
+            for (name, rows) in [("attn_q", q), ("attn_k", k), ("attn_v", v)] {
+                let shape: Vec<u64> = if matrix {
+                    vec![t.shape()[0], rows]
+                } else {
+                    vec![rows]
+                };
+                let part = bytes[(first * row) as usize..((first + rows) * row) as usize].to_vec();
+                add(
+                    &mut b,
+                    format!("{block}{name}.{kind}"),
+                    t.ggml_type,
+                    &shape,
+                    part,
+                );
+                first += rows;
+            }
+        } else {
+            add(&mut b, t.name.to_string(), t.ggml_type, t.shape(), bytes);
+        }
+    }
+    let mut out = Vec::new();
+    let mut w = b.write(&mut out).unwrap();
+    for d in &data {
+        w.write_tensor(d).unwrap();
+    }
+    w.finish().unwrap();
+    let path = temp_path(&format!("{}-{src}", if fuse { "fused" } else { "split" }));
+    std::fs::write(&path, out).unwrap();
+    path
+}
+
+/// Every architecture takes Q, K and V fused or separate (as llama.cpp's `create_tensor_qkv`),
+/// with the same numbers: a product per view of a fused tensor is the fused product.
+#[test]
+fn fused_and_separate_qkv_give_the_same_logits() {
+    let tokens: Vec<u32> = (0..20).map(|i| 3 + (i * 37) % 250).collect();
+    let logits = |path: &std::path::Path| {
+        let model = Model::load(path).unwrap();
+        let mut session = tiny_session(&model, 64);
+        session.eval_all_logits(&tokens).unwrap()
+    };
+    for (src, fuse, tensor) in [
+        ("model-qwen2.gguf", true, "blk.0.attn_qkv.bias"),
+        ("model-gemma3.gguf", true, "blk.1.attn_qkv.weight"),
+        ("model-phi2.gguf", false, "blk.0.attn_v.bias"),
+        ("model-phi3.gguf", false, "blk.1.attn_k.weight"),
+    ] {
+        let path = refused_qkv(src, fuse);
+        let file = std::fs::read(&path).unwrap();
+        assert!(
+            GgufFile::parse(&file).unwrap().tensor(tensor).is_some(),
+            "{src}: {tensor}"
+        );
+        let (ours, theirs) = (logits(&fixture(src)), logits(&path));
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(ours, theirs, "{src}");
+    }
+}
+
 fn temp_path(name: &str) -> PathBuf {
     std::env::temp_dir().join(format!("gguf-model-tiny-{}-{name}", std::process::id()))
 }
 
 /// A copy of `model-llama.gguf` with `edit` applied to its builder.
 fn edited_copy(name: &str, edit: impl FnOnce(&mut GgufBuilder<'_>)) -> PathBuf {
-    let bytes = std::fs::read(fixture("model-llama.gguf")).unwrap();
+    edited_copy_of("model-llama.gguf", name, edit)
+}
+
+/// A copy of the fixture `src` with `edit` applied to its builder (tensor data copied by name).
+fn edited_copy_of(src: &str, name: &str, edit: impl FnOnce(&mut GgufBuilder<'_>)) -> PathBuf {
+    let bytes = std::fs::read(fixture(src)).unwrap();
     let file = GgufFile::parse(&bytes).unwrap();
     let mut b = GgufBuilder::from_file(&file);
     edit(&mut b);
@@ -253,7 +450,10 @@ fn unsupported_architecture_is_named_with_the_supported_ones() {
     for arch in SUPPORTED {
         assert!(msg.contains(arch), "{msg} does not list {arch}");
     }
-    assert_eq!(SUPPORTED, ["llama", "mistral", "qwen2", "qwen3"]);
+    assert_eq!(
+        SUPPORTED,
+        ["llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi2", "phi3"]
+    );
 }
 
 #[test]
@@ -321,6 +521,71 @@ fn hyperparameters_that_compute_nothing_are_refused_naming_the_key() {
         std::fs::remove_file(&path).unwrap();
         assert!(err.contains("llama.rope.scaling.factor"), "{err}");
     }
+}
+
+/// What the Phi loaders refuse, each error naming the tensor or key.
+#[test]
+fn phi_files_that_cannot_run_are_refused_naming_the_tensor() {
+    let load_err = |src: &str, name: &str, edit: &dyn Fn(&mut GgufBuilder<'_>)| {
+        let path = edited_copy_of(src, name, edit);
+        let err = Model::load(&path).unwrap_err();
+        std::fs::remove_file(&path).unwrap();
+        err
+    };
+    // Phi-2's output has a bias it cannot do without.
+    let err = load_err("model-phi2.gguf", "phi2-no-output-bias.gguf", &|b| {
+        b.tensors_mut().retain(|t| t.name() != "output.bias");
+    });
+    assert!(
+        matches!(&err, ModelError::MissingTensor { name, .. } if name == "output.bias"),
+        "{err:?}"
+    );
+    // Phi-3's gate-and-up tensor must be 2 * n_ff rows (the same bytes read as 256 x 64).
+    let err = load_err("model-phi3.gguf", "phi3-bad-up.gguf", &|b| {
+        let t = b
+            .tensors_mut()
+            .iter_mut()
+            .find(|t| t.name() == "blk.1.ffn_up.weight")
+            .unwrap();
+        *t = gguf_format::TensorSpec::new(t.name(), t.ggml_type(), &[256, 64]).unwrap();
+    });
+    match &err {
+        ModelError::TensorShape {
+            name,
+            expected,
+            found,
+            ..
+        } => {
+            assert_eq!(name, "blk.1.ffn_up.weight");
+            assert_eq!(
+                (expected.as_slice(), found.as_slice()),
+                (&[64, 256][..], &[256, 64][..])
+            );
+        }
+        other => panic!("expected a shape error, got {other:?}"),
+    }
+    // Heads that do not tile the embedding (Phi's Q and output are n_embd wide).
+    let err = load_err("model-phi3.gguf", "phi3-bad-heads.gguf", &|b| {
+        b.set("phi3.attention.key_length", 32u32);
+        b.set("phi3.attention.value_length", 32u32);
+    });
+    assert!(matches!(err, ModelError::Hyperparameters { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains("phi3.attention.key_length"),
+        "{err}"
+    );
+    // A LongRoPE factor of zero would turn its angles infinite.
+    let mut bytes = std::fs::read(fixture("model-phi3.gguf")).unwrap();
+    let file = GgufFile::parse(&bytes).unwrap();
+    let t = file.tensor("rope_factors_short.weight").unwrap();
+    let start = (file.data_offset() + t.offset) as usize;
+    drop(file);
+    bytes[start..start + 4].copy_from_slice(&0f32.to_le_bytes());
+    let path = temp_path("phi3-zero-factor.gguf");
+    std::fs::write(&path, &bytes).unwrap();
+    let err = Model::load(&path).unwrap_err().to_string();
+    std::fs::remove_file(&path).unwrap();
+    assert!(err.contains("rope_factors_short.weight"), "{err}");
 }
 
 fn tiny_session(model: &Model, n_ctx: usize) -> gguf_model::Session<'_> {

@@ -25,7 +25,7 @@ use crate::forward::{
 };
 use crate::hparams::{Hparams, Reader, RopeScaling};
 use crate::ops::{self, add_assign, Rope, Scores};
-use crate::weights::{Loader, Matrix};
+use crate::weights::{Biases, Loader, Matrix, Qkv};
 
 /// Which member of the family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,9 +38,7 @@ enum Generation {
 /// One block's tensors.
 struct Layer {
     attn_norm: Vec<f32>,
-    wq: Matrix,
-    wk: Matrix,
-    wv: Matrix,
+    qkv: Qkv,
     wo: Matrix,
     /// Gemma 3.
     q_norm: Option<Vec<f32>>,
@@ -157,9 +155,7 @@ pub(super) fn load(
         let norm = |needed: bool, s: &str, n| needed.then(|| l.vector(&t(s), n)).transpose();
         layers.push(Layer {
             attn_norm: l.vector(&t("attn_norm.weight"), hp.n_embd)?,
-            wq: l.matrix(&t("attn_q.weight"), hp.n_embd, q_out)?,
-            wk: l.matrix(&t("attn_k.weight"), hp.n_embd, k_out)?,
-            wv: l.matrix(&t("attn_v.weight"), hp.n_embd, v_out)?,
+            qkv: l.qkv(i, hp.n_embd, (q_out, k_out, v_out), Biases::Optional)?,
             wo: l.matrix(&t("attn_output.weight"), q_out, hp.n_embd)?,
             q_norm: norm(qk_norm, "attn_q_norm.weight", hp.head_dim_k)?,
             k_norm: norm(qk_norm, "attn_k_norm.weight", hp.head_dim_k)?,
@@ -233,6 +229,7 @@ impl Architecture for Gemma {
             pos0,
             all_logits,
             logits,
+            ..
         } = pass;
         let (n, pos0, eps, d) = (tokens.len(), *pos0, hp.norm_eps, hp.n_embd);
         let heads = Heads {
@@ -249,9 +246,10 @@ impl Architecture for Gemma {
             let window = hp.layer_windows[il];
             let r = usize::from(window.is_some());
             rms_norm_rows(&s.x, &l.attn_norm, eps, &mut s.h);
-            ctx.matmul(&l.wq, &s.h, &mut s.q, &mut s.quant)?;
-            ctx.matmul(&l.wk, &s.h, &mut s.k, &mut s.quant)?;
-            ctx.matmul(&l.wv, &s.h, &mut s.v, &mut s.quant)?;
+            ctx.matmul(&l.qkv.wq, &s.h, &mut s.q, &mut s.quant)?;
+            ctx.matmul(&l.qkv.wk, &s.h, &mut s.k, &mut s.quant)?;
+            ctx.matmul(&l.qkv.wv, &s.h, &mut s.v, &mut s.quant)?;
+            l.qkv.add_biases(&mut s.q, &mut s.k, &mut s.v);
             if let (Some(qn), Some(kn)) = (&l.q_norm, &l.k_norm) {
                 rms_norm_each(&mut s.q, qn, eps);
                 rms_norm_each(&mut s.k, kn, eps);

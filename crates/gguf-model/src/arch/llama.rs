@@ -11,15 +11,16 @@ use crate::forward::{
     apply_rope, attention, output_rows, rms_norm_each, rms_norm_rows, Heads, Pass,
 };
 use crate::hparams::{Hparams, Reader};
-use crate::ops::{add_assign, add_bias, Rope, Scores};
-use crate::weights::{Loader, Matrix};
+use crate::ops::{add_assign, Rope, Scores};
+use crate::weights::{Biases, Loader, Matrix, Qkv};
 
 /// What sets the family's members apart.
 #[derive(Debug, Clone, Copy)]
 struct Variant {
     /// RoPE rotates the two halves of each head rather than adjacent pairs.
     neox: bool,
-    /// Q, K and V have biases (optional tensors elsewhere).
+    /// Q, K and V must have biases (optional elsewhere). Each family member also takes a fused
+    /// `attn_qkv` instead of the three tensors, as llama.cpp does.
     qkv_bias: bool,
     /// Q and K heads are RMS-normed.
     qk_norm: bool,
@@ -58,13 +59,8 @@ impl Variant {
 /// One block's tensors.
 struct Layer {
     attn_norm: Vec<f32>,
-    wq: Matrix,
-    wk: Matrix,
-    wv: Matrix,
+    qkv: Qkv,
     wo: Matrix,
-    bq: Option<Vec<f32>>,
-    bk: Option<Vec<f32>>,
-    bv: Option<Vec<f32>>,
     q_norm: Option<Vec<f32>>,
     k_norm: Option<Vec<f32>>,
     ffn_norm: Vec<f32>,
@@ -111,12 +107,10 @@ pub(super) fn load(
     let mut layers = Vec::with_capacity(hp.n_layer);
     for i in 0..hp.n_layer {
         let t = |s: &str| format!("blk.{i}.{s}");
-        let bias = |s: &str, n| {
-            if variant.qkv_bias {
-                l.vector(&t(s), n).map(Some)
-            } else {
-                l.optional_vector(&t(s), n)
-            }
+        let biases = if variant.qkv_bias {
+            Biases::Required
+        } else {
+            Biases::Optional
         };
         let norm = |s: &str| {
             variant
@@ -126,17 +120,12 @@ pub(super) fn load(
         };
         layers.push(Layer {
             attn_norm: l.vector(&t("attn_norm.weight"), hp.n_embd)?,
-            wq: l.matrix(&t("attn_q.weight"), hp.n_embd, q_out)?,
-            wk: l.matrix(&t("attn_k.weight"), hp.n_embd, k_out)?,
-            wv: l.matrix(&t("attn_v.weight"), hp.n_embd, v_out)?,
+            qkv: l.qkv(i, hp.n_embd, (q_out, k_out, v_out), biases)?,
             wo: l.matrix(
                 &t("attn_output.weight"),
                 hp.n_head * hp.head_dim_v,
                 hp.n_embd,
             )?,
-            bq: bias("attn_q.bias", q_out)?,
-            bk: bias("attn_k.bias", k_out)?,
-            bv: bias("attn_v.bias", v_out)?,
             q_norm: norm("attn_q_norm.weight")?,
             k_norm: norm("attn_k_norm.weight")?,
             ffn_norm: l.vector(&t("ffn_norm.weight"), hp.n_embd)?,
@@ -183,6 +172,7 @@ impl Architecture for Llama {
             pos0,
             all_logits,
             logits,
+            ..
         } = pass;
         let (n, pos0, eps) = (tokens.len(), *pos0, hp.norm_eps);
         let heads = Heads {
@@ -195,14 +185,10 @@ impl Architecture for Llama {
         s.fill_rope(std::slice::from_ref(&self.rope), pos0, n);
         for (il, l) in self.layers.iter().enumerate() {
             rms_norm_rows(&s.x, &l.attn_norm, eps, &mut s.h);
-            ctx.matmul(&l.wq, &s.h, &mut s.q, &mut s.quant)?;
-            ctx.matmul(&l.wk, &s.h, &mut s.k, &mut s.quant)?;
-            ctx.matmul(&l.wv, &s.h, &mut s.v, &mut s.quant)?;
-            for (rows, bias) in [(&mut s.q, &l.bq), (&mut s.k, &l.bk), (&mut s.v, &l.bv)] {
-                if let Some(b) = bias {
-                    add_bias(rows, b);
-                }
-            }
+            ctx.matmul(&l.qkv.wq, &s.h, &mut s.q, &mut s.quant)?;
+            ctx.matmul(&l.qkv.wk, &s.h, &mut s.k, &mut s.quant)?;
+            ctx.matmul(&l.qkv.wv, &s.h, &mut s.v, &mut s.quant)?;
+            l.qkv.add_biases(&mut s.q, &mut s.k, &mut s.v);
             if let (Some(qn), Some(kn)) = (&l.q_norm, &l.k_norm) {
                 rms_norm_each(&mut s.q, qn, eps);
                 rms_norm_each(&mut s.k, kn, eps);

@@ -7,6 +7,8 @@
 
 mod gemma;
 mod llama;
+mod phi2;
+mod phi3;
 
 use gguf_format::split::SplitSet;
 
@@ -63,6 +65,14 @@ pub(crate) const ARCHITECTURES: &[Entry] = &[
     Entry {
         name: "gemma3",
         load: gemma::load,
+    },
+    Entry {
+        name: "phi2",
+        load: phi2::load,
+    },
+    Entry {
+        name: "phi3",
+        load: phi3::load,
     },
 ];
 

@@ -28,6 +28,15 @@ bpe=265,38,374,105,352,385,372,239,363,334,75,272,108,210,29,178,321,213,238,63
 run -m "$root/fixtures/model-llama.gguf" -o "$here/model-llama.json" --tokens "$spm"
 run -m "$root/fixtures/model-qwen2.gguf" -o "$here/model-qwen2.json" --tokens "$bpe"
 run -m "$root/fixtures/model-qwen3.gguf" -o "$here/model-qwen3.json" --tokens "$bpe"
+run -m "$root/fixtures/model-gemma.gguf" -o "$here/model-gemma.json" --tokens "$spm"
+run -m "$root/fixtures/model-gemma2.gguf" -o "$here/model-gemma2.json" --tokens "$spm"
+run -m "$root/fixtures/model-gemma3.gguf" -o "$here/model-gemma3.json" --tokens "$spm"
+run -m "$root/fixtures/model-phi2.gguf" -o "$here/model-phi2.json" --tokens "$bpe"
+# Phi-3's LongRoPE factors depend on the context: 512 > original 256 takes the long ones,
+# 256 the short ones.
+run -m "$root/fixtures/model-phi3.gguf" -o "$here/model-phi3.json" --tokens "$spm"
+run -m "$root/fixtures/model-phi3.gguf" -o "$here/model-phi3-short.json" --tokens "$spm" \
+    --n-ctx 256
 # llama.cpp has no `mistral` architecture: the same weights loaded as `llama`, once with the
 # sliding window emulated (what gguf-model must give) and once with llama.cpp's full attention.
 run -m "$root/fixtures/model-mistral.gguf" -o "$here/model-mistral.json" --tokens "$spm" \

@@ -6,8 +6,8 @@
 // For one model and a list of token ids this program:
 //   1. loads the model with default model parameters (CPU),
 //   2. creates a context with llama_context_default_params() and only n_threads (and
-//      n_threads_batch) set to 1: n_ctx 512, f16 K and V cache, flash attention "auto" (what it
-//      resolves to is read from llama.cpp's log and written to the JSON),
+//      n_threads_batch) set to 1: n_ctx 512 (or --n-ctx N), f16 K and V cache, flash attention
+//      "auto" (what it resolves to is read from llama.cpp's log and written to the JSON),
 //   3. decodes all the tokens in ONE batch (positions 0..n-1, logits requested for every
 //      position; --swa below decodes them one at a time instead) and records every position's
 //      full logits,
@@ -34,8 +34,12 @@
 //                quantize_row_q8_0/q8_1: scale 127/amax, ties to even) or Q8_K (as
 //                quantize_row_q8_K_ref: scale -127/max), against the x.5 boundaries;
 //   q8_scales    the Q8_0/Q8_1 block scales amax/127, rounded to f16;
+//   q8_sums      the Q8_1 block sums d * sum(q), with d = amax/127 unrounded, rounded to f16 (a
+//                one-ulp difference in amax moves d * sum; on a tie that flips the stored sum);
 //   f16_qkv      queries (rounded to f16 in flash attention) and keys and values (rounded to f16
 //                into the cache);
+//   f16_gelu     inputs of GELU and GeGLU, rounded to f16 to look the GELU up in ggml's table
+//                (reported only, as f16_qkv: one flip moves one activation by an f16 ulp);
 //   q8_attn_out  as q8_values for the input of attn_output, kept apart: ggml accumulates
 //                attention outputs in f16 and scales a row by one factor, so values sitting
 //                exactly on a boundary (63.5 = half the block maximum) are common there and come
@@ -45,7 +49,8 @@
 // A value within a few ulps of a boundary may round the other way there: one step of a quantized
 // value or of a block scale moves the logits by far more than the test's tolerance. The smallest
 // distance of each kind (with where it is) goes to the JSON under "conditioning"; a fixture whose
-// q8_values or q8_scales distance is a few ulps is a coin toss, not a test: pick another seed.
+// q8_values, q8_scales or q8_sums distance is a few ulps is a coin toss, not a test: pick another
+// seed.
 //
 // Output: one JSON document written to OUT.
 //
@@ -55,7 +60,10 @@
 //
 // Usage:
 //   reference_logits -m MODEL -o OUT.json --tokens ID,ID,... [-n N_PREDICT] [--commit STR]
-//                    [--load-as-llama] [--swa W]
+//                    [--load-as-llama] [--swa W] [--n-ctx N]
+//
+// --n-ctx N sets the context length (llama.cpp rounds it up to a multiple of 256); Phi-3 picks
+// its LongRoPE factors by it.
 
 #include "ggml-cpu.h"
 #include "gguf.h"
@@ -247,8 +255,15 @@ typedef struct {
 typedef struct {
     tie_min q8_values;
     tie_min q8_scales;
+    tie_min q8_sums;
+    tie_min f16_gelu;
     tie_min q8_attn_out;
     tie_min f16_qkv;
+    // The last few feed-forward tensors that may be a GELU's input, measured when computed: the
+    // GELU may run in place and overwrite its input before the callback sees it.
+    const struct ggml_tensor * ffn_t[4];
+    tie_min ffn_m[4];
+    int ffn_next;
 } tie_stats;
 
 static double ulp_of(float v) {
@@ -303,15 +318,25 @@ static void tie_check_q8_row(tie_stats * st, tie_min * vals, const char * name, 
             tie_note(&st->q8_scales, f16_tie_ulps(d), name, row, (long) b, d);
         }
         const float id = act == GGML_TYPE_Q8_K ? -127.f / max : 127.f / amax;
+        int sum = 0;
         for (int j = 0; j < qk; j++) {
             const float v = fabsf(blk[j] * id);
             const double dist = fabs((double) v - floor((double) v) - 0.5) / ulp_of(v);
             tie_note(vals, dist, name, row, (long) (b + j), v);
+            sum += (int) nearbyintf(blk[j] * id); // ties to even, as _mm256_round_ps
+        }
+        if (act == GGML_TYPE_Q8_1) {
+            const float s = (amax / 127.f) * (float) sum;
+            if (s != 0.0f) {
+                tie_note(&st->q8_sums, f16_tie_ulps(s), name, row, (long) b, s);
+            }
         }
     }
 }
 
-static void tie_check_f16(tie_stats * st, const struct ggml_tensor * x, const char * name) {
+// Every f32 value of `x` that ggml rounds to f16; with `table_only`, only those inside the GELU
+// table's range (|v| < 10; outside it GELU needs no lookup).
+static void tie_check_f16(tie_min * m, const struct ggml_tensor * x, const char * name, bool table_only) {
     if (x->type != GGML_TYPE_F32) {
         return;
     }
@@ -322,7 +347,10 @@ static void tie_check_f16(tie_stats * st, const struct ggml_tensor * x, const ch
                 const char * rowp = (const char *) x->data + i1 * x->nb[1] + i2 * x->nb[2] + i3 * x->nb[3];
                 for (int64_t i0 = 0; i0 < x->ne[0]; i0++) {
                     const float v = *(const float *) (rowp + i0 * x->nb[0]);
-                    tie_note(&st->f16_qkv, f16_tie_ulps(v), name, (long) (i1 + x->ne[1] * (i2 + x->ne[2] * i3)), (long) i0, v);
+                    if (table_only && !(fabsf(v) < 10.0f)) {
+                        continue;
+                    }
+                    tie_note(m, f16_tie_ulps(v), name, (long) (i1 + x->ne[1] * (i2 + x->ne[2] * i3)), (long) i0, v);
                 }
             }
         }
@@ -330,7 +358,11 @@ static void tie_check_f16(tie_stats * st, const struct ggml_tensor * x, const ch
 }
 
 static bool tie_callback(struct ggml_tensor * t, bool ask, void * user) {
-    const bool wanted = t->op == GGML_OP_MUL_MAT || t->op == GGML_OP_FLASH_ATTN_EXT || t->op == GGML_OP_SET_ROWS;
+    const bool gelu = (t->op == GGML_OP_UNARY && ggml_get_unary_op(t) == GGML_UNARY_OP_GELU) ||
+                      (t->op == GGML_OP_GLU && ggml_get_glu_op(t) == GGML_GLU_OP_GEGLU);
+    const bool ffn = (t->op == GGML_OP_MUL_MAT || t->op == GGML_OP_ADD) && t->type == GGML_TYPE_F32 &&
+                     (strncmp(t->name, "ffn_up", 6) == 0 || strncmp(t->name, "ffn_gate", 8) == 0);
+    const bool wanted = t->op == GGML_OP_MUL_MAT || t->op == GGML_OP_FLASH_ATTN_EXT || t->op == GGML_OP_SET_ROWS || gelu || ffn;
     if (ask) {
         return wanted;
     }
@@ -338,13 +370,42 @@ static bool tie_callback(struct ggml_tensor * t, bool ask, void * user) {
         return true;
     }
     tie_stats * st = user;
+    if (ffn) {
+        const int k = st->ffn_next++ % 4;
+        st->ffn_t[k] = t;
+        st->ffn_m[k] = (tie_min) { INFINITY, "", 0 };
+        tie_check_f16(&st->ffn_m[k], t, t->name, true);
+    }
+    if (gelu) {
+        // The GELU of src[0] (GeGLU: the gate, src[0] of the split form) is looked up by its f16.
+        if (t->src[1] == NULL && t->op == GGML_OP_GLU) {
+            die("tie check: a fused GeGLU (one input) is not handled");
+        }
+        int k = 0;
+        while (k < 4 && st->ffn_t[k] != t->src[0]) {
+            k++;
+        }
+        if (k == 4) {
+            die("tie check: a GELU's input was not seen computed");
+        }
+        const tie_min * m = &st->ffn_m[k];
+        st->f16_gelu.n_values += m->n_values;
+        if (m->min_ulps < st->f16_gelu.min_ulps) {
+            st->f16_gelu.min_ulps = m->min_ulps;
+            memcpy(st->f16_gelu.where, m->where, sizeof m->where);
+        }
+        return true;
+    }
+    if (t->op == GGML_OP_ADD) {
+        return true;
+    }
     if (t->op == GGML_OP_FLASH_ATTN_EXT) {
-        tie_check_f16(st, t->src[0], "Q of flash attention");
+        tie_check_f16(&st->f16_qkv, t->src[0], "Q of flash attention", false);
         return true;
     }
     if (t->op == GGML_OP_SET_ROWS) {
         if (t->type == GGML_TYPE_F16) {
-            tie_check_f16(st, t->src[0], t->name);
+            tie_check_f16(&st->f16_qkv, t->src[0], t->name, false);
         }
         return true;
     }
@@ -366,7 +427,12 @@ static bool tie_callback(struct ggml_tensor * t, bool ask, void * user) {
     return true;
 }
 
+// A kind of rounding the run never does is written with "min_ulps": null.
 static void print_tie(FILE * f, const char * key, const tie_min * m, bool last) {
+    if (m->n_values == 0) {
+        fprintf(f, "    \"%s\": {\"min_ulps\": null, \"values\": 0, \"where\": \"\"}%s\n", key, last ? "" : ",");
+        return;
+    }
     fprintf(f, "    \"%s\": {\"min_ulps\": %.3g, \"values\": %ld, \"where\": ", key, m->min_ulps, m->n_values);
     json_str(f, m->where);
     fprintf(f, "}%s\n", last ? "" : ",");
@@ -436,6 +502,7 @@ int main(int argc, char ** argv) {
     int n_predict = 8;
     bool as_llama = false;
     int swa = 0;
+    int n_ctx_req = 0;
 
     for (int i = 1; i < argc; i++) {
         const char * a = argv[i];
@@ -453,9 +520,14 @@ int main(int argc, char ** argv) {
             as_llama = true;
         } else if (strcmp(a, "--swa") == 0 && i + 1 < argc) {
             swa = atoi(argv[++i]);
+        } else if (strcmp(a, "--n-ctx") == 0 && i + 1 < argc) {
+            n_ctx_req = atoi(argv[++i]);
+            if (n_ctx_req <= 0) {
+                die("bad --n-ctx");
+            }
         } else {
             fprintf(stderr, "usage: %s -m MODEL -o OUT.json --tokens ID,ID,... [-n N] [--commit S] "
-                            "[--load-as-llama] [--swa W]\n", argv[0]);
+                            "[--load-as-llama] [--swa W] [--n-ctx N]\n", argv[0]);
             return 1;
         }
     }
@@ -513,6 +585,9 @@ int main(int argc, char ** argv) {
     struct llama_context_params cparams = llama_context_default_params();
     cparams.n_threads = 1;
     cparams.n_threads_batch = 1;
+    if (n_ctx_req > 0) {
+        cparams.n_ctx = (uint32_t) n_ctx_req;
+    }
     if (swa > 0) {
         cparams.n_seq_max = 2;
         cparams.kv_unified = true;
@@ -540,7 +615,9 @@ int main(int argc, char ** argv) {
     run(ctx, tokens, n_tokens, swa, n_vocab, all, greedy, n_predict);
 
     // The same run again, with the conditioning check watching every matrix product.
-    tie_stats ties = { { INFINITY, "", 0 }, { INFINITY, "", 0 }, { INFINITY, "", 0 }, { INFINITY, "", 0 } };
+    tie_stats ties = { 0 };
+    ties.q8_values.min_ulps = ties.q8_scales.min_ulps = ties.q8_sums.min_ulps = INFINITY;
+    ties.f16_gelu.min_ulps = ties.q8_attn_out.min_ulps = ties.f16_qkv.min_ulps = INFINITY;
     {
         struct llama_context_params dparams = cparams;
         dparams.cb_eval = tie_callback;
@@ -599,7 +676,9 @@ int main(int argc, char ** argv) {
     fprintf(f, "],\n  \"conditioning\": {\n");
     print_tie(f, "q8_values", &ties.q8_values, false);
     print_tie(f, "q8_scales", &ties.q8_scales, false);
+    print_tie(f, "q8_sums", &ties.q8_sums, false);
     print_tie(f, "f16_qkv", &ties.f16_qkv, false);
+    print_tie(f, "f16_gelu", &ties.f16_gelu, false);
     print_tie(f, "q8_attn_out", &ties.q8_attn_out, true);
     fprintf(f, "  }");
     fprintf(f, ",\n  \"greedy\": [");

@@ -1,0 +1,241 @@
+//! Phi-3 and Phi-4 (`phi3`), as llama.cpp computes them: pre-norm blocks (RMSNorm,
+//! attention, RMSNorm, SwiGLU feed-forward) whose Q, K and V usually come from one fused
+//! `attn_qkv` and whose gate and up projections are the two halves of one `ffn_up`
+//! (`2 * n_ff` rows, gate first); both are used as views of the mapped tensor. RoPE is
+//! NeoX-style over the first `rope.dimension_count` dimensions of each head (Phi-4-mini rotates
+//! 96 of 128), with LongRoPE's frequency factors when the file has them: `rope_factors_long`
+//! when the context is longer than `rope.scaling.original_context_length`, else
+//! `rope_factors_short`, and every rotation scaled by `rope.scaling.attn_factor`. Queries are
+//! scaled by `1/sqrt(head_dim)` before attention. The output matrix is `output.weight` (or
+//! `token_embd`), plus `output.bias` when there is one.
+//!
+//! `attention.sliding_window` is read by llama.cpp and then switched off ("Phi SWA is currently
+//! disabled"; the converters write windows that do not match how the models were trained), so
+//! every layer attends to the whole context here too.
+
+use gguf_format::split::SplitSet;
+
+use super::phi2::check_heads;
+use super::Architecture;
+use crate::error::{ModelError, Result};
+use crate::forward::{apply_rope, attention, output_rows, rms_norm_rows, Heads, Pass};
+use crate::hparams::{Hparams, Reader};
+use crate::ops::{self, add_assign, add_bias, Rope, Scores};
+use crate::weights::{Biases, Loader, Matrix, Qkv};
+
+/// llama.cpp rounds every context up to a multiple of this (`GGML_PAD(n_ctx, 256)`) before it
+/// compares it with the original context to pick the RoPE factors.
+const CTX_PAD: usize = 256;
+
+/// One block's tensors.
+struct Layer {
+    attn_norm: Vec<f32>,
+    qkv: Qkv,
+    wo: Matrix,
+    ffn_norm: Vec<f32>,
+    /// The first and second halves of `ffn_up`.
+    w_gate: Matrix,
+    w_up: Matrix,
+    w_down: Matrix,
+}
+
+struct Phi3 {
+    hp: Hparams,
+    token_embd: Matrix,
+    layers: Vec<Layer>,
+    output_norm: Vec<f32>,
+    output: Matrix,
+    output_b: Option<Vec<f32>>,
+    rope: Rope,
+    /// `rope_factors_long.weight` and `rope_factors_short.weight`, one per rotated pair.
+    factors_long: Option<Vec<f32>>,
+    factors_short: Option<Vec<f32>>,
+    /// Contexts longer than this (after llama.cpp's padding) use the long factors.
+    n_ctx_orig: usize,
+    query_scale: f32,
+}
+
+/// An optional RoPE factor tensor: `n` finite factors above zero (each divides an angle).
+fn rope_factors(l: &Loader<'_>, tensor: &str, n: usize) -> Result<Option<Vec<f32>>> {
+    let Some(f) = l.optional_vector(tensor, n)? else {
+        return Ok(None);
+    };
+    if let Some(bad) = f.iter().find(|v| !(v.is_finite() && **v > 0.0)) {
+        return Err(ModelError::Hyperparameters {
+            file: l.name.to_string(),
+            message: format!(
+                "tensor `{tensor}` holds {bad}; RoPE factors must be finite and above zero"
+            ),
+        });
+    }
+    Ok(Some(f))
+}
+
+pub(super) fn load(
+    set: &SplitSet,
+    name: &str,
+    arch: &'static str,
+) -> Result<Box<dyn Architecture>> {
+    let r = Reader {
+        file: set.metadata(),
+        name,
+        arch,
+    };
+    let mut hp = r.common("attention.layer_norm_rms_epsilon")?;
+    check_heads(&r, &hp)?;
+    // As llama.cpp: 0 or absent means the training context.
+    let n_ctx_orig = match r.opt_usize("rope.scaling.original_context_length")? {
+        None | Some(0) => hp.n_ctx_train,
+        Some(n) => n,
+    };
+    let attn_factor = r.positive_or("rope.scaling.attn_factor", 1.0)?;
+
+    let l = Loader { set, name };
+    let (d, ff) = (hp.n_embd, hp.n_ff);
+    hp.n_vocab = l.rows_of("token_embd.weight", d)?;
+    let token_embd = l.matrix("token_embd.weight", d, hp.n_vocab)?;
+    let (kv_k, kv_v) = hp.kv_widths();
+    let mut layers = Vec::with_capacity(hp.n_layer);
+    for i in 0..hp.n_layer {
+        let t = |s: &str| format!("blk.{i}.{s}");
+        let up_name = t("ffn_up.weight");
+        let gate_up = l.matrix(&up_name, d, 2 * ff)?;
+        // Both in range: the shape check made `gate_up` 2 * ff rows tall.
+        let half = |first| {
+            gate_up
+                .rows(first, ff)
+                .ok_or_else(|| ModelError::TensorShape {
+                    file: name.to_string(),
+                    name: up_name.clone(),
+                    expected: vec![d as u64, 2 * ff as u64],
+                    found: vec![d as u64, gate_up.rows as u64],
+                })
+        };
+        layers.push(Layer {
+            attn_norm: l.vector(&t("attn_norm.weight"), d)?,
+            qkv: l.qkv(i, d, (d, kv_k, kv_v), Biases::Optional)?,
+            wo: l.matrix(&t("attn_output.weight"), d, d)?,
+            ffn_norm: l.vector(&t("ffn_norm.weight"), d)?,
+            w_gate: half(0)?,
+            w_up: half(ff)?,
+            w_down: l.matrix(&t("ffn_down.weight"), ff, d)?,
+        });
+    }
+    let output_norm = l.vector("output_norm.weight", d)?;
+    let output = l
+        .optional_matrix("output.weight", d, hp.n_vocab)?
+        .unwrap_or(token_embd);
+    let output_b = l.optional_vector("output.bias", hp.n_vocab)?;
+    let factors_long = rope_factors(&l, "rope_factors_long.weight", hp.n_rot / 2)?;
+    let factors_short = rope_factors(&l, "rope_factors_short.weight", hp.n_rot / 2)?;
+    let mut rope = Rope::for_model(
+        hp.n_rot,
+        true,
+        hp.rope_freq_base,
+        hp.rope_scaling,
+        hp.n_ctx_train,
+    );
+    // llama.cpp multiplies the attention factor of every architecture by this key; LongRoPE
+    // conversions set it to sqrt(1 + ln(scale) / ln(original context)).
+    rope.attn_factor *= attn_factor;
+    let query_scale = 1.0 / (hp.head_dim_k as f32).sqrt();
+    Ok(Box::new(Phi3 {
+        hp,
+        token_embd,
+        layers,
+        output_norm,
+        output,
+        output_b,
+        rope,
+        factors_long,
+        factors_short,
+        n_ctx_orig,
+        query_scale,
+    }))
+}
+
+impl Phi3 {
+    /// The RoPE factors for a session of `n_ctx` positions, as llama.cpp's `get_rope_factors`
+    /// picks them for the context it would create (`n_ctx` padded to 256).
+    fn factors(&self, n_ctx: usize) -> Option<&[f32]> {
+        if n_ctx.div_ceil(CTX_PAD).saturating_mul(CTX_PAD) > self.n_ctx_orig {
+            self.factors_long.as_deref()
+        } else {
+            self.factors_short.as_deref()
+        }
+    }
+}
+
+impl Architecture for Phi3 {
+    fn hparams(&self) -> &Hparams {
+        &self.hp
+    }
+
+    fn forward(&self, pass: &mut Pass<'_>) -> Result<()> {
+        let hp = &self.hp;
+        let Pass {
+            ctx,
+            cache,
+            s,
+            tokens,
+            pos0,
+            n_ctx,
+            all_logits,
+            logits,
+        } = pass;
+        let (n, pos0, eps, d) = (tokens.len(), *pos0, hp.norm_eps, hp.n_embd);
+        let heads = Heads {
+            n_head: hp.n_head,
+            n_head_kv: hp.n_head_kv,
+            head_dim_k: hp.head_dim_k,
+            head_dim_v: hp.head_dim_v,
+        };
+        // The query is scaled beforehand, so attention's own scale is 1.
+        let scores = Scores::new(1.0, 0.0);
+        ctx.embed(&self.token_embd, tokens, &mut s.x)?;
+        s.fill_rope_with_factors(&self.rope, self.factors(*n_ctx), pos0, n);
+        for (il, l) in self.layers.iter().enumerate() {
+            rms_norm_rows(&s.x, &l.attn_norm, eps, &mut s.h);
+            ctx.matmul(&l.qkv.wq, &s.h, &mut s.q, &mut s.quant)?;
+            ctx.matmul(&l.qkv.wk, &s.h, &mut s.k, &mut s.quant)?;
+            ctx.matmul(&l.qkv.wv, &s.h, &mut s.v, &mut s.quant)?;
+            l.qkv.add_biases(&mut s.q, &mut s.k, &mut s.v);
+            apply_rope(&self.rope, &s.rope[0], &mut s.q, hp.head_dim_k);
+            apply_rope(&self.rope, &s.rope[0], &mut s.k, hp.head_dim_k);
+            ops::scale(&mut s.q, self.query_scale);
+            cache.store(il, pos0, &s.k, &s.v);
+            attention(
+                ctx.pool,
+                cache,
+                il,
+                &s.q,
+                pos0,
+                heads,
+                None,
+                scores,
+                &mut s.attn_threads,
+                &mut s.attn,
+            );
+            ctx.matmul(&l.wo, &s.attn, &mut s.h, &mut s.quant)?;
+            add_assign(&mut s.x, &s.h);
+            rms_norm_rows(&s.x, &l.ffn_norm, eps, &mut s.h);
+            ctx.matmul(&l.w_gate, &s.h, &mut s.gate, &mut s.quant)?;
+            ctx.matmul(&l.w_up, &s.h, &mut s.up, &mut s.quant)?;
+            gguf_quant::vec::swiglu(&mut s.gate, &s.up);
+            ctx.matmul(&l.w_down, &s.gate, &mut s.h, &mut s.quant)?;
+            add_assign(&mut s.x, &s.h);
+        }
+        let rows = output_rows(n, *all_logits);
+        rms_norm_rows(
+            &s.x[rows.start * d..rows.end * d],
+            &self.output_norm,
+            eps,
+            &mut s.row,
+        );
+        ctx.matmul(&self.output, &s.row, logits, &mut s.quant)?;
+        if let Some(b) = &self.output_b {
+            add_bias(logits, b);
+        }
+        Ok(())
+    }
+}
