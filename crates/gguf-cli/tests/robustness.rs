@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{fixture, gguf};
+use common::gguf;
+use gguf_test_support::fixture;
 
 /// Longer than any run over the tiny corpus takes; a run past it is a hang.
 const HANG: Duration = Duration::from_secs(60);
