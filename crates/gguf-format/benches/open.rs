@@ -1,6 +1,9 @@
 //! Open + walk every key and tensor of the real models (and a fixture, so the bench always has
 //! something to measure). `cargo bench -p gguf-format`.
 
+// `criterion_group!` defines a public function it cannot document.
+#![allow(missing_docs)]
+
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion};

@@ -2,6 +2,9 @@
 //! (the test corpus's valid-UTF-8 samples, repeated) for both real models, and the time to
 //! build each tokenizer from its file. Models missing from the cache are skipped.
 
+// `criterion_group!` defines a public function it cannot document.
+#![allow(missing_docs)]
+
 use std::path::Path;
 use std::time::Instant;
 
