@@ -96,20 +96,17 @@ fn string_json(bytes: &[u8]) -> Json {
 
 /// One value as JSON; arrays show at most `limit` elements.
 pub fn value_json(value: &Value<'_>, limit: Option<usize>) -> Json {
+    if let Some(i) = value.as_integer() {
+        // Every integer type of GGUF fits a u64 or an i64, JSON's two integer kinds.
+        return u64::try_from(i).map_or_else(|_| Json::from(i as i64), Json::from);
+    }
     match *value {
-        Value::U8(v) => v.into(),
-        Value::I8(v) => v.into(),
-        Value::U16(v) => v.into(),
-        Value::I16(v) => v.into(),
-        Value::U32(v) => v.into(),
-        Value::I32(v) => v.into(),
-        Value::U64(v) => v.into(),
-        Value::I64(v) => v.into(),
         Value::F32(v) => float_json(v.into(), v.to_string()),
         Value::F64(v) => float_json(v, v.to_string()),
         Value::Bool(v) => v.into(),
         Value::String(s) => string_json(s),
         Value::Array(a) => Json::Array(array_items(&a, limit)),
+        _ => unreachable!("integers are converted above"),
     }
 }
 

@@ -147,8 +147,8 @@ impl Forward<'_> {
         Ok(())
     }
 
-    /// Runs `tokens` at positions `pos0..` through the model, filling the cache; returns the
-    /// logits of the rows whose index `keep(i)` accepts, in order, into `logits`.
+    /// Runs `tokens` at positions `pos0..` through the model, filling the cache; writes into
+    /// `logits` the logits of every token with `all_logits`, else of the last token only.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn run(
         &self,
