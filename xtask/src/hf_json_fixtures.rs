@@ -58,6 +58,16 @@ mod tests {
         for (name, json) in super::TOKENIZERS {
             assert!(json.contains("\"model\""), "{name}");
         }
-        assert_eq!(super::files().unwrap().len(), super::TOKENIZERS.len());
+        // Each file is a GGUF that embeds its tokenizer.json byte for byte, under its name.
+        for ((name, json), (file_name, bytes)) in
+            super::TOKENIZERS.iter().zip(super::files().unwrap())
+        {
+            assert_eq!(file_name, format!("tokenizer-hf-{name}.gguf"));
+            let file = gguf_format::GgufFile::parse(&bytes).unwrap();
+            assert_eq!(
+                file.get::<&str>("tokenizer.huggingface.json").unwrap(),
+                *json
+            );
+        }
     }
 }

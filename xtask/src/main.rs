@@ -38,9 +38,15 @@ fn main() -> Result<()> {
     }
 }
 
+/// Fetches every known model (verifying cached copies again), its steps on stderr; the
+/// extraction's progress is left out, as CI logs would only fill with it.
 fn models() -> Result<()> {
-    for m in gguf_cli::models::MODELS {
-        let p = gguf_cli::models::pull(m, true)?;
+    for m in gguf_hub::MODELS {
+        let p = gguf_hub::pull(m, true, &mut |event| {
+            if !matches!(event, gguf_hub::PullEvent::Extracting { .. }) {
+                eprintln!("{event}");
+            }
+        })?;
         println!("{}: {}", m.name, p.display());
     }
     Ok(())

@@ -30,33 +30,14 @@
 
 use anyhow::{ensure, Result};
 use gguf_format::{GgmlType, GgufBuilder};
+// The tests' generator: its stream is pinned by a test there, so the bytes never change.
+use gguf_test_support::Rng;
 
 /// `tokenizer.ggml.token_type` values.
 const NORMAL: i32 = 1;
 const UNKNOWN: i32 = 2;
 const CONTROL: i32 = 3;
 const BYTE: i32 = 6;
-
-/// A deterministic generator (xorshift64*), uniform values in [-1, 1).
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-
-    fn next_u64(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn uniform(&mut self) -> f32 {
-        // 24 random bits, exactly representable.
-        ((self.next_u64() >> 40) as f32 / (1u64 << 23) as f32) - 1.0
-    }
-}
 
 /// Which tokenizer a model carries.
 #[derive(Clone, Copy)]
@@ -373,7 +354,7 @@ impl Tensors {
     fn fill(&mut self, name: String, ty: GgmlType, shape: &[usize], mean: f32, std: f32) {
         let n: usize = shape.iter().product();
         let a = std * 3f32.sqrt();
-        let values = (0..n).map(|_| mean + a * self.rng.uniform()).collect();
+        let values = (0..n).map(|_| mean + a * self.rng.unit()).collect();
         self.push(name, ty, shape, values);
     }
 

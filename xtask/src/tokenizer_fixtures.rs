@@ -580,8 +580,15 @@ mod tests {
 
     #[test]
     fn fixtures_build() {
-        let files = files().unwrap();
-        assert_eq!(files.len(), 4);
+        // Each file is a GGUF whose tokenizer model is the one its name says.
+        for (name, bytes) in files().unwrap() {
+            let file = gguf_format::GgufFile::parse(&bytes).unwrap();
+            let model: &str = file.get("tokenizer.ggml.model").unwrap();
+            assert!(
+                name.starts_with(&format!("tokenizer-{model}")),
+                "{name}: {model}"
+            );
+        }
         let blob = charsmap().unwrap();
         let n = u32::from_le_bytes(blob[..4].try_into().unwrap()) as usize;
         assert!(n + 4 < blob.len());

@@ -3,10 +3,67 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use anyhow::Result;
+use clap::Args;
 use gguf_format::{ArrayView, GgmlType, GgufFile, TensorInfo, Value};
-
-use crate::tensors::Stats;
+use indicatif::ProgressBar;
 use serde_json::{json, Map, Number, Value as Json};
+
+use crate::models;
+use crate::output::{out, outln};
+use crate::tensors::{self, Stats};
+
+/// `gguf inspect`.
+#[derive(Args)]
+pub struct InspectArgs {
+    /// A .gguf path or a known model name (see `gguf pull --list`).
+    file: String,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Show whole arrays and strings instead of the first elements.
+    #[arg(long)]
+    full: bool,
+    /// Show only the tensor table.
+    #[arg(long)]
+    tensors: bool,
+    /// Add per-tensor min, max, mean and RMS of the dequantized values.
+    #[arg(long)]
+    stats: bool,
+}
+
+/// Prints the file's summary (or JSON), with per-tensor statistics when asked.
+pub fn inspect(a: InspectArgs) -> Result<()> {
+    let path = models::resolve(&a.file)?;
+    let mapped = GgufFile::open(&path)?;
+    let file = mapped.file();
+    let stats = if a.stats {
+        let bar = ProgressBar::new(file.tensors().len() as u64);
+        let stats = file
+            .tensors()
+            .iter()
+            .map(|t| {
+                bar.inc(1);
+                tensors::stats(file, t)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        bar.finish_and_clear();
+        Some(stats)
+    } else {
+        None
+    };
+    let view = View {
+        full: a.full,
+        tensors_only: a.tensors,
+        stats: stats.as_deref(),
+    };
+    if a.json {
+        outln!("{}", file_json(file, view))?;
+    } else {
+        out!("{}", file_text(file, &path.display().to_string(), view))?;
+    }
+    Ok(())
+}
 
 /// How many array elements `inspect` shows without `--full`.
 pub const ARRAY_PREVIEW: usize = 16;
@@ -39,20 +96,17 @@ fn string_json(bytes: &[u8]) -> Json {
 
 /// One value as JSON; arrays show at most `limit` elements.
 pub fn value_json(value: &Value<'_>, limit: Option<usize>) -> Json {
+    if let Some(i) = value.as_integer() {
+        // Every integer type of GGUF fits a u64 or an i64, JSON's two integer kinds.
+        return u64::try_from(i).map_or_else(|_| Json::from(i as i64), Json::from);
+    }
     match *value {
-        Value::U8(v) => v.into(),
-        Value::I8(v) => v.into(),
-        Value::U16(v) => v.into(),
-        Value::I16(v) => v.into(),
-        Value::U32(v) => v.into(),
-        Value::I32(v) => v.into(),
-        Value::U64(v) => v.into(),
-        Value::I64(v) => v.into(),
         Value::F32(v) => float_json(v.into(), v.to_string()),
         Value::F64(v) => float_json(v, v.to_string()),
         Value::Bool(v) => v.into(),
         Value::String(s) => string_json(s),
         Value::Array(a) => Json::Array(array_items(&a, limit)),
+        _ => unreachable!("integers are converted above"),
     }
 }
 

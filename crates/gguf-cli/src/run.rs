@@ -10,7 +10,8 @@ use gguf_model::{KvType, Model, SamplerConfig, SessionOptions, StopReason};
 use gguf_tokenizer::chat::ChatMessage;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::{models, outln};
+use crate::models;
+use crate::output::{outln, read_input_file};
 
 /// Options shared by the commands that run a model.
 #[derive(Args, Debug, Clone)]
@@ -296,7 +297,7 @@ pub struct PerplexityArgs {
 /// Runs `gguf perplexity`.
 pub fn perplexity(a: PerplexityArgs) -> Result<()> {
     let model = load(&a.file)?;
-    let text = crate::read_input_file(&a.text)?;
+    let text = read_input_file(&a.text)?;
     let options = SessionOptions {
         n_ctx: a.ctx,
         threads: threads_arg(a.threads),

@@ -1,9 +1,43 @@
 //! Tensor-level commands: `gguf dequantize` (to .npy) and the statistics of `inspect --stats`.
 
 use std::io::Write;
+use std::path::PathBuf;
 
 use anyhow::{Context, Result};
+use clap::Args;
+use gguf_format::fsutil::{self, WriteMode};
 use gguf_format::{GgufFile, TensorInfo};
+
+use crate::models;
+
+/// `gguf dequantize`.
+#[derive(Args)]
+pub struct DequantizeArgs {
+    /// A .gguf path or a known model name.
+    file: String,
+    /// The tensor's name.
+    tensor: String,
+    /// The .npy file to write (float32, shape = ggml shape reversed, as numpy presents it).
+    #[arg(short, long)]
+    output: PathBuf,
+}
+
+/// Writes one tensor, dequantized to float32, as a `.npy` file.
+pub fn dequantize(a: DequantizeArgs) -> Result<()> {
+    let path = models::resolve(&a.file)?;
+    let mapped = GgufFile::open(&path)?;
+    let file = mapped.file();
+    let t = file
+        .tensor(&a.tensor)
+        .with_context(|| format!("{}: no tensor named '{}'", path.display(), a.tensor))?;
+    // An existing regular file is replaced, as before; a FIFO, device or read-only file is not.
+    fsutil::write_atomic(&a.output, WriteMode::Replace { force: false }, |out| {
+        write_npy(file, t, out)
+            .map_err(|e| gguf_format::Error::Io(std::io::Error::other(format!("{e:#}"))))
+    })?;
+    eprintln!("wrote {} ({} x f32)", a.output.display(), t.element_count());
+    Ok(())
+}
 
 /// Rows dequantized per step when streaming a tensor, to bound memory on huge tensors.
 const CHUNK_ELEMENTS: usize = 1 << 20;

@@ -2,19 +2,15 @@
 
 mod common;
 
-use common::{fixture, gguf};
+use common::gguf;
+use gguf_test_support::{fixture, run_ok};
 
 #[test]
 fn inspect_json_has_the_documented_shape() {
-    let out = gguf()
-        .args(["inspect", "--json"])
-        .arg(fixture("all-types-be.gguf"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = run_ok(
+        gguf()
+            .args(["inspect", "--json"])
+            .arg(fixture("all-types-be.gguf")),
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
@@ -105,27 +101,22 @@ fn errors_go_to_stderr_without_a_panic() {
 fn edit_split_merge_through_the_cli() {
     let dir = tempfile::tempdir().unwrap();
     let edited = dir.path().join("edited.gguf");
-    let out = gguf()
-        .arg("edit")
-        .arg(fixture("all-types-v3.gguf"))
-        .arg("-o")
-        .arg(&edited)
-        .args([
-            "--set",
-            "general.name=renamed",
-            "--set",
-            "new.key:u16=9",
-            "--remove",
-            "test.u8",
-            "--rename",
-            "test.i8=test.signed",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    run_ok(
+        gguf()
+            .arg("edit")
+            .arg(fixture("all-types-v3.gguf"))
+            .arg("-o")
+            .arg(&edited)
+            .args([
+                "--set",
+                "general.name=renamed",
+                "--set",
+                "new.key:u16=9",
+                "--remove",
+                "test.u8",
+                "--rename",
+                "test.i8=test.signed",
+            ]),
     );
     let json = gguf()
         .args(["inspect", "--json"])
@@ -173,17 +164,12 @@ fn edit_split_merge_through_the_cli() {
     );
 
     let prefix = dir.path().join("part");
-    let out = gguf()
-        .arg("split")
-        .arg(&edited)
-        .arg(&prefix)
-        .args(["--max-tensors", "4"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    run_ok(
+        gguf()
+            .arg("split")
+            .arg(&edited)
+            .arg(&prefix)
+            .args(["--max-tensors", "4"]),
     );
     let first = dir.path().join("part-00001-of-00002.gguf");
     let v = gguf()
@@ -197,17 +183,7 @@ fn edit_split_merge_through_the_cli() {
         (Some(2), Some(6))
     );
     let merged = dir.path().join("merged.gguf");
-    let out = gguf()
-        .arg("merge")
-        .arg(&first)
-        .arg(&merged)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_ok(gguf().arg("merge").arg(&first).arg(&merged));
     let out = gguf()
         .arg("merge")
         .arg(&first)
@@ -221,17 +197,12 @@ fn edit_split_merge_through_the_cli() {
 fn dequantize_writes_npy_and_stats_describe_tensors() {
     let dir = tempfile::tempdir().unwrap();
     let npy = dir.path().join("q8.npy");
-    let out = gguf()
-        .arg("dequantize")
-        .arg(fixture("all-types-v3.gguf"))
-        .args(["q8_0", "-o"])
-        .arg(&npy)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    run_ok(
+        gguf()
+            .arg("dequantize")
+            .arg(fixture("all-types-v3.gguf"))
+            .args(["q8_0", "-o"])
+            .arg(&npy),
     );
     let bytes = std::fs::read(&npy).unwrap();
     assert_eq!(&bytes[..8], b"\x93NUMPY\x01\x00");
@@ -290,7 +261,8 @@ mod files {
     use std::process::{Command, Output, Stdio};
     use std::time::{Duration, Instant};
 
-    use super::common::{fixture, gguf, listing};
+    use super::common::gguf;
+    use gguf_test_support::{fixture, listing};
 
     fn mode(path: &Path) -> u32 {
         fs::metadata(path).unwrap().permissions().mode() & 0o7777

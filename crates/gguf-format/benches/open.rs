@@ -1,22 +1,14 @@
 //! Open + walk every key and tensor of the real models (and a fixture, so the bench always has
 //! something to measure). `cargo bench -p gguf-format`.
 
+// `criterion_group!` defines a public function it cannot document.
+#![allow(missing_docs)]
+
 use std::hint::black_box;
-use std::path::PathBuf;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use gguf_format::{GgufFile, Value};
-
-fn model(name: &str) -> Option<PathBuf> {
-    let dir = std::env::var_os("GGUF_CACHE")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/gguf")
-        });
-    let p = dir.join(format!("{name}.gguf"));
-    p.exists().then_some(p)
-}
+use gguf_test_support::{fixture, real_model};
 
 /// Visits every metadata value (every array element included) and every tensor's data slice.
 fn walk(file: &GgufFile<'_>) -> u64 {
@@ -37,11 +29,10 @@ fn walk(file: &GgufFile<'_>) -> u64 {
 }
 
 fn bench_open(c: &mut Criterion) {
-    let fixture =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/all-types-v3.gguf");
+    let fixture = fixture("all-types-v3.gguf");
     let mut targets = vec![("fixture".to_string(), fixture)];
     for name in ["smollm2-135m", "gemma3-270m"] {
-        match model(name) {
+        match real_model(name) {
             Some(p) => targets.push((name.to_string(), p)),
             None => eprintln!("{name} not cached; run `cargo xtask models` to bench it"),
         }

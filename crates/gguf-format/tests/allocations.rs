@@ -2,13 +2,11 @@
 //! proportion to its number of keys and tensors (not to its vocabulary), and no input, however
 //! hostile, makes the parser allocate more than a small multiple of its size.
 
-mod common;
-
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use common::{fixture, fixtures, real_model, Rng};
 use gguf_format::GgufFile;
+use gguf_test_support::{fixture_bytes, fixtures, real_model, Rng};
 
 struct Counting;
 
@@ -88,7 +86,7 @@ fn hostile_input_allocates_at_most_a_small_multiple_of_its_size() {
         .map(|e| std::fs::read(e.unwrap().path()).unwrap())
         .collect();
     let mut rng = Rng(7);
-    let base = fixture("all-types-v3.gguf");
+    let base = fixture_bytes("all-types-v3.gguf");
     for _ in 0..2000 {
         let mut m = base.clone();
         for _ in 0..1 + rng.below(3) {

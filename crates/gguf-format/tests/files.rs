@@ -1,24 +1,13 @@
 //! How the writing functions treat the file system: all-or-nothing split sets, what a write
 //! may replace, temporary files.
 
-mod common;
-
 use std::fs;
 use std::path::Path;
 
-use common::fixtures;
 use gguf_format::fsutil::{same_file, write_atomic, StagedFiles, TempDir, WriteMode};
 use gguf_format::split::{write_split, SplitLimit, SplitSet};
 use gguf_format::{Error, GgufFile, Refusal};
-
-fn listing(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-}
+use gguf_test_support::{fixtures, listing};
 
 /// all-types-v3 has 6 tensors: with 2 per part, the set has 3 parts.
 fn tensor_sizes() -> Vec<u64> {

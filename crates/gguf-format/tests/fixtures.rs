@@ -1,10 +1,8 @@
 //! Known-answer tests on the committed fixtures (`cargo xtask fixtures`).
 
-mod common;
-
-use common::{fixture, fixtures};
 use gguf_format::split::SplitSet;
 use gguf_format::{ArrayView, ByteOrder, Error, GgmlType, GgufBuilder, GgufFile, Value, ValueType};
+use gguf_test_support::{fixture_bytes, fixtures};
 
 fn check_metadata(file: &GgufFile<'_>) {
     assert_eq!(file.get::<u8>("test.u8").unwrap(), 200);
@@ -110,7 +108,7 @@ fn check_all_types(file: &GgufFile<'_>) {
 
 #[test]
 fn all_versions_and_byte_orders_read_the_same() {
-    let v3 = fixture("all-types-v3.gguf");
+    let v3 = fixture_bytes("all-types-v3.gguf");
     let reference = GgufFile::parse(&v3).unwrap();
     for (name, version, order) in [
         ("all-types-v1.gguf", 1, ByteOrder::Little),
@@ -118,7 +116,7 @@ fn all_versions_and_byte_orders_read_the_same() {
         ("all-types-v3.gguf", 3, ByteOrder::Little),
         ("all-types-be.gguf", 3, ByteOrder::Big),
     ] {
-        let bytes = fixture(name);
+        let bytes = fixture_bytes(name);
         let file = GgufFile::parse(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(
             (file.version(), file.byte_order()),
@@ -144,7 +142,7 @@ fn all_versions_and_byte_orders_read_the_same() {
 
 #[test]
 fn typed_access_errors_name_key_and_types() {
-    let bytes = fixture("all-types-v3.gguf");
+    let bytes = fixture_bytes("all-types-v3.gguf");
     let file = GgufFile::parse(&bytes).unwrap();
     let e = file.get::<u64>("test.u32").unwrap_err();
     assert!(
@@ -168,7 +166,7 @@ fn typed_access_errors_name_key_and_types() {
 
 #[test]
 fn array_views_index_and_borrow() {
-    let bytes = fixture("all-types-v3.gguf");
+    let bytes = fixture_bytes("all-types-v3.gguf");
     let file = GgufFile::parse(&bytes).unwrap();
     let strings: ArrayView = file.get("test.array.string").unwrap();
     assert_eq!(strings.get(2), Some(Value::String("\u{fc}".as_bytes())));
@@ -180,7 +178,7 @@ fn array_views_index_and_borrow() {
     if let Some(slice) = floats.as_slice::<f32>() {
         assert_eq!(slice, &[0.5, -2.0, 1e-5]);
     }
-    let be = fixture("all-types-be.gguf");
+    let be = fixture_bytes("all-types-be.gguf");
     let be = GgufFile::parse(&be).unwrap();
     assert!(be
         .get::<ArrayView>("test.array.f32")
@@ -191,13 +189,13 @@ fn array_views_index_and_borrow() {
 
 #[test]
 fn alignment_is_honoured() {
-    let bytes = fixture("align-64.gguf");
+    let bytes = fixture_bytes("align-64.gguf");
     let file = GgufFile::parse(&bytes).unwrap();
     assert_eq!(file.alignment(), 64);
     assert_eq!(file.data_offset() % 64, 0);
     assert!(file.tensors().iter().all(|t| t.offset.is_multiple_of(64)));
     check_all_types(&file);
-    let no_tensors = fixture("no-tensors.gguf");
+    let no_tensors = fixture_bytes("no-tensors.gguf");
     let file = GgufFile::parse(&no_tensors).unwrap();
     assert!(file.tensors().is_empty());
     assert_eq!(file.architecture().unwrap(), "none");
@@ -212,7 +210,7 @@ fn writing_back_reproduces_every_v3_fixture_byte_for_byte() {
         "no-tensors.gguf",
         "split-00001-of-00003.gguf",
     ] {
-        let bytes = fixture(name);
+        let bytes = fixture_bytes(name);
         let file = GgufFile::parse(&bytes).unwrap();
         let out = GgufBuilder::from_file(&file)
             .write_from(&file, Vec::new(), &mut |_, _| {})
@@ -227,7 +225,7 @@ fn split_set_reads_as_one_model() {
     let set = SplitSet::open(&first).unwrap();
     assert_eq!(set.parts().len(), 3);
     assert_eq!(set.tensor_count(), 6);
-    let whole = fixture("all-types-v3.gguf");
+    let whole = fixture_bytes("all-types-v3.gguf");
     let whole = GgufFile::parse(&whole).unwrap();
     for t in whole.tensors() {
         let (info, data) = set.tensor(t.name).unwrap();

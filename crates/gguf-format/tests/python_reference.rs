@@ -3,34 +3,17 @@
 //! (and rewritable byte for byte) by us. Skipped when `python3 -c "import gguf"` fails, unless
 //! GGUF_REQUIRE_MODELS=1.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{fixtures, real_model, required};
 use gguf_format::{GgufBuilder, GgufFile, Value};
+use gguf_test_support::{fixtures, python_gguf_available, real_model};
 use serde_json::Value as Json;
 
 fn script(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/py")
         .join(name)
-}
-
-fn python_available() -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", "import gguf, numpy"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        ok || !required(),
-        "python3 with the gguf package is required (pip install gguf)"
-    );
-    if !ok {
-        eprintln!("skipping: python3 -c 'import gguf' failed (pip install gguf)");
-    }
-    ok
 }
 
 fn python_dump(path: &Path) -> Json {
@@ -121,7 +104,7 @@ fn assert_same_as_reference(path: &Path) {
 
 #[test]
 fn fixtures_written_by_us_read_the_same_in_gguf_py() {
-    if !python_available() {
+    if !python_gguf_available() {
         return;
     }
     for name in [
@@ -138,7 +121,7 @@ fn fixtures_written_by_us_read_the_same_in_gguf_py() {
 
 #[test]
 fn real_models_read_the_same_in_gguf_py() {
-    if !python_available() {
+    if !python_gguf_available() {
         return;
     }
     for model in ["smollm2-135m", "gemma3-270m"] {
@@ -150,7 +133,7 @@ fn real_models_read_the_same_in_gguf_py() {
 
 #[test]
 fn files_written_by_gguf_py_read_and_rewrite_byte_for_byte() {
-    if !python_available() {
+    if !python_gguf_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

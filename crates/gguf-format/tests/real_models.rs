@@ -1,10 +1,8 @@
 //! Tests on the real models (`cargo xtask models` fetches them; CI requires them).
 
-mod common;
-
-use common::real_model;
 use gguf_format::split::{merge, write_split, SplitLimit, SplitSet};
 use gguf_format::{keys, ArrayView, GgmlType, GgufBuilder, GgufFile};
+use gguf_test_support::real_model;
 
 fn rewrite(file: &GgufFile<'_>) -> Vec<u8> {
     let out = Vec::with_capacity(file.bytes().len());

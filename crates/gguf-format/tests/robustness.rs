@@ -1,9 +1,7 @@
 //! Hostile input: every truncation and thousands of mutations must give `Ok` or a clean `Err`.
 
-mod common;
-
-use common::{fixture, real_model, Rng};
 use gguf_format::{ArrayView, GgufFile, Value};
+use gguf_test_support::{fixture_bytes, real_model, Rng};
 
 /// Touches everything a reader would, so lazy views are exercised too.
 fn walk(file: &GgufFile<'_>) -> usize {
@@ -38,7 +36,7 @@ const VALID: &[&str] = &[
 #[test]
 fn every_truncation_fails_cleanly() {
     for name in VALID {
-        let bytes = fixture(name);
+        let bytes = fixture_bytes(name);
         let file = GgufFile::parse(&bytes).unwrap();
         let data_end = file
             .tensors()
@@ -63,7 +61,7 @@ fn every_truncation_fails_cleanly() {
 fn random_mutations_never_panic() {
     let mut rng = Rng(0x5EED_1234_ABCD_0001);
     for name in VALID {
-        let original = fixture(name);
+        let original = fixture_bytes(name);
         let mut bytes = original.clone();
         for _ in 0..3000 {
             let edits = 1 + rng.below(4);
@@ -245,7 +243,7 @@ mod roundtrip {
 #[test]
 fn array_views_from_hostile_bytes_stay_bounded() {
     // A valid array whose declared length is large but honest: iteration ends at the data.
-    let bytes = fixture("all-types-v3.gguf");
+    let bytes = fixture_bytes("all-types-v3.gguf");
     let file = GgufFile::parse(&bytes).unwrap();
     let a: ArrayView = file.get("test.array.string").unwrap();
     assert_eq!(a.iter().count(), 3);

@@ -14,6 +14,9 @@
 //! }
 //! # Ok(()) }
 //! ```
+// The engine needs no `unsafe` of its own: the SIMD kernels are gguf-quant's, behind safe
+// wrappers. Forbidding it keeps it that way.
+#![forbid(unsafe_code)]
 
 mod arch;
 mod error;

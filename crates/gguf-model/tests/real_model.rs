@@ -5,28 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use gguf_model::{Model, SamplerConfig, SessionOptions};
+use gguf_test_support::{real_model, token_ids as ids};
 use serde_json::Value;
-
-fn real_model(name: &str) -> Option<PathBuf> {
-    let dir = match std::env::var_os("GGUF_CACHE").filter(|d| !d.is_empty()) {
-        Some(d) => PathBuf::from(d),
-        None => PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/gguf"),
-    };
-    let path = dir.join(format!("{name}.gguf"));
-    if path.exists() {
-        return Some(path);
-    }
-    assert!(
-        std::env::var("GGUF_REQUIRE_MODELS").as_deref() != Ok("1"),
-        "{} is missing and GGUF_REQUIRE_MODELS=1",
-        path.display()
-    );
-    eprintln!(
-        "skipping: {} not cached (run `cargo xtask models`)",
-        path.display()
-    );
-    None
-}
 
 fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -36,14 +16,6 @@ fn data(name: &str) -> PathBuf {
 
 fn json(name: &str) -> Value {
     serde_json::from_slice(&std::fs::read(data(name)).unwrap()).unwrap()
-}
-
-fn ids(v: &Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap() as u32)
-        .collect()
 }
 
 /// Below this gap between llama.cpp's two best logits, a step is a near-tie: our logits differ

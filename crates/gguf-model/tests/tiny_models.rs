@@ -13,6 +13,7 @@ use std::path::PathBuf;
 
 use gguf_format::{GgufBuilder, GgufFile};
 use gguf_model::{argmax, Model, ModelError, SessionOptions, SUPPORTED};
+use gguf_test_support::fixture;
 use serde_json::Value;
 
 /// Largest |ours - llama.cpp| accepted over all logits. The differences left are those of float
@@ -27,14 +28,6 @@ const TOLERANCE: f32 = 1e-4;
 /// Smallest distance (float ulps) from a rounding boundary a reference may have for quantized
 /// activations and their block scales (see `reference_logits.c`).
 const MIN_CONDITIONING_ULPS: f64 = 8.0;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn fixture(name: &str) -> PathBuf {
-    root().join("fixtures").join(name)
-}
 
 struct Reference {
     tokens: Vec<u32>,

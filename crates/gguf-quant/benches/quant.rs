@@ -2,6 +2,9 @@
 //! bytes), mat-vec at real model shapes on 1 and 2 threads, and a plain memory-read bandwidth
 //! figure measured in the same run, so each result can be read as a fraction of it.
 
+// `criterion_group!` defines a public function it cannot document.
+#![allow(missing_docs)]
+
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 

@@ -5,8 +5,9 @@
 
 mod common;
 
-use common::{py_dequantize, python_gguf_available, Rng};
+use common::py_dequantize;
 use gguf_quant::{dequantize_row, GgmlType};
+use gguf_test_support::{python_gguf_available, Rng};
 
 const TYPES: [GgmlType; 9] = [
     GgmlType::IQ2_XXS,

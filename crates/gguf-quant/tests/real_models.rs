@@ -1,36 +1,13 @@
 //! Every tensor of both real models dequantizes to exactly what the Python `gguf` package
 //! produces (compared by SHA-256 of the float32 bytes).
 
-mod common;
-
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::Command;
 
-use common::{python_gguf_available, required};
 use gguf_format::GgufFile;
+use gguf_test_support::{python_gguf_available, real_model};
 use sha2::{Digest, Sha256};
-
-fn real_model(name: &str) -> Option<PathBuf> {
-    let dir = match std::env::var_os("GGUF_CACHE").filter(|d| !d.is_empty()) {
-        Some(d) => PathBuf::from(d),
-        None => PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/gguf"),
-    };
-    let path = dir.join(format!("{name}.gguf"));
-    if path.exists() {
-        return Some(path);
-    }
-    assert!(
-        !required(),
-        "{} is missing and GGUF_REQUIRE_MODELS=1",
-        path.display()
-    );
-    eprintln!(
-        "skipping: {} not cached (run `cargo xtask models`)",
-        path.display()
-    );
-    None
-}
 
 #[test]
 fn every_tensor_of_the_real_models_dequantizes_like_gguf_py() {

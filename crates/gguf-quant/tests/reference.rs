@@ -4,8 +4,9 @@
 
 mod common;
 
-use common::{py_dequantize, py_quantize, python_gguf_available, same_bits, Rng};
+use common::{py_dequantize, py_quantize, same_bits};
 use gguf_quant::{dequantize_row, quantize_row, GgmlType};
+use gguf_test_support::{python_gguf_available, Rng};
 
 /// Byte offsets of each type's f16 scale fields, which must hold finite values.
 fn f16_fields(ty: GgmlType) -> &'static [usize] {

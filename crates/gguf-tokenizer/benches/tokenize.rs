@@ -2,21 +2,16 @@
 //! (the test corpus's valid-UTF-8 samples, repeated) for both real models, and the time to
 //! build each tokenizer from its file. Models missing from the cache are skipped.
 
-use std::path::{Path, PathBuf};
+// `criterion_group!` defines a public function it cannot document.
+#![allow(missing_docs)]
+
+use std::path::Path;
 use std::time::Instant;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use gguf_format::GgufFile;
+use gguf_test_support::real_model;
 use gguf_tokenizer::Tokenizer;
-
-fn real_model(name: &str) -> Option<PathBuf> {
-    let dir = match std::env::var_os("GGUF_CACHE").filter(|d| !d.is_empty()) {
-        Some(d) => PathBuf::from(d),
-        None => PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/gguf"),
-    };
-    let path = dir.join(format!("{name}.gguf"));
-    path.exists().then_some(path)
-}
 
 /// About `size` bytes of the corpus's valid-UTF-8 samples, in file order, repeated.
 pub fn mixed_text(size: usize) -> Vec<u8> {

@@ -9,6 +9,8 @@
 //! assert_eq!(tokenizer.decode(&ids, true, false), b"Hello world");
 //! # Ok(()) }
 //! ```
+// Tokenization needs no `unsafe`; forbidding it keeps it that way.
+#![forbid(unsafe_code)]
 
 mod bpe;
 pub mod chat;

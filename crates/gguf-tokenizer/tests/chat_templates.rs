@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use gguf_format::{GgufBuilder, GgufFile};
+use gguf_test_support::real_model;
 use gguf_tokenizer::chat::{
     template_names, ChatMessage, ChatTemplate, DateTime, RenderOptions, Value,
 };
@@ -37,30 +38,6 @@ fn reference() -> serde_json::Value {
     let path = data_dir().join("expected.json");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str(&text).expect("expected.json is JSON")
-}
-
-/// Whether a missing model must fail the test rather than skip it (CI sets it).
-fn models_required() -> bool {
-    std::env::var("GGUF_REQUIRE_MODELS").is_ok_and(|v| v == "1")
-}
-
-/// A cached real model, or `None` to skip.
-fn real_model(name: &str) -> Option<PathBuf> {
-    let dir = match std::env::var_os("GGUF_CACHE").filter(|d| !d.is_empty()) {
-        Some(d) => PathBuf::from(d),
-        None => PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/gguf"),
-    };
-    let path = dir.join(format!("{name}.gguf"));
-    if path.exists() {
-        return Some(path);
-    }
-    assert!(
-        !models_required(),
-        "{} is missing and GGUF_REQUIRE_MODELS=1",
-        path.display()
-    );
-    eprintln!("skipping: {} not cached", path.display());
-    None
 }
 
 fn fixed_now(reference: &serde_json::Value) -> DateTime {

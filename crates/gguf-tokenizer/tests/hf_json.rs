@@ -13,6 +13,7 @@
 use std::path::{Path, PathBuf};
 
 use gguf_format::{GgufBuilder, GgufFile};
+use gguf_test_support::{fnv1a64, token_ids as ids};
 use gguf_tokenizer::{ModelKind, TokenType, Tokenizer, TokenizerError};
 use serde_json::Value;
 
@@ -29,18 +30,12 @@ const FIXTURES: &[&str] = &[
     "bert-cased",
 ];
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 fn data() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data")
 }
 
 fn fixture_bytes(name: &str) -> Vec<u8> {
-    let path = root().join(format!("fixtures/tokenizer-hf-{name}.gguf"));
-    std::fs::read(&path)
-        .unwrap_or_else(|e| panic!("{}: {e} (run `cargo xtask fixtures`)", path.display()))
+    gguf_test_support::fixture_bytes(&format!("tokenizer-hf-{name}.gguf"))
 }
 
 fn load(name: &str) -> Tokenizer {
@@ -52,24 +47,6 @@ fn load(name: &str) -> Tokenizer {
 fn reference(name: &str) -> Value {
     let path = data().join(format!("hf_json/reference/{name}.json"));
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
-}
-
-fn ids(v: &Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap() as u32)
-        .collect()
-}
-
-/// FNV-1a, 64-bit (the reference records the tokenizer.json's hash).
-fn fnv1a64(data: &[u8]) -> String {
-    let mut h: u64 = 0xCBF2_9CE4_8422_2325;
-    for &b in data {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x100_0000_01B3);
-    }
-    format!("{h:016x}")
 }
 
 /// The text of a sample: `corpus/FILE` or `input/NAME` (from `inputs.json`).

@@ -9,6 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use gguf_format::{GgufBuilder, GgufFile};
+use gguf_test_support::{fixture_bytes, fnv1a64};
 use gguf_tokenizer::{ModelKind, Tokenizer, TokenizerError};
 use serde_json::Value;
 
@@ -21,9 +22,7 @@ fn data() -> PathBuf {
 }
 
 fn load(fixture: &str) -> Tokenizer {
-    let path = root().join("fixtures").join(format!("{fixture}.gguf"));
-    let bytes = std::fs::read(&path)
-        .unwrap_or_else(|e| panic!("{}: {e} (run `cargo xtask fixtures`)", path.display()));
+    let bytes = fixture_bytes(&format!("{fixture}.gguf"));
     let file = GgufFile::parse(&bytes).unwrap();
     Tokenizer::from_gguf(&file).unwrap()
 }
@@ -36,16 +35,6 @@ fn reference(fixture: &str) -> Value {
 fn ids(v: &Value) -> Option<Vec<u32>> {
     v.as_array()
         .map(|a| a.iter().map(|x| x.as_u64().unwrap() as u32).collect())
-}
-
-/// FNV-1a, 64-bit (the reference records each input's hash).
-fn fnv1a64(data: &[u8]) -> String {
-    let mut h: u64 = 0xCBF2_9CE4_8422_2325;
-    for &b in data {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x100_0000_01B3);
-    }
-    format!("{h:016x}")
 }
 
 /// The bytes a reference string stands for: a string, or `{"hex": ...}` for non-UTF-8 bytes.

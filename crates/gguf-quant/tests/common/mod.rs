@@ -4,48 +4,6 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Deterministic xorshift64*: failures reproduce.
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-    /// Uniform in [-1, 1).
-    pub fn unit(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-    }
-    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
-}
-
-pub fn required() -> bool {
-    std::env::var("GGUF_REQUIRE_MODELS").is_ok_and(|v| v == "1")
-}
-
-/// Whether `python3 -c "import gguf"` works; panics when it does not and the reference is required.
-pub fn python_gguf_available() -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", "import gguf, numpy"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        ok || !required(),
-        "python3 with the gguf package is required (pip install gguf)"
-    );
-    if !ok {
-        eprintln!("skipping: python3 -c 'import gguf' failed (pip install gguf)");
-    }
-    ok
-}
-
 fn script() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/py/quants.py")
 }

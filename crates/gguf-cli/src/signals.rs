@@ -1,0 +1,40 @@
+//! Temporary files removed when the program is interrupted.
+
+use gguf_format::fsutil;
+
+/// On SIGINT, SIGTERM and SIGHUP: remove the temporary files of the writes under way, then
+/// end as the signal would have ended the program (so a shell sees 130, 143 or 129).
+///
+/// The signals are caught by signal-hook and handled on a thread of their own, so nothing
+/// runs in signal context, reads on stdin are restarted rather than interrupted (`gguf chat`),
+/// and a signal the program was started with ignored (SIGHUP under `nohup`) stays ignored.
+pub fn remove_temp_files_on_signals() {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let wanted: Vec<i32> = [SIGINT, SIGTERM, SIGHUP]
+        .into_iter()
+        .filter(|&s| !ignored_at_start(s))
+        .collect();
+    let Ok(mut signals) = signal_hook::iterator::Signals::new(&wanted) else {
+        return;
+    };
+    std::thread::spawn(move || {
+        if let Some(signal) = signals.forever().next() {
+            fsutil::remove_temp_files();
+            let _ = signal_hook::low_level::emulate_default_handler(signal);
+            std::process::exit(128 + signal);
+        }
+    });
+}
+
+/// Whether `signal` is ignored (as `nohup` leaves SIGHUP): Linux's /proc tells; elsewhere the
+/// answer is no.
+fn ignored_at_start(signal: i32) -> bool {
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigIgn:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .is_some_and(|mask| (1..=64).contains(&signal) && mask & (1 << (signal - 1)) != 0)
+}

@@ -1,0 +1,162 @@
+//! The tokenizer's commands: `gguf tokenize`, `detokenize` and `chat-template`.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use gguf_format::GgufFile;
+
+use crate::models;
+use crate::output::{out, outln, read_input_file};
+
+/// `gguf tokenize`.
+#[derive(Args)]
+pub struct TokenizeArgs {
+    /// A .gguf path or a known model name.
+    file: String,
+    /// The text (or use --file).
+    #[arg(required_unless_present = "text_file")]
+    text: Option<String>,
+    /// Read the text from this file, byte for byte.
+    #[arg(long = "file", value_name = "PATH", conflicts_with = "text")]
+    text_file: Option<PathBuf>,
+    /// Print only the ids, as one JSON array on one line.
+    #[arg(long)]
+    ids: bool,
+    /// Add no BOS/EOS (by default they follow the file's metadata, as in llama.cpp).
+    #[arg(long)]
+    no_bos: bool,
+    /// Treat special-token text (e.g. `<|im_start|>`) as plain text.
+    #[arg(long)]
+    no_parse_special: bool,
+}
+
+/// `gguf detokenize`.
+#[derive(Args)]
+pub struct DetokenizeArgs {
+    /// A .gguf path or a known model name.
+    file: String,
+    /// Token ids.
+    #[arg(required = true)]
+    ids: Vec<u32>,
+    /// Render control tokens (BOS, chat markers) as their text.
+    #[arg(long)]
+    special: bool,
+}
+
+/// `gguf chat-template`.
+#[derive(Args)]
+pub struct ChatTemplateArgs {
+    /// A .gguf path or a known model name.
+    file: String,
+    /// A JSON file holding the conversation: `[{"role": "user", "content": "..."}, ...]`
+    /// (extra fields such as `tool_calls` are passed through), or an object with `messages`
+    /// and optionally `tools`.
+    #[arg(long, required_unless_present = "list")]
+    messages: Option<PathBuf>,
+    /// End with the prompt for the assistant's reply.
+    #[arg(long)]
+    add_generation_prompt: bool,
+    /// Use the named template `tokenizer.chat_template.NAME` instead of the default.
+    #[arg(long)]
+    name: Option<String>,
+    /// List the file's templates instead.
+    #[arg(long)]
+    list: bool,
+}
+
+/// The tokenizer of a model argument, its build warnings on stderr.
+fn load_tokenizer(arg: &str) -> Result<gguf_tokenizer::Tokenizer> {
+    let path = models::resolve(arg)?;
+    let mapped = GgufFile::open(&path)?;
+    let tokenizer = gguf_tokenizer::Tokenizer::from_gguf(mapped.file())
+        .with_context(|| format!("{}: building the tokenizer", path.display()))?;
+    for w in tokenizer.warnings() {
+        eprintln!("warning: {}: {w}", path.display());
+    }
+    Ok(tokenizer)
+}
+
+/// Prints the ids (and pieces) of a text.
+pub fn tokenize(a: TokenizeArgs) -> Result<()> {
+    let tokenizer = load_tokenizer(&a.file)?;
+    let text = match (&a.text, &a.text_file) {
+        (_, Some(path)) => read_input_file(path)?,
+        (Some(t), None) => t.clone().into_bytes(),
+        (None, None) => unreachable!("clap requires one"),
+    };
+    let ids = tokenizer.encode(&text, !a.no_bos, !a.no_parse_special);
+    if a.ids {
+        outln!("{}", serde_json::to_string(&ids)?)?;
+        return Ok(());
+    }
+    for id in ids {
+        let piece = tokenizer.token_to_piece(id, true);
+        outln!("{id:>7} -> {:?}", String::from_utf8_lossy(&piece))?;
+    }
+    Ok(())
+}
+
+/// Prints the text of token ids.
+pub fn detokenize(a: DetokenizeArgs) -> Result<()> {
+    let tokenizer = load_tokenizer(&a.file)?;
+    if let Some(bad) = a
+        .ids
+        .iter()
+        .find(|&&id| id as usize >= tokenizer.vocab_size())
+    {
+        bail!(
+            "token id {bad} is out of range (the vocabulary has {} tokens)",
+            tokenizer.vocab_size()
+        );
+    }
+    let text = tokenizer.decode(&a.ids, false, a.special);
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(&text)?;
+    out.write_all(b"\n")?;
+    Ok(())
+}
+
+/// Renders a conversation with the file's chat template, or lists its templates.
+pub fn chat_template(a: ChatTemplateArgs) -> Result<()> {
+    use gguf_tokenizer::chat::{self, ChatTemplate, RenderOptions, Value};
+    let path = models::resolve(&a.file)?;
+    let mapped = GgufFile::open(&path)?;
+    let file = mapped.file();
+    if a.list {
+        if file.value(chat::TEMPLATE_KEY).is_some() {
+            outln!("default")?;
+        }
+        for name in chat::template_names(file) {
+            outln!("{name}")?;
+        }
+        return Ok(());
+    }
+    let messages_path = a.messages.as_ref().expect("clap requires --messages");
+    let json: serde_json::Value = serde_json::from_slice(&read_input_file(messages_path)?)
+        .with_context(|| format!("{}: not JSON", messages_path.display()))?;
+    let (messages, tools) = match json {
+        serde_json::Value::Array(_) => (json, None),
+        serde_json::Value::Object(mut o) => {
+            let messages = o.remove("messages").ok_or_else(|| {
+                anyhow::anyhow!("{}: the object has no `messages`", messages_path.display())
+            })?;
+            (messages, o.remove("tools"))
+        }
+        _ => bail!(
+            "{}: expected a list of messages or an object with `messages`",
+            messages_path.display()
+        ),
+    };
+    let template = ChatTemplate::from_gguf(file, a.name.as_deref())
+        .with_context(|| format!("{}", path.display()))?;
+    let options = RenderOptions {
+        add_generation_prompt: a.add_generation_prompt,
+        tools: tools.map(|t| Value::from_serialize(&t)),
+        ..RenderOptions::default()
+    };
+    let prompt = template.render_value(&Value::from_serialize(&messages), &options)?;
+    out!("{prompt}")?;
+    Ok(())
+}
