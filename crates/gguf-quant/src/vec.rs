@@ -7,7 +7,7 @@
 use half::f16;
 
 #[cfg(target_arch = "x86_64")]
-use crate::dot::{isa, Isa};
+use crate::kernels::{isa, Isa};
 
 /// `Σ a[i] * b[i]` as `ggml_vec_dot_f16` (AVX2): four accumulators of eight lanes over 32
 /// elements per step, fused multiply-adds, reduced pairwise; a tail of fewer than 32 elements

@@ -1172,7 +1172,7 @@ unsafe fn quantize_q8_k_block(x: *const f32, y: *mut u8) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dot::simd_tests::{
+    use crate::kernels::simd_tests::{
         activation_test_rows, activations, assert_same_as_reference,
         assert_within_reordering_bound, weights, Rng,
     };

@@ -363,8 +363,8 @@ unsafe fn q6_k_q8_k_neon(blocks: usize, w: *const u8, a: *const u8) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dot::simd_tests::{activations, assert_within_reordering_bound, weights, Rng};
-    use crate::dot::{kernel_for, Isa};
+    use crate::kernels::simd_tests::{activations, assert_within_reordering_bound, weights, Rng};
+    use crate::kernels::{kernel_for, Isa};
 
     const CASES: &[(GgmlType, &[usize])] = &[
         (GgmlType::Q8_0, &[0]),
