@@ -3,7 +3,7 @@
 //! split among threads (rayon's pool, or a [`ThreadPool`](crate::ThreadPool)) and computed with
 //! the dispatched dot kernels, several rows per call where the ISA has that.
 
-use super::{kernels, quantize_activation_row, vec_dot_type, Kernels};
+use super::{kernels, vec_dot_type, Kernels};
 use crate::error::{QuantError, Result};
 use crate::{check_lengths, GgmlType};
 
@@ -155,7 +155,7 @@ fn prepare(
     let act_row = crate::row_bytes(act, cols)?;
     scratch.resize(act_row * batch, 0);
     for (xb, qb) in x.chunks_exact(cols).zip(scratch.chunks_exact_mut(act_row)) {
-        quantize_activation_row(act, xb, qb)?;
+        (k.quantize)(xb, qb);
     }
     Ok(Prepared {
         k,

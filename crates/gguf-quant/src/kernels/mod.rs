@@ -1,21 +1,32 @@
-//! Fused dot products of a weight row (any ggml type) with an activation row quantized to the
-//! type ggml pairs with it ([`vec_dot_type`]), and the mat-vec / mat-mat products built on them.
+//! The compute kernels and their dispatch: fused dot products of a weight row (any ggml type)
+//! with an activation row quantized to the type ggml pairs with it ([`vec_dot_type`]), the
+//! activation quantizers, the float kernels of [`crate::vec`], and the mat-vec / mat-mat
+//! products built on them (`matmul`).
 //!
-//! Kernels live in per-ISA modules (`scalar`, `x86_64::avx2`, `aarch64::neon`); the best one the CPU supports is
-//! chosen once, on first use, and cached. `GGUF_FORCE_SCALAR=1` forces the scalar kernels.
+//! - `scalar`: the portable dot kernels, ggml's generic C operation for operation; they are the
+//!   twins every SIMD kernel is tested against.
+//! - `x86_64::avx2`, `aarch64::neon`: one folder per instruction set holding all its kernels
+//!   (dot products, several-rows products, activation quantizers, vector kernels). Each hands
+//!   out its [`IsaKernels`] table only when the CPU has the instruction set.
+//! - this module: the choice of instruction set (once, on first use, then cached;
+//!   `GGUF_FORCE_SCALAR=1` forces the scalar kernels) and the per-type kernel table;
+//!   `matmul`: the products over whole matrices.
+//!
 //! The scalar kernels follow ggml's generic C operation for operation; SIMD kernels sum in
-//! another order and are tested against their scalar twins within a stated bound.
+//! another order and are tested against their scalar twins within a stated bound
+//! (`simd_tests`, which walks the tables themselves).
 
 /// Defines a safe dot-product wrapper `$name` around an ISA module's
 /// `unsafe fn $inner(blocks, w: *const u8, a: *const u8) -> f32` for weights of type `$w`
 /// (activations of `vec_dot_type($w)`).
 ///
-/// Each ISA module hands its wrappers out only through its `kernel()`, which returns them only
-/// after `available()` confirmed the instruction set; the public entry points checked that `w`
-/// and `a` hold exactly the blocks for `n` elements, and the assert below re-checks it.
+/// The wrappers are `pub(super)`: visible inside their ISA folder only, whose `kernels()` hands
+/// them out (in its [`IsaKernels`]) only after `available()` confirmed the instruction set. The
+/// public entry points checked that `w` and `a` hold exactly the blocks for `n` elements, and
+/// the assert below re-checks it.
 macro_rules! safe_wrapper {
     ($name:ident, $inner:ident, $w:ident) => {
-        fn $name(n: usize, w: &[u8], a: &[u8]) -> f32 {
+        pub(super) fn $name(n: usize, w: &[u8], a: &[u8]) -> f32 {
             const W: crate::GgmlType = crate::GgmlType::$w;
             const A: crate::GgmlType = crate::kernels::vec_dot_type(W);
             let blocks = n / W.block_size() as usize;
@@ -34,7 +45,7 @@ macro_rules! safe_wrapper {
     // (`ahead`: the prefetch distance in bytes, 0 for none). `$name` computes one row with it;
     // `$rows` (a [`RowsFn`]) any number, `$group` at a time, prefetching the next group.
     ($name:ident, $inner:ident, $w:ident, rows: $rows:ident, group: $group:literal) => {
-        fn $name(n: usize, w: &[u8], a: &[u8]) -> f32 {
+        pub(super) fn $name(n: usize, w: &[u8], a: &[u8]) -> f32 {
             const W: crate::GgmlType = crate::GgmlType::$w;
             const A: crate::GgmlType = crate::kernels::vec_dot_type(W);
             let blocks = n / W.block_size() as usize;
@@ -46,7 +57,7 @@ macro_rules! safe_wrapper {
             unsafe { $inner::<1>(blocks, [w.as_ptr()], 0, a.as_ptr())[0] }
         }
 
-        fn $rows(n: usize, w: &[u8], row_bytes: usize, a: &[u8], out: &mut [f32]) {
+        pub(super) fn $rows(n: usize, w: &[u8], row_bytes: usize, a: &[u8], out: &mut [f32]) {
             const W: crate::GgmlType = crate::GgmlType::$w;
             const A: crate::GgmlType = crate::kernels::vec_dot_type(W);
             const G: usize = $group;
@@ -86,7 +97,9 @@ mod x86_64;
 use std::sync::OnceLock;
 
 use crate::error::{QuantError, Result};
-use crate::{check_lengths, quantize_row, GgmlType};
+use crate::quant::QuantFn;
+use crate::vec::VecKernels;
+use crate::{check_lengths, GgmlType};
 
 pub use matmul::{matmul, matmul_on, matvec, matvec_on};
 
@@ -99,11 +112,28 @@ pub(crate) type DotFn = fn(n: usize, w: &[u8], a: &[u8]) -> f32;
 /// for that row, bit for bit.
 pub(crate) type RowsFn = fn(n: usize, w: &[u8], row_bytes: usize, a: &[u8], out: &mut [f32]);
 
-/// The kernels for one weight type: one row at a time, and several when the ISA has that.
+/// Everything an instruction set's module offers. The module returns it only when the CPU has
+/// the instruction set, so every function reachable from it may run.
 #[derive(Clone, Copy)]
-struct Kernels {
+pub(crate) struct IsaKernels {
+    /// The one-row dot kernel for weights of a type, if the ISA has one.
+    pub(crate) dot: fn(GgmlType) -> Option<DotFn>,
+    /// The several-rows kernel for weights of a type, if the ISA has one.
+    pub(crate) rows: fn(GgmlType) -> Option<RowsFn>,
+    /// The quantizer of an activation type, as llama.cpp's matrix products quantize on this
+    /// ISA, if the ISA has one (else the reference quantizer runs).
+    pub(crate) quantize: fn(GgmlType) -> Option<QuantFn>,
+    /// The float kernels of [`crate::vec`], if the ISA has them.
+    pub(crate) vec: Option<VecKernels>,
+}
+
+/// The kernels for one weight type: one row at a time, several when the ISA has that, and the
+/// quantizer of its activations.
+#[derive(Clone, Copy)]
+pub(crate) struct Kernels {
     dot: DotFn,
     rows: Option<RowsFn>,
+    quantize: QuantFn,
 }
 
 impl Kernels {
@@ -155,19 +185,26 @@ impl Isa {
     }
 }
 
+/// The SIMD kernels of `isa`: `None` for [`Isa::Scalar`], for an instruction set of another
+/// architecture, and when this CPU lacks it.
+pub(crate) fn simd(isa: Isa) -> Option<IsaKernels> {
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => x86_64::avx2::kernels(),
+        #[cfg(target_arch = "aarch64")]
+        Isa::Neon => aarch64::neon::kernels(),
+        _ => None,
+    }
+}
+
 fn detect() -> Isa {
     if std::env::var("GGUF_FORCE_SCALAR").is_ok_and(|v| v == "1") {
         return Isa::Scalar;
     }
-    #[cfg(target_arch = "x86_64")]
-    if x86_64::avx2::available() {
-        return Isa::Avx2;
-    }
-    #[cfg(target_arch = "aarch64")]
-    if aarch64::neon::available() {
-        return Isa::Neon;
-    }
-    Isa::Scalar
+    [Isa::Avx2, Isa::Neon]
+        .into_iter()
+        .find(|&isa| simd(isa).is_some())
+        .unwrap_or(Isa::Scalar)
 }
 
 /// The instruction set chosen for this process (decided once).
@@ -176,39 +213,27 @@ pub fn isa() -> Isa {
     *ISA.get_or_init(detect)
 }
 
-/// The kernel for weights of type `ty` on `isa`, if there is one.
+/// The kernel for weights of type `ty` on `isa`, if there is one (the scalar one where the ISA
+/// has none).
 pub(crate) fn kernel_for(ty: GgmlType, isa: Isa) -> Option<DotFn> {
-    let simd = match isa {
-        Isa::Scalar => None,
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => x86_64::avx2::kernel(ty),
-        #[cfg(not(target_arch = "x86_64"))]
-        Isa::Avx2 => None,
-        #[cfg(target_arch = "aarch64")]
-        Isa::Neon => aarch64::neon::kernel(ty),
-        #[cfg(not(target_arch = "aarch64"))]
-        Isa::Neon => None,
-    };
-    simd.or_else(|| scalar::kernel(ty))
+    simd(isa)
+        .and_then(|k| (k.dot)(ty))
+        .or_else(|| scalar::kernel(ty))
 }
 
-/// The several-rows kernel for weights of type `ty` on `isa`, if there is one.
-fn rows_kernel_for(ty: GgmlType, isa: Isa) -> Option<RowsFn> {
-    match isa {
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => x86_64::avx2::rows_kernel(ty),
-        _ => {
-            let _ = ty;
-            None
-        }
-    }
+/// The quantizer of activation type `act` on `isa`: the ISA's, else the reference quantizer.
+fn activation_quantizer(act: GgmlType, isa: Isa) -> Option<QuantFn> {
+    simd(isa)
+        .and_then(|k| (k.quantize)(act))
+        .or_else(|| crate::quant::kernel(act))
 }
 
 fn kernel(ty: GgmlType) -> Result<DotFn> {
     kernels(ty).map(|k| k.dot)
 }
 
-fn kernels(ty: GgmlType) -> Result<Kernels> {
+/// The kernels for weights of type `ty` on this process's ISA (looked up once per type).
+pub(crate) fn kernels(ty: GgmlType) -> Result<Kernels> {
     static TABLE: OnceLock<Vec<Option<Kernels>>> = OnceLock::new();
     let table = TABLE.get_or_init(|| {
         let isa = isa();
@@ -217,7 +242,8 @@ fn kernels(ty: GgmlType) -> Result<Kernels> {
                 let ty = GgmlType::from_id_opt(id)?;
                 Some(Kernels {
                     dot: kernel_for(ty, isa)?,
-                    rows: rows_kernel_for(ty, isa),
+                    rows: simd(isa).and_then(|k| (k.rows)(ty)),
+                    quantize: activation_quantizer(vec_dot_type(ty), isa)?,
                 })
             })
             .collect()
@@ -232,32 +258,20 @@ fn kernels(ty: GgmlType) -> Result<Kernels> {
         })
 }
 
-/// Quantizes activations `x` to `vec_dot_type(weight_type)` into `out` (resized as needed).
+/// Quantizes activations `x` to `vec_dot_type(weight_type)` into `out` (resized as needed), as
+/// llama.cpp's matrix products do on this CPU: with AVX2, ggml's x86 `quantize_row_q8_0`/`q8_1`
+/// (inverse scale `127 / amax`, ties to even), which differ from the reference quantizer in a
+/// few values per thousand; otherwise (and for Q8_K, where ggml uses it everywhere) the
+/// reference quantizer, as ggml's generic code does.
 pub fn quantize_activations(weight_type: GgmlType, x: &[f32], out: &mut Vec<u8>) -> Result<()> {
     let act = vec_dot_type(weight_type);
     out.resize(crate::row_bytes(act, x.len())?, 0);
-    quantize_activation_row(act, x, out)
-}
-
-/// Quantizes one activation row to `act` as llama.cpp's matrix products do on this CPU: with
-/// AVX2, ggml's x86 `quantize_row_q8_0`/`q8_1` (inverse scale `127 / amax`, ties to even), which
-/// differ from the reference quantizer in a few values per thousand; otherwise (and for Q8_K,
-/// where ggml uses it everywhere) the reference quantizer, as ggml's generic code does.
-fn quantize_activation_row(act: GgmlType, x: &[f32], out: &mut [u8]) -> Result<()> {
-    check_lengths(act, x.len(), out.len())?;
-    #[cfg(target_arch = "x86_64")]
-    if isa() == Isa::Avx2 {
-        let done = match act {
-            GgmlType::Q8_0 => x86_64::avx2::quantize_q8(x, out, false),
-            GgmlType::Q8_1 => x86_64::avx2::quantize_q8(x, out, true),
-            GgmlType::Q8_K => x86_64::avx2::quantize_q8_k(x, out),
-            _ => false,
-        };
-        if done {
-            return Ok(());
-        }
-    }
-    quantize_row(act, x, out)
+    let quantize = activation_quantizer(act, isa()).ok_or(QuantError::Unsupported {
+        ty: act,
+        op: "quantize",
+    })?;
+    quantize(x, out);
+    Ok(())
 }
 
 /// The dot product of `n` weights of type `ty` (`w`, whole blocks) with `n` activations

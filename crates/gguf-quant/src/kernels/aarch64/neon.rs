@@ -19,20 +19,28 @@
 
 use std::arch::aarch64::*;
 
-use super::super::DotFn;
 use crate::dequant::k_scale_min;
+use crate::kernels::{DotFn, IsaKernels};
 use crate::GgmlType;
 
 /// Whether this CPU runs these kernels (NEON is part of every aarch64 Linux target).
-pub(crate) fn available() -> bool {
+fn available() -> bool {
     std::arch::is_aarch64_feature_detected!("neon")
 }
 
-/// The NEON kernel for weights of type `ty`, if this CPU has NEON and there is one.
-pub(crate) fn kernel(ty: GgmlType) -> Option<DotFn> {
-    if !available() {
-        return None;
-    }
+/// This module's kernels, if this CPU has NEON. Every safe function of this module runs NEON
+/// code: they are reachable from outside only through this table.
+pub(crate) fn kernels() -> Option<IsaKernels> {
+    available().then_some(IsaKernels {
+        dot,
+        rows: |_| None,
+        quantize: |_| None,
+        vec: None,
+    })
+}
+
+/// The NEON kernel for weights of type `ty`, if there is one.
+fn dot(ty: GgmlType) -> Option<DotFn> {
     Some(match ty {
         GgmlType::Q8_0 => q8_0_q8_0,
         GgmlType::Q4_0 => q4_0_q8_0,
@@ -401,7 +409,7 @@ mod tests {
             return;
         }
         for_random_rows(0x1234_5678_9ABC_DEF1, |ty, n, w, a| {
-            let simd = kernel(ty).expect("NEON kernel");
+            let simd = dot(ty).expect("NEON kernel");
             assert_within_reordering_bound(ty, n, w, a, simd(n, w, a), "neon");
         });
     }
@@ -418,7 +426,7 @@ mod tests {
             if !matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K) {
                 return;
             }
-            let simd = kernel(ty).expect("NEON kernel");
+            let simd = dot(ty).expect("NEON kernel");
             let scalar = kernel_for(ty, Isa::Scalar).expect("scalar twin");
             let (s, v) = (scalar(n, w, a), simd(n, w, a));
             assert_eq!(
@@ -434,7 +442,7 @@ mod tests {
     fn only_the_five_types_have_kernels() {
         let with: Vec<GgmlType> = (0..64u32)
             .filter_map(GgmlType::from_id_opt)
-            .filter(|&ty| kernel(ty).is_some())
+            .filter(|&ty| dot(ty).is_some())
             .collect();
         if available() {
             assert_eq!(with.len(), CASES.len());
