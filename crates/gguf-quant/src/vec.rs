@@ -165,60 +165,6 @@ fn swiglu_scalar(gate: &mut [f32], up: &[f32]) {
 mod tests {
     use super::*;
 
-    fn values(n: usize, seed: u32) -> Vec<f32> {
-        let mut s = seed | 1;
-        (0..n)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 17;
-                s ^= s << 5;
-                (s as f32 / u32::MAX as f32 - 0.5) * 8.0
-            })
-            .collect()
-    }
-
-    fn halves(v: &[f32]) -> Vec<f16> {
-        v.iter().map(|&x| f16::from_f32(x)).collect()
-    }
-
-    #[test]
-    fn simd_kernels_equal_their_scalar_twins_bit_for_bit() {
-        for n in [0usize, 1, 7, 8, 31, 32, 33, 64, 100, 128, 257] {
-            let (a, b) = (halves(&values(n, 3)), halves(&values(n, 5)));
-            assert_eq!(
-                dot_f16(&a, &b).to_bits(),
-                dot_f16_scalar(&a, &b).to_bits(),
-                "dot {n}"
-            );
-
-            let mut acc = halves(&values(n, 7));
-            let mut twin = acc.clone();
-            mad_f16(&mut acc, &a, 0.37);
-            for (t, &x) in twin.iter_mut().zip(&a) {
-                *t = f16::from_f32(x.to_f32().mul_add(0.37, t.to_f32()));
-            }
-            assert_eq!(acc, twin, "mad {n}");
-            scale_f16(&mut acc, 0.61);
-            for t in twin.iter_mut() {
-                *t = f16::from_f32(t.to_f32() * 0.61);
-            }
-            assert_eq!(acc, twin, "scale {n}");
-
-            let mut gate = values(n, 11);
-            gate.iter_mut().enumerate().for_each(|(i, g)| {
-                if i % 9 == 0 {
-                    *g *= 40.0; // reach the saturating branches of expf
-                }
-            });
-            let up = values(n, 13);
-            let mut twin = gate.clone();
-            swiglu(&mut gate, &up);
-            swiglu_scalar(&mut twin, &up);
-            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-            assert_eq!(bits(&gate), bits(&twin), "swiglu {n}");
-        }
-    }
-
     #[test]
     fn ggml_expf_is_close_to_libm() {
         for i in -2000..2000 {

@@ -9,7 +9,7 @@
 //! - Q8_0, Q4_0, Q4_1: each block's term is computed with the scalar twin's operations (same
 //!   products, same fused multiply-add), but the terms are summed in four lanes, four blocks per
 //!   step, and the lanes added at the end; results differ from the scalar twins only by the
-//!   order of float additions (tests bound the difference; see `tests` below).
+//!   order of float additions (`kernels::simd_tests` bounds the difference).
 //! - Q4_K, Q6_K: the integer sums land in the same eight lanes (element index mod 8) as in
 //!   ggml's generic C, and every float operation is the scalar twin's, in its order, so the
 //!   results are bit-identical to the scalar kernels (tested).
@@ -371,84 +371,26 @@ unsafe fn q6_k_q8_k_neon(blocks: usize, w: *const u8, a: *const u8) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::simd_tests::{activations, assert_within_reordering_bound, weights, Rng};
+    use crate::kernels::simd_tests::{for_random_rows, Rng};
     use crate::kernels::{kernel_for, Isa};
 
-    const CASES: &[(GgmlType, &[usize])] = &[
-        (GgmlType::Q8_0, &[0]),
-        (GgmlType::Q4_0, &[0]),
-        (GgmlType::Q4_1, &[0, 2]),
-        (GgmlType::Q4_K, &[0, 2]),
-        (GgmlType::Q6_K, &[208]),
-    ];
-
-    /// Block counts covering the four-block steps of the 32-element kernels and their padded
-    /// last step, and the K-quants' single and repeated super-blocks.
-    const BLOCK_COUNTS: [usize; 7] = [1, 2, 3, 5, 8, 33, 128];
-
-    /// Calls `check(ty, n, scalar, neon)` on random weights and activations of every case.
-    fn for_random_rows(seed: u64, mut check: impl FnMut(GgmlType, usize, &[u8], &[u8])) {
-        let mut rng = Rng(seed);
-        for &(ty, offsets) in CASES {
-            for blocks in BLOCK_COUNTS {
-                let n = blocks * ty.block_size() as usize;
-                for _ in 0..10 {
-                    let w = weights(ty, n, offsets, &mut rng);
-                    let a = activations(ty, n, &mut rng);
-                    check(ty, n, &w, &a);
-                }
-            }
-        }
-    }
-
-    /// Every NEON kernel against its scalar twin (see `assert_within_reordering_bound`).
-    #[test]
-    fn neon_matches_scalar_within_reordering_bound() {
-        if !available() {
-            eprintln!("skipping: no NEON on this CPU");
-            return;
-        }
-        for_random_rows(0x1234_5678_9ABC_DEF1, |ty, n, w, a| {
-            let simd = dot(ty).expect("NEON kernel");
-            assert_within_reordering_bound(ty, n, w, a, simd(n, w, a), "neon");
-        });
-    }
-
     /// The K-quant kernels keep ggml's eight integer lanes and its float operations in order,
-    /// so they agree with the scalar twins bit for bit.
+    /// so they agree with the scalar twins bit for bit (beyond the reordering bound that
+    /// `simd_tests` checks for every kernel).
     #[test]
     fn neon_k_quants_match_scalar_bit_for_bit() {
-        if !available() {
-            eprintln!("skipping: no NEON on this CPU");
-            return;
-        }
-        for_random_rows(0x0F1E_2D3C_4B5A_6978, |ty, n, w, a| {
-            if !matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K) {
-                return;
-            }
+        let mut rng = Rng(0x0F1E_2D3C_4B5A_6978);
+        for ty in [GgmlType::Q4_K, GgmlType::Q6_K] {
             let simd = dot(ty).expect("NEON kernel");
             let scalar = kernel_for(ty, Isa::Scalar).expect("scalar twin");
-            let (s, v) = (scalar(n, w, a), simd(n, w, a));
-            assert_eq!(
-                s.to_bits(),
-                v.to_bits(),
-                "{ty} n={n}: scalar {s} vs neon {v}"
-            );
-        });
-    }
-
-    /// Every type without a NEON kernel falls back to its scalar twin.
-    #[test]
-    fn only_the_five_types_have_kernels() {
-        let with: Vec<GgmlType> = (0..64u32)
-            .filter_map(GgmlType::from_id_opt)
-            .filter(|&ty| dot(ty).is_some())
-            .collect();
-        if available() {
-            assert_eq!(with.len(), CASES.len());
-            assert!(CASES.iter().all(|(ty, _)| with.contains(ty)));
-        } else {
-            assert!(with.is_empty());
+            for_random_rows(ty, &mut rng, |n, w, a| {
+                let (s, v) = (scalar(n, w, a), simd(n, w, a));
+                assert_eq!(
+                    s.to_bits(),
+                    v.to_bits(),
+                    "{ty} n={n}: scalar {s} vs neon {v}"
+                );
+            });
         }
     }
 }
