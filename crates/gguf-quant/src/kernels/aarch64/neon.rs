@@ -18,7 +18,11 @@
 //! the bounds and iterator bookkeeping cost a good part of the throughput on short rows.
 
 use std::arch::aarch64::*;
+use std::mem::offset_of;
 
+use crate::blocks::{
+    BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ6K, BlockQ8K, BlockQ8_0, BlockQ8_1, K_SCALE_SIZE,
+};
 use crate::dequant::k_scale_min;
 use crate::kernels::{DotFn, IsaKernels};
 use crate::GgmlType;
@@ -167,13 +171,16 @@ fn four_blocks(
 /// `w` and `a` point to `blocks` Q8_0 blocks each.
 #[target_feature(enable = "neon")]
 unsafe fn q8_0_q8_0_neon(blocks: usize, w: *const u8, a: *const u8) -> f32 {
-    // SAFETY: `four_blocks` calls this only for i < blocks, so block i of each operand (34
-    // bytes: f16 d, 32 values) is in bounds (caller); loads are unaligned.
+    const SIZE: usize = size_of::<BlockQ8_0>();
+    const D: usize = offset_of!(BlockQ8_0, d);
+    const QS: usize = offset_of!(BlockQ8_0, qs);
+    // SAFETY: `four_blocks` calls this only for i < blocks, so block i of each operand is in
+    // bounds (caller); loads are unaligned.
     let block = |i: usize| unsafe {
-        let (bw, ba) = (w.add(i * 34), a.add(i * 34));
-        let s = dot_i8(vdupq_n_s32(0), load_i8(bw.add(2)), load_i8(ba.add(2)));
-        let s = dot_i8(s, load_i8(bw.add(18)), load_i8(ba.add(18)));
-        ([f16_at(bw) * f16_at(ba), 0.0], s)
+        let (bw, ba) = (w.add(i * SIZE), a.add(i * SIZE));
+        let s = dot_i8(vdupq_n_s32(0), load_i8(bw.add(QS)), load_i8(ba.add(QS)));
+        let s = dot_i8(s, load_i8(bw.add(QS + 16)), load_i8(ba.add(QS + 16)));
+        ([f16_at(bw.add(D)) * f16_at(ba.add(D)), 0.0], s)
     };
     // Scalar: `sumi as f32 * (d_w * d_a)`.
     four_blocks(blocks, block, |s, d, _| vmulq_f32(s, d))
@@ -185,18 +192,19 @@ unsafe fn q8_0_q8_0_neon(blocks: usize, w: *const u8, a: *const u8) -> f32 {
 unsafe fn q4_0_q8_0_neon(blocks: usize, w: *const u8, a: *const u8) -> f32 {
     let mask = vdupq_n_u8(0x0F);
     let eight = vdupq_n_s8(8);
-    // SAFETY: `four_blocks` calls this only for i < blocks, so block i of each operand (18
-    // bytes: f16 d, 16 bytes of nibbles; 34 bytes: f16 d, 32 values) is in bounds (caller);
-    // loads are unaligned.
+    // SAFETY: `four_blocks` calls this only for i < blocks, so block i of each operand is in
+    // bounds (caller); loads are unaligned.
     let block = |i: usize| unsafe {
-        let (bw, ba) = (w.add(i * 18), a.add(i * 34));
-        let q = load_u8(bw.add(2));
+        let bw = w.add(i * size_of::<BlockQ4_0>());
+        let (ba, ys) = (a.add(i * size_of::<BlockQ8_0>()), offset_of!(BlockQ8_0, qs));
+        let q = load_u8(bw.add(offset_of!(BlockQ4_0, qs)));
         // Low nibbles are elements 0..16, high nibbles 16..32.
         let lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, mask)), eight);
         let hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8::<4>(q)), eight);
-        let s = dot_i8(vdupq_n_s32(0), lo, load_i8(ba.add(2)));
-        let s = dot_i8(s, hi, load_i8(ba.add(18)));
-        ([f16_at(bw), f16_at(ba)], s)
+        let s = dot_i8(vdupq_n_s32(0), lo, load_i8(ba.add(ys)));
+        let s = dot_i8(s, hi, load_i8(ba.add(ys + 16)));
+        let dw = f16_at(bw.add(offset_of!(BlockQ4_0, d)));
+        ([dw, f16_at(ba.add(offset_of!(BlockQ8_0, d)))], s)
     };
     // Scalar: `sumi as f32 * d_w * d_a`.
     four_blocks(blocks, block, |s, dw, da| vmulq_f32(vmulq_f32(s, dw), da))
@@ -207,19 +215,19 @@ unsafe fn q4_0_q8_0_neon(blocks: usize, w: *const u8, a: *const u8) -> f32 {
 #[target_feature(enable = "neon")]
 unsafe fn q4_1_q8_1_neon(blocks: usize, w: *const u8, a: *const u8) -> f32 {
     let mask = vdupq_n_u8(0x0F);
-    // SAFETY: `four_blocks` calls this only for i < blocks, so block i of each operand (20
-    // bytes: f16 d, f16 m, 16 bytes of nibbles; 36 bytes: f16 d, f16 s, 32 values) is in
+    // SAFETY: `four_blocks` calls this only for i < blocks, so block i of each operand is in
     // bounds (caller); loads are unaligned.
     let block = |i: usize| unsafe {
-        let (bw, ba) = (w.add(i * 20), a.add(i * 36));
-        let q = load_u8(bw.add(4));
+        let bw = w.add(i * size_of::<BlockQ4_1>());
+        let (ba, ys) = (a.add(i * size_of::<BlockQ8_1>()), offset_of!(BlockQ8_1, qs));
+        let q = load_u8(bw.add(offset_of!(BlockQ4_1, qs)));
         // Nibbles 0..16 fit in i8.
         let lo = vreinterpretq_s8_u8(vandq_u8(q, mask));
         let hi = vreinterpretq_s8_u8(vshrq_n_u8::<4>(q));
-        let s = dot_i8(vdupq_n_s32(0), lo, load_i8(ba.add(4)));
-        let s = dot_i8(s, hi, load_i8(ba.add(20)));
-        let d = f16_at(bw) * f16_at(ba);
-        let m = f16_at(bw.add(2)) * f16_at(ba.add(2));
+        let s = dot_i8(vdupq_n_s32(0), lo, load_i8(ba.add(ys)));
+        let s = dot_i8(s, hi, load_i8(ba.add(ys + 16)));
+        let d = f16_at(bw.add(offset_of!(BlockQ4_1, d))) * f16_at(ba.add(offset_of!(BlockQ8_1, d)));
+        let m = f16_at(bw.add(offset_of!(BlockQ4_1, m))) * f16_at(ba.add(offset_of!(BlockQ8_1, s)));
         ([d, m], s)
     };
     // Scalar: `d.mul_add(sumi as f32, m)`, one rounding.
@@ -235,15 +243,17 @@ unsafe fn q4_k_q8_k_neon(blocks: usize, w: *const u8, a: *const u8) -> f32 {
     let mut sumf = 0f32;
     for i in 0..blocks {
         // SAFETY: block i of each operand is in bounds (caller); loads are unaligned and
-        // stay within the block's fields (d, dmin, scales at 4..16, qs at 16..144; the Q8_K
-        // scale at 0..4, values at 4..260, bsums at 260..292).
+        // stay within the block's fields.
         unsafe {
-            let (bw, ba) = (w.add(i * 144), a.add(i * 292));
-            let (scales, mins) = k_scale_min(std::slice::from_raw_parts(bw.add(4), 12));
+            let bw = w.add(i * size_of::<BlockQ4K>());
+            let ba = a.add(i * size_of::<BlockQ8K>());
+            let packed = bw.add(offset_of!(BlockQ4K, scales));
+            let (scales, mins) = k_scale_min(std::slice::from_raw_parts(packed, K_SCALE_SIZE));
             // Σ_j bsums[j] * mins[j / 2]: the pair sums |bsums[2j] + bsums[2j+1]| <= 2 * 16 *
             // 128 fit in i16, their products with 6-bit mins in i32.
-            let b0 = vreinterpretq_s16_u8(load_u8(ba.add(260)));
-            let b1 = vreinterpretq_s16_u8(load_u8(ba.add(276)));
+            let bsums = ba.add(offset_of!(BlockQ8K, bsums));
+            let b0 = vreinterpretq_s16_u8(load_u8(bsums));
+            let b1 = vreinterpretq_s16_u8(load_u8(bsums.add(16)));
             let pairs = vpaddq_s16(b0, b1);
             let mins = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(mins.as_ptr())));
             let min_sums = vmlal_high_s16(
@@ -255,7 +265,10 @@ unsafe fn q4_k_q8_k_neon(blocks: usize, w: *const u8, a: *const u8) -> f32 {
             // aux32[l] = Σ_j scale_j * Σ (q * y over the elements of sub-block j with index
             // l mod 8), as ggml's generic C keeps it. Per sub-block, the i16 lane sums hold
             // four products of at most 15 * 128 each.
-            let (qs, ys) = (bw.add(16), ba.add(4));
+            let (qs, ys) = (
+                bw.add(offset_of!(BlockQ4K, qs)),
+                ba.add(offset_of!(BlockQ8K, qs)),
+            );
             let mut aux = [vdupq_n_s32(0); 2];
             for k in 0..4 {
                 let q0 = load_u8(qs.add(32 * k));
@@ -286,10 +299,11 @@ unsafe fn q4_k_q8_k_neon(blocks: usize, w: *const u8, a: *const u8) -> f32 {
                 aux = add_scaled(aux, hi, i16::from(scales[2 * k + 1]));
             }
             // Scalar: sums[l] = d.mul_add(aux32[l] as f32, sums[l]); sumf -= dmin * sumi (FMA).
-            let d = vdupq_n_f32(f16_at(bw) * f32_at(ba));
+            let da = f32_at(ba.add(offset_of!(BlockQ8K, d)));
+            let d = vdupq_n_f32(f16_at(bw.add(offset_of!(BlockQ4K, d))) * da);
             sums[0] = vfmaq_f32(sums[0], d, vcvtq_f32_s32(aux[0]));
             sums[1] = vfmaq_f32(sums[1], d, vcvtq_f32_s32(aux[1]));
-            let dmin = f16_at(bw.add(2)) * f32_at(ba);
+            let dmin = f16_at(bw.add(offset_of!(BlockQ4K, dmin))) * da;
             sumf = (-dmin).mul_add(sumi as f32, sumf);
         }
     }
@@ -323,12 +337,14 @@ unsafe fn q6_k_q8_k_neon(blocks: usize, w: *const u8, a: *const u8) -> f32 {
     let mut sums = [vdupq_n_f32(0.0); 2];
     for i in 0..blocks {
         // SAFETY: block i of each operand is in bounds (caller); loads are unaligned and
-        // stay within the fields (ql 0..128, qh 128..192, scales 192..208, d 208..210; the
-        // Q8_K scale at 0..4 and values at 4..260).
+        // stay within the fields.
         unsafe {
-            let (bw, ba) = (w.add(i * 210), a.add(i * 292));
-            let (ql, qh, scales) = (bw, bw.add(128), bw.add(192));
-            let ys = ba.add(4);
+            let bw = w.add(i * size_of::<BlockQ6K>());
+            let ba = a.add(i * size_of::<BlockQ8K>());
+            let ql = bw.add(offset_of!(BlockQ6K, ql));
+            let qh = bw.add(offset_of!(BlockQ6K, qh));
+            let scales = bw.add(offset_of!(BlockQ6K, scales));
+            let ys = ba.add(offset_of!(BlockQ8K, qs));
             let mut aux = [vdupq_n_s32(0); 2];
             for h in 0..2 {
                 let l = [0, 16, 32, 48].map(|o| load_u8(ql.add(64 * h + o)));
@@ -360,7 +376,8 @@ unsafe fn q6_k_q8_k_neon(blocks: usize, w: *const u8, a: *const u8) -> f32 {
                 }
             }
             // Scalar: sums[l] += d * aux32[l] as f32 (no FMA).
-            let d = vdupq_n_f32(f16_at(bw.add(208)) * f32_at(ba));
+            let da = f32_at(ba.add(offset_of!(BlockQ8K, d)));
+            let d = vdupq_n_f32(f16_at(bw.add(offset_of!(BlockQ6K, d))) * da);
             sums[0] = vaddq_f32(sums[0], vmulq_f32(d, vcvtq_f32_s32(aux[0])));
             sums[1] = vaddq_f32(sums[1], vmulq_f32(d, vcvtq_f32_s32(aux[1])));
         }

@@ -2,7 +2,9 @@
 //! and Q8_K with the reference quantizer's bytes.
 
 use std::arch::x86_64::*;
+use std::mem::offset_of;
 
+use crate::blocks::{BlockQ8K, BlockQ8_0, BlockQ8_1, QK_K};
 use crate::GgmlType;
 
 /// Quantizes activations to Q8_0 as ggml's x86 `quantize_row_q8_0` does: the inverse scale is
@@ -20,7 +22,11 @@ pub(super) fn quantize_q8_1(x: &[f32], out: &mut [u8]) {
 }
 
 fn quantize_q8(x: &[f32], out: &mut [u8], with_sum: bool) {
-    let size = if with_sum { 36 } else { 34 };
+    let size = if with_sum {
+        size_of::<BlockQ8_1>()
+    } else {
+        size_of::<BlockQ8_0>()
+    };
     for (xb, yb) in x.chunks_exact(32).zip(out.chunks_exact_mut(size)) {
         // SAFETY: the CPU has AVX2/FMA/F16C (this module's functions are handed out only by
         // `kernels()`, after `available()`); `xb` holds 32 floats and `yb` `size` bytes.
@@ -32,7 +38,7 @@ fn quantize_q8(x: &[f32], out: &mut [u8], with_sum: bool) {
 /// `maxps` does with NaN and what the saturating packs do with out-of-range values).
 ///
 /// # Safety
-/// `x` points to 32 readable floats and `y` to 34 (Q8_0) or 36 (Q8_1) writable bytes.
+/// `x` points to 32 readable floats and `y` to a writable Q8_0 (or, `with_sum`, Q8_1) block.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn quantize_q8_block(x: *const f32, y: *mut u8, with_sum: bool) {
     // SAFETY: 32 floats are readable at `x` (caller); loads are unaligned.
@@ -60,38 +66,60 @@ unsafe fn quantize_q8_block(x: *const f32, y: *mut u8, with_sum: bool) {
         let r = _mm256_round_ps(_mm256_mul_ps(v, idv), _MM_FROUND_TO_NEAREST_INT);
         *q = _mm256_cvtps_epi32(r);
     }
-    // Pack 32 i32 lanes to i8 in element order (packs interleave 128-bit lanes; permute back).
-    let p16a = _mm256_packs_epi32(q[0], q[1]);
-    let p16b = _mm256_packs_epi32(q[2], q[3]);
-    let p8 = _mm256_packs_epi16(p16a, p16b);
-    let p8 = _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-    let values_at = if with_sum { 4 } else { 2 };
-    // SAFETY: 34 or 36 bytes are writable at `y` (caller); stores are unaligned.
+    let p8 = pack_i8(q);
+    let values_at = if with_sum {
+        offset_of!(BlockQ8_1, qs)
+    } else {
+        offset_of!(BlockQ8_0, qs)
+    };
+    // SAFETY: the block is writable at `y` (caller); stores are unaligned.
     unsafe {
-        y.cast::<[u8; 2]>().write(crate::fp::f16_bytes(d));
+        y.add(offset_of!(BlockQ8_0, d))
+            .cast::<[u8; 2]>()
+            .write(crate::fp::f16_bytes(d));
         if with_sum {
             let all = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
-            let s = _mm_add_epi32(
-                _mm256_castsi256_si128(all),
-                _mm256_extracti128_si256(all, 1),
-            );
-            let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
-            let sum = _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 1)));
-            y.add(2)
+            y.add(offset_of!(BlockQ8_1, s))
                 .cast::<[u8; 2]>()
-                .write(crate::fp::f16_bytes(d * sum as f32));
+                .write(crate::fp::f16_bytes(d * hsum_i32(all) as f32));
         }
         _mm256_storeu_si256(y.add(values_at).cast(), p8);
     }
+}
+
+// `quantize_q8_block` writes both block types' scale at the same place.
+const _: () = assert!(offset_of!(BlockQ8_0, d) == offset_of!(BlockQ8_1, d));
+
+/// The 32 i32 lanes of `q` as saturated i8 in element order (the packs interleave the 128-bit
+/// lanes; a permutation puts them back).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn pack_i8(q: [__m256i; 4]) -> __m256i {
+    let p16a = _mm256_packs_epi32(q[0], q[1]);
+    let p16b = _mm256_packs_epi32(q[2], q[3]);
+    let p8 = _mm256_packs_epi16(p16a, p16b);
+    _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7))
+}
+
+/// The wrapping sum of the eight i32 lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn hsum_i32(v: __m256i) -> i32 {
+    let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+    _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 1)))
 }
 
 /// Quantizes activations to Q8_K exactly as the reference quantizer does (same bytes). Blocks
 /// holding a NaN or an infinity, all-zero blocks and blocks whose inverse scale overflows go
 /// through the scalar reference.
 pub(super) fn quantize_q8_k(x: &[f32], out: &mut [u8]) {
-    for (xb, yb) in x.chunks_exact(256).zip(out.chunks_exact_mut(292)) {
+    for (xb, yb) in x
+        .chunks_exact(QK_K)
+        .zip(out.chunks_exact_mut(size_of::<BlockQ8K>()))
+    {
         // SAFETY: the CPU has AVX2/FMA/F16C (see `quantize_q8`); `xb` holds 256 floats and `yb`
-        // 292 bytes.
+        // a Q8_K block.
         let done = unsafe { quantize_q8_k_block(xb.as_ptr(), yb.as_mut_ptr()) };
         if !done {
             crate::quant::quantize_row(GgmlType::Q8_K, xb, yb).ok();
@@ -102,7 +130,7 @@ pub(super) fn quantize_q8_k(x: &[f32], out: &mut [u8]) {
 /// One Q8_K block; `false` (nothing written) for the cases left to the scalar reference.
 ///
 /// # Safety
-/// `x` points to 256 readable floats and `y` to 292 writable bytes.
+/// `x` points to 256 readable floats and `y` to a writable Q8_K block.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn quantize_q8_k_block(x: *const f32, y: *mut u8) -> bool {
     let abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFF_FFFF));
@@ -154,31 +182,24 @@ unsafe fn quantize_q8_k_block(x: *const f32, y: *mut u8) -> bool {
     for (q, &v) in q.iter_mut().zip(&v) {
         *q = _mm256_cvtps_epi32(_mm256_mul_ps(scale, v));
     }
-    // SAFETY: 292 bytes are writable at `y` (caller): d at 0..4, values at 4..260, bsums at
-    // 260..292; stores are unaligned.
+    let (qs, bsums) = (offset_of!(BlockQ8K, qs), offset_of!(BlockQ8K, bsums));
+    // SAFETY: the block is writable at `y` (caller); stores are unaligned.
     unsafe {
-        y.cast::<[u8; 4]>().write((1.0 / iscale).to_le_bytes());
+        y.add(offset_of!(BlockQ8K, d))
+            .cast::<[u8; 4]>()
+            .write((1.0 / iscale).to_le_bytes());
         for g in 0..8 {
             // Saturating packs clamp to 127 as the reference's `min(127)` does (values never
             // fall below -127 here).
-            let p16a = _mm256_packs_epi32(q[4 * g], q[4 * g + 1]);
-            let p16b = _mm256_packs_epi32(q[4 * g + 2], q[4 * g + 3]);
-            let p8 = _mm256_packs_epi16(p16a, p16b);
-            let p8 = _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-            _mm256_storeu_si256(y.add(4 + 32 * g).cast(), p8);
+            let p8 = pack_i8([q[4 * g], q[4 * g + 1], q[4 * g + 2], q[4 * g + 3]]);
+            _mm256_storeu_si256(y.add(qs + 32 * g).cast(), p8);
         }
         // Sums of each 16 stored values (after the clamp), from the stored bytes.
         for g in 0..16 {
-            let bytes = _mm_loadu_si128(y.add(4 + 16 * g).cast());
+            let bytes = _mm_loadu_si128(y.add(qs + 16 * g).cast());
             let wide = _mm256_cvtepi8_epi16(bytes);
-            let pairs = _mm256_madd_epi16(wide, _mm256_set1_epi16(1));
-            let s = _mm_add_epi32(
-                _mm256_castsi256_si128(pairs),
-                _mm256_extracti128_si256(pairs, 1),
-            );
-            let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
-            let sum = _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 1)));
-            y.add(260 + 2 * g)
+            let sum = hsum_i32(_mm256_madd_epi16(wide, _mm256_set1_epi16(1)));
+            y.add(bsums + 2 * g)
                 .cast::<[u8; 2]>()
                 .write((sum as i16).to_le_bytes());
         }

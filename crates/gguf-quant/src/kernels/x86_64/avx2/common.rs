@@ -2,6 +2,9 @@
 //! scale loads, prefetching and the block loops that keep two accumulators.
 
 use std::arch::x86_64::*;
+use std::mem::offset_of;
+
+use crate::blocks::BlockQ8K;
 
 /// Sum of the eight lanes.
 #[inline]
@@ -109,6 +112,21 @@ pub(super) fn scale_pair(sc16: __m128i, j: usize) -> __m256i {
     let j = j as u8;
     let pick = _mm_set_epi64x(i64::from_ne_bytes([j + 1; 8]), i64::from_ne_bytes([j; 8]));
     _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc16, pick))
+}
+
+/// The f32 scale of the Q8_K block at `p`.
+///
+/// # Safety
+/// `p` must point to a Q8_K block.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn q8k_scale(p: *const u8) -> f32 {
+    // SAFETY: the block holds its scale (caller); the read is unaligned.
+    unsafe {
+        p.add(offset_of!(BlockQ8K, d))
+            .cast::<f32>()
+            .read_unaligned()
+    }
 }
 
 /// Asks for the cache line `ahead` bytes past `p` (0: none). Kernels that compute a group of

@@ -1,8 +1,10 @@
 //! AVX2 dot products of the i-quants: IQ4_NL (against Q8_0) and IQ4_XS (against Q8_K).
 
 use std::arch::x86_64::*;
+use std::mem::offset_of;
 
-use super::common::{dot_i8, f16_splat, hsum, nibbles, scale_pair, scaled_blocks};
+use super::common::{dot_i8, f16_splat, hsum, nibbles, q8k_scale, scale_pair, scaled_blocks};
+use crate::blocks::{BlockIq4Nl, BlockIq4Xs, BlockQ8K, BlockQ8_0};
 use crate::grids::KVALUES_IQ4NL;
 
 safe_wrapper!(iq4_nl_q8_0, iq4_nl_q8_0_avx2, IQ4_NL);
@@ -22,17 +24,24 @@ fn iq4nl_table() -> __m256i {
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn iq4_nl_q8_0_avx2(blocks: usize, w: *const u8, a: *const u8) -> f32 {
     let table = iq4nl_table();
+    const W: usize = size_of::<BlockIq4Nl>();
+    const A: usize = size_of::<BlockQ8_0>();
     // SAFETY: `scaled_blocks` calls this only for i < blocks, so block i of each operand is in
     // bounds (caller); loads are unaligned.
     let block = |i: usize| unsafe {
-        let (bw, ba) = (w.add(i * 18), a.add(i * 34));
+        let (bw, ba) = (w.add(i * W), a.add(i * A));
         // Grid values are in -127..=113, so |x| and |y| <= 127 and the maddubs pair sums
         // (<= 2 * 127 * 127) cannot saturate.
-        let x = _mm256_shuffle_epi8(table, nibbles(_mm_loadu_si128(bw.add(2).cast())));
-        dot_i8(x, _mm256_loadu_si256(ba.add(2).cast()))
+        let q = _mm_loadu_si128(bw.add(offset_of!(BlockIq4Nl, qs)).cast());
+        let x = _mm256_shuffle_epi8(table, nibbles(q));
+        dot_i8(
+            x,
+            _mm256_loadu_si256(ba.add(offset_of!(BlockQ8_0, qs)).cast()),
+        )
     };
+    const _: () = assert!(offset_of!(BlockIq4Nl, d) == 0 && offset_of!(BlockQ8_0, d) == 0);
     // SAFETY: the caller's guarantee, and both block types start with their f16 scale.
-    unsafe { scaled_blocks(blocks, w, 18, a, 34, block) }
+    unsafe { scaled_blocks(blocks, w, W, a, A, block) }
 }
 
 /// # Safety
@@ -44,21 +53,23 @@ unsafe fn iq4_xs_q8_k_avx2(blocks: usize, w: *const u8, a: *const u8) -> f32 {
     let mut acc = _mm256_setzero_ps();
     for i in 0..blocks {
         // SAFETY: block i of each operand is in bounds (caller); loads are unaligned and stay
-        // within the fields (d 0..2, scales_h 2..4, scales_l 4..8, qs 8..136; the Q8_K scale at
-        // 0..4 and values at 4..260).
+        // within the fields.
         unsafe {
-            let (bw, ba) = (w.add(i * 136), a.add(i * 292));
+            let bw = w.add(i * size_of::<BlockIq4Xs>());
+            let ba = a.add(i * size_of::<BlockQ8K>());
             let d = _mm256_mul_ps(
-                f16_splat(bw),
-                _mm256_set1_ps(ba.cast::<f32>().read_unaligned()),
+                f16_splat(bw.add(offset_of!(BlockIq4Xs, d))),
+                _mm256_set1_ps(q8k_scale(ba)),
             );
             // The eight 6-bit sub-block scales as bytes: the 4-bit low parts (nibbles of
             // scales_l) and the 2-bit high parts (of scales_h), spread a word at a time.
-            let mut lo = u64::from(bw.add(4).cast::<u32>().read_unaligned().to_le());
+            let scales_l = bw.add(offset_of!(BlockIq4Xs, scales_l));
+            let mut lo = u64::from(scales_l.cast::<u32>().read_unaligned().to_le());
             lo = (lo | (lo << 16)) & 0x0000_FFFF_0000_FFFF;
             lo = (lo | (lo << 8)) & 0x00FF_00FF_00FF_00FF;
             lo = (lo | (lo << 4)) & 0x0F0F_0F0F_0F0F_0F0F;
-            let mut hi = u64::from(bw.add(2).cast::<u16>().read_unaligned().to_le());
+            let scales_h = bw.add(offset_of!(BlockIq4Xs, scales_h));
+            let mut hi = u64::from(scales_h.cast::<u16>().read_unaligned().to_le());
             hi = (hi | (hi << 24)) & 0x0000_00FF_0000_00FF;
             hi = (hi | (hi << 12)) & 0x000F_000F_000F_000F;
             hi = (hi | (hi << 6)) & 0x0303_0303_0303_0303;
@@ -67,7 +78,8 @@ unsafe fn iq4_xs_q8_k_avx2(blocks: usize, w: *const u8, a: *const u8) -> f32 {
                 _mm_cvtsi64_si128((lo | (hi << 4)) as i64),
                 _mm_set1_epi8(32),
             );
-            let (qs, ys) = (bw.add(8), ba.add(4));
+            let qs = bw.add(offset_of!(BlockIq4Xs, qs));
+            let ys = ba.add(offset_of!(BlockQ8K, qs));
             // Σ_ib (ls_ib - 32) * Σ x * y is exact in i32: grid values are in -127..=113, so
             // the maddubs pair sums (<= 2 * 127 * 127) cannot saturate, and 32 products per
             // sub-block times |ls - 32| <= 32 over 8 sub-blocks stay below 2^28.

@@ -2,8 +2,10 @@
 //! also as several-rows kernels), and the helpers their blocks share.
 
 use std::arch::x86_64::*;
+use std::mem::offset_of;
 
-use super::common::{f16_splat, hsum, hsum4, prefetch, scale_pair};
+use super::common::{f16_splat, hsum, hsum4, prefetch, q8k_scale, scale_pair};
+use crate::blocks::{BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K, K_SCALE_SIZE};
 use crate::dequant::k_scale_min;
 
 safe_wrapper!(q4_k_q8_k, q4_k_q8_k_avx2, Q4_K, rows: q4_k_q8_k_rows, group: 1);
@@ -52,8 +54,8 @@ fn scaled_sub_blocks(
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q8k_sums32(q8k: *const u8) -> __m128i {
-    // SAFETY: the bsums are bytes 260..292 of the block (caller); the load is unaligned.
-    let bsums = unsafe { _mm256_loadu_si256(q8k.add(260).cast()) };
+    // SAFETY: the block holds its 16 bsums (caller); the load is unaligned.
+    let bsums = unsafe { _mm256_loadu_si256(q8k.add(offset_of!(BlockQ8K, bsums)).cast()) };
     _mm_hadd_epi16(
         _mm256_castsi256_si128(bsums),
         _mm256_extracti128_si256::<1>(bsums),
@@ -75,7 +77,7 @@ fn k_min_products(mn: [u8; 8], sums32: __m128i) -> __m128i {
 /// correction `dmin * da * Σ_j m_j * sums32[j]` (kept in four lanes until the end).
 ///
 /// # Safety
-/// `bw` must point to a Q4_K or Q5_K block (`d`, `dmin` and 12 scale bytes first).
+/// `bw` must point to a Q4_K or Q5_K block.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn k_block_head(
@@ -84,12 +86,14 @@ unsafe fn k_block_head(
     sums32: __m128i,
     acc_mins: __m128,
 ) -> (__m256, __m256i, __m128) {
-    // SAFETY: the caller guarantees the block's first 16 bytes.
+    // SAFETY: the caller guarantees the block, whose `d`, `dmin` and `scales` lie where
+    // Q4_K's do (asserted below).
     let (d, dmin, (sc, mn)) = unsafe {
+        let scales = bw.add(offset_of!(BlockQ4K, scales));
         (
-            _mm256_mul_ps(da, f16_splat(bw)),
-            _mm256_mul_ps(da, f16_splat(bw.add(2))),
-            k_scale_min(std::slice::from_raw_parts(bw.add(4), 12)),
+            _mm256_mul_ps(da, f16_splat(bw.add(offset_of!(BlockQ4K, d)))),
+            _mm256_mul_ps(da, f16_splat(bw.add(offset_of!(BlockQ4K, dmin)))),
+            k_scale_min(std::slice::from_raw_parts(scales, K_SCALE_SIZE)),
         )
     };
     let mins = _mm_fmadd_ps(
@@ -99,6 +103,13 @@ unsafe fn k_block_head(
     );
     (d, k_scales(sc), mins)
 }
+
+// `k_block_head` reads Q5_K blocks with Q4_K's offsets.
+const _: () = assert!(
+    offset_of!(BlockQ4K, d) == offset_of!(BlockQ5K, d)
+        && offset_of!(BlockQ4K, dmin) == offset_of!(BlockQ5K, dmin)
+        && offset_of!(BlockQ4K, scales) == offset_of!(BlockQ5K, scales)
+);
 
 /// # Safety
 /// Each of `ws` points to `blocks` Q4_K blocks and `a` to `blocks` Q8_K blocks. `ahead`: see
@@ -115,18 +126,17 @@ unsafe fn q4_k_q8_k_avx2<const R: usize>(
     let mask = _mm256_set1_epi8(0x0F);
     for i in 0..blocks {
         // SAFETY: block i of each operand is in bounds (caller); loads are unaligned and
-        // stay within the block's fields (d, dmin, scales at 4..16, qs at 16..144; the Q8_K
-        // scale at 0..4, values at 4..260, bsums at 260..292).
+        // stay within the block's fields.
         unsafe {
-            let ba = a.add(i * 292);
-            let da = _mm256_set1_ps(ba.cast::<f32>().read_unaligned());
-            let ys = ba.add(4);
+            let ba = a.add(i * size_of::<BlockQ8K>());
+            let da = _mm256_set1_ps(q8k_scale(ba));
+            let ys = ba.add(offset_of!(BlockQ8K, qs));
             let sums32 = q8k_sums32(ba);
             for r in 0..R {
-                let bw = ws[r].add(i * 144);
+                let bw = ws[r].add(i * size_of::<BlockQ4K>());
                 let (d, scales, mins) = k_block_head(bw, da, sums32, acc_mins[r]);
                 acc_mins[r] = mins;
-                let qs = bw.add(16);
+                let qs = bw.add(offset_of!(BlockQ4K, qs));
                 let mut sumi = _mm256_setzero_si256();
                 for k in 0..4 {
                     let q = _mm256_loadu_si256(qs.add(32 * k).cast());
@@ -161,24 +171,26 @@ unsafe fn q6_k_q8_k_avx2<const R: usize>(
     let m4 = _mm256_set1_epi8(0x0F);
     for i in 0..blocks {
         // SAFETY: block i of each operand is in bounds (caller); loads are unaligned and
-        // stay within the fields (ql 0..128, qh 128..192, scales 192..208, d 208..210; the
-        // Q8_K scale at 0..4, values at 4..260, bsums at 260..292).
+        // stay within the fields.
         unsafe {
-            let ba = a.add(i * 292);
-            let ys = ba.add(4);
-            let bsums = _mm256_loadu_si256(ba.add(260).cast());
+            let ba = a.add(i * size_of::<BlockQ8K>());
+            let ys = ba.add(offset_of!(BlockQ8K, qs));
+            let bsums = _mm256_loadu_si256(ba.add(offset_of!(BlockQ8K, bsums)).cast());
             for r in 0..R {
-                let bw = ws[r].add(i * 210);
+                let bw = ws[r].add(i * size_of::<BlockQ6K>());
                 // A Q6_K block spans four cache lines.
                 for line in 0..4 {
                     prefetch(bw.add(64 * line), ahead);
                 }
-                let (ql, qh) = (bw, bw.add(128));
-                let d = _mm256_mul_ps(
-                    _mm256_set1_ps(ba.cast::<f32>().read_unaligned()),
-                    f16_splat(bw.add(208)),
+                let (ql, qh) = (
+                    bw.add(offset_of!(BlockQ6K, ql)),
+                    bw.add(offset_of!(BlockQ6K, qh)),
                 );
-                let sc16 = _mm_loadu_si128(bw.add(192).cast());
+                let d = _mm256_mul_ps(
+                    _mm256_set1_ps(q8k_scale(ba)),
+                    f16_splat(bw.add(offset_of!(BlockQ6K, d))),
+                );
+                let sc16 = _mm_loadu_si128(bw.add(offset_of!(BlockQ6K, scales)).cast());
                 let sc = _mm256_broadcastsi128_si256(sc16);
                 // The stored q is the value plus 32: Σ s_j (q - 32) y = Σ s_j q y - 32 Σ s_j b_j
                 // over the 16-value sums b_j of y (Q8_K's bsums), one madd for the block.
@@ -259,18 +271,21 @@ unsafe fn q5_k_q8_k_avx2(blocks: usize, w: *const u8, a: *const u8) -> f32 {
     let one = _mm256_set1_epi8(1);
     for i in 0..blocks {
         // SAFETY: block i of each operand is in bounds (caller); loads are unaligned and
-        // stay within the block's fields (d, dmin, scales at 4..16, qh at 16..48, qs at
-        // 48..176; the Q8_K scale at 0..4, values at 4..260, bsums at 260..292).
+        // stay within the block's fields.
         unsafe {
-            let (bw, ba) = (w.add(i * 176), a.add(i * 292));
-            let da = _mm256_set1_ps(ba.cast::<f32>().read_unaligned());
+            let bw = w.add(i * size_of::<BlockQ5K>());
+            let ba = a.add(i * size_of::<BlockQ8K>());
+            let da = _mm256_set1_ps(q8k_scale(ba));
             let (d, scales, mins) = k_block_head(bw, da, q8k_sums32(ba), acc_mins);
             acc_mins = mins;
-            let (qs, ys) = (bw.add(48), ba.add(4));
+            let (qs, ys) = (
+                bw.add(offset_of!(BlockQ5K, qs)),
+                ba.add(offset_of!(BlockQ8K, qs)),
+            );
             // Bits 2k and 2k+1 of qh[l] are the fifth bits of elements 64k + l and 64k + 32 + l;
             // shifting the whole vector right by 2 per step keeps them at bits 0 and 1 of each
             // byte (at most 7 bits of shift, so no bit of the next byte reaches them).
-            let mut hb = _mm256_loadu_si256(bw.add(16).cast());
+            let mut hb = _mm256_loadu_si256(bw.add(offset_of!(BlockQ5K, qh)).cast());
             let mut sumi = _mm256_setzero_si256();
             for k in 0..4 {
                 let q = _mm256_loadu_si256(qs.add(32 * k).cast());
@@ -308,16 +323,16 @@ unsafe fn q3_k_q8_k_avx2(blocks: usize, w: *const u8, a: *const u8) -> f32 {
     let four = _mm256_set1_epi8(4);
     for i in 0..blocks {
         // SAFETY: block i of each operand is in bounds (caller); loads are unaligned and
-        // stay within the fields (hmask 0..32, qs 32..96, scales 96..108, d 108..110; the
-        // Q8_K scale at 0..4 and values at 4..260).
+        // stay within the fields.
         unsafe {
-            let (bw, ba) = (w.add(i * 110), a.add(i * 292));
+            let bw = w.add(i * size_of::<BlockQ3K>());
+            let ba = a.add(i * size_of::<BlockQ8K>());
             let d = _mm256_mul_ps(
-                f16_splat(bw.add(108)),
-                _mm256_set1_ps(ba.cast::<f32>().read_unaligned()),
+                f16_splat(bw.add(offset_of!(BlockQ3K, d))),
+                _mm256_set1_ps(q8k_scale(ba)),
             );
             // The sixteen 6-bit scales, unpacked a word at a time, minus 32 (as i8).
-            let sc = bw.add(96);
+            let sc = bw.add(offset_of!(BlockQ3K, scales));
             let a0 = sc.cast::<u32>().read_unaligned().to_le();
             let a1 = sc.add(4).cast::<u32>().read_unaligned().to_le();
             let tmp = sc.add(8).cast::<u32>().read_unaligned().to_le();
@@ -332,11 +347,11 @@ unsafe fn q3_k_q8_k_avx2(blocks: usize, w: *const u8, a: *const u8) -> f32 {
             );
             // Bit 4h + s of hmask[l] is the high bit of element 128h + 32s + l; shifting right
             // by one per step keeps it at bit 0 of each byte (at most 7 bits of shift).
-            let mut hb = _mm256_loadu_si256(bw.cast());
-            let ys = ba.add(4);
+            let mut hb = _mm256_loadu_si256(bw.add(offset_of!(BlockQ3K, hmask)).cast());
+            let ys = ba.add(offset_of!(BlockQ8K, qs));
             let mut sumi = _mm256_setzero_si256();
             for h in 0..2 {
-                let mut q = _mm256_loadu_si256(bw.add(32 + 32 * h).cast());
+                let mut q = _mm256_loadu_si256(bw.add(offset_of!(BlockQ3K, qs) + 32 * h).cast());
                 for s in 0..4 {
                     // Value q2 - 4 * !hbit = (q2 | hbit << 2) - 4, computed as
                     // (q2 | hbit << 2) * y - 4 * y with the unsigned part (0..8) in maddubs; both
@@ -370,29 +385,35 @@ unsafe fn q2_k_q8_k_avx2(blocks: usize, w: *const u8, a: *const u8) -> f32 {
     let m4 = _mm_set1_epi8(0x0F);
     for i in 0..blocks {
         // SAFETY: block i of each operand is in bounds (caller); loads are unaligned and
-        // stay within the fields (scales 0..16, qs 16..80, d 80..82, dmin 82..84; the Q8_K
-        // scale at 0..4, values at 4..260, bsums at 260..292).
+        // stay within the fields.
         unsafe {
-            let (bw, ba) = (w.add(i * 84), a.add(i * 292));
-            let da = ba.cast::<f32>().read_unaligned();
-            let dall = _mm256_mul_ps(_mm256_set1_ps(da), f16_splat(bw.add(80)));
-            let dmin = _mm256_mul_ps(_mm256_set1_ps(da), f16_splat(bw.add(82)));
-            let sc = _mm_loadu_si128(bw.cast());
+            let bw = w.add(i * size_of::<BlockQ2K>());
+            let ba = a.add(i * size_of::<BlockQ8K>());
+            let da = q8k_scale(ba);
+            let dall = _mm256_mul_ps(
+                _mm256_set1_ps(da),
+                f16_splat(bw.add(offset_of!(BlockQ2K, d))),
+            );
+            let dmin = _mm256_mul_ps(
+                _mm256_set1_ps(da),
+                f16_splat(bw.add(offset_of!(BlockQ2K, dmin))),
+            );
+            let sc = _mm_loadu_si128(bw.add(offset_of!(BlockQ2K, scales)).cast());
             // Σ_j bsums[j] * (sc[j] >> 4): |bsum| <= 16 * 128 and mins < 16, exact in i32.
             let mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), m4));
-            let bsums = _mm256_loadu_si256(ba.add(260).cast());
+            let bsums = _mm256_loadu_si256(ba.add(offset_of!(BlockQ8K, bsums)).cast());
             acc_mins = _mm256_fmadd_ps(
                 dmin,
                 _mm256_cvtepi32_ps(_mm256_madd_epi16(bsums, mins)),
                 acc_mins,
             );
             let scales = _mm_and_si128(sc, m4);
-            let ys = ba.add(4);
+            let ys = ba.add(offset_of!(BlockQ8K, qs));
             let mut sumi = _mm256_setzero_si256();
             for k in 0..2 {
                 // Bits 2s of q2[32k + l] are element 128k + 32s + l; shifting right by two per
                 // step keeps them at bits 0 and 1 of each byte (at most 6 bits of shift).
-                let mut q = _mm256_loadu_si256(bw.add(16 + 32 * k).cast());
+                let mut q = _mm256_loadu_si256(bw.add(offset_of!(BlockQ2K, qs) + 32 * k).cast());
                 for s in 0..4 {
                     let x = _mm256_and_si256(q, m3);
                     q = _mm256_srli_epi16(q, 2);
