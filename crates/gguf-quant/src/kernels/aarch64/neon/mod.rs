@@ -1,10 +1,11 @@
 //! NEON kernels, by concern:
 //! - `legacy`: dot products of Q8_0, Q4_0, Q4_1;
 //! - `kquants`: Q4_K, Q6_K;
-//! - `common`: what they share.
+//! - `vec`: the float kernels of [`crate::vec`], bit for bit as their scalar twins;
+//! - `common`: what the dot products share.
 //!
 //! Every other type, the activation quantizers and the several-rows products run the scalar
-//! code on aarch64.
+//! code on aarch64 (activations are quantized with the reference quantizer).
 //!
 //! Plain NEON only, which every aarch64 CPU has: signed byte products widen to i16 with
 //! `vmull_s8`/`vmlal_s8` and then to i32, so integer parts are exact, as in the scalar kernels.
@@ -26,6 +27,7 @@
 mod common;
 mod kquants;
 mod legacy;
+mod vec;
 
 use crate::kernels::{DotFn, IsaKernels};
 use crate::GgmlType;
@@ -42,7 +44,7 @@ pub(crate) fn kernels() -> Option<IsaKernels> {
         dot,
         rows: |_| None,
         quantize: |_| None,
-        vec: None,
+        vec: Some(vec::KERNELS),
     })
 }
 
