@@ -46,18 +46,12 @@ pub fn matmul(
     // scheduling (each task costs about as much as a few short rows).
     let rows_per_task = (p.rows / (4 * rayon::current_num_threads())).max(16);
     let tasks = p.rows.div_ceil(rows_per_task);
-    let mut parts: Vec<(usize, Vec<&mut [f32]>)> = (0..tasks)
-        .map(|t| (t * rows_per_task, Vec::with_capacity(p.batch)))
-        .collect();
-    for yb in y.chunks_mut(p.rows) {
-        for (t, piece) in yb.chunks_mut(rows_per_task).enumerate() {
-            parts[t].1.push(piece);
-        }
-    }
+    let parts = p.split_outputs(y, rows_per_task, tasks);
     let acts: &[u8] = scratch;
     parts
         .into_par_iter()
-        .for_each(|(first, mut outs)| p.compute(weights, acts, first, &mut outs));
+        .enumerate()
+        .for_each(|(t, mut outs)| p.compute(weights, acts, t * rows_per_task, &mut outs));
     Ok(())
 }
 
@@ -99,16 +93,12 @@ pub fn matmul_on(
         .div_ceil(threads)
         .next_multiple_of(ROWS_PER_GROUP)
         .max(ROWS_PER_GROUP);
-    let mut parts: Vec<Vec<&mut [f32]>> =
-        (0..threads).map(|_| Vec::with_capacity(p.batch)).collect();
-    for yb in y.chunks_mut(p.rows) {
-        for (t, piece) in yb.chunks_mut(share).enumerate() {
-            parts[t].push(piece);
-        }
-    }
     // Each thread takes only its own share; the mutexes are never contended.
-    let parts: Vec<std::sync::Mutex<Vec<&mut [f32]>>> =
-        parts.into_iter().map(std::sync::Mutex::new).collect();
+    let parts: Vec<std::sync::Mutex<Vec<&mut [f32]>>> = p
+        .split_outputs(y, share, threads)
+        .into_iter()
+        .map(std::sync::Mutex::new)
+        .collect();
     let acts: &[u8] = scratch;
     pool.run(|t, _| {
         let mut outs = parts[t].lock().unwrap_or_else(|e| e.into_inner());
@@ -168,6 +158,25 @@ fn prepare(
 }
 
 impl Prepared {
+    /// The outputs `y` (`batch` rows of `rows`) cut into `parts` shares of `share` weight rows:
+    /// share `t` holds, for every activation row, the outputs of weight rows `t * share..`, up
+    /// to `share` of them (none for the shares past the last row).
+    fn split_outputs<'y>(
+        &self,
+        y: &'y mut [f32],
+        share: usize,
+        parts: usize,
+    ) -> Vec<Vec<&'y mut [f32]>> {
+        let mut out: Vec<Vec<&mut [f32]>> =
+            (0..parts).map(|_| Vec::with_capacity(self.batch)).collect();
+        for yb in y.chunks_mut(self.rows) {
+            for (t, piece) in yb.chunks_mut(share).enumerate() {
+                out[t].push(piece);
+            }
+        }
+        out
+    }
+
     /// Weight rows `first..first + outs[b].len()` against every activation row `b`, into
     /// `outs[b]`. A batch takes a few weight rows at a time against every activation row, so
     /// the weights are read from memory once and from L1 for the rest of the batch.

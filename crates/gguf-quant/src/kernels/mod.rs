@@ -27,15 +27,9 @@
 macro_rules! safe_wrapper {
     ($name:ident, $inner:ident, $w:ident) => {
         pub(super) fn $name(n: usize, w: &[u8], a: &[u8]) -> f32 {
-            const W: crate::GgmlType = crate::GgmlType::$w;
-            const A: crate::GgmlType = crate::kernels::vec_dot_type(W);
-            let blocks = n / W.block_size() as usize;
-            assert!(
-                w.len() >= blocks * W.type_size() as usize
-                    && a.len() >= blocks * A.type_size() as usize
-            );
-            // SAFETY: the CPU has the instruction set (see above), and the assert makes the
-            // block count the kernel reads from each pointer a bound check, so even a wrong
+            let blocks = crate::kernels::checked_blocks(crate::GgmlType::$w, n, w, a);
+            // SAFETY: the CPU has the instruction set (see above), and `checked_blocks` makes
+            // the block count the kernel reads from each pointer a bound check, so even a wrong
             // caller cannot make it read out of bounds.
             unsafe { $inner(blocks, w.as_ptr(), a.as_ptr()) }
         }
@@ -46,13 +40,7 @@ macro_rules! safe_wrapper {
     // `$rows` (a [`RowsFn`]) any number, `$group` at a time, prefetching the next group.
     ($name:ident, $inner:ident, $w:ident, rows: $rows:ident, group: $group:literal) => {
         pub(super) fn $name(n: usize, w: &[u8], a: &[u8]) -> f32 {
-            const W: crate::GgmlType = crate::GgmlType::$w;
-            const A: crate::GgmlType = crate::kernels::vec_dot_type(W);
-            let blocks = n / W.block_size() as usize;
-            assert!(
-                w.len() >= blocks * W.type_size() as usize
-                    && a.len() >= blocks * A.type_size() as usize
-            );
+            let blocks = crate::kernels::checked_blocks(crate::GgmlType::$w, n, w, a);
             // SAFETY: as in the one-row arm above.
             unsafe { $inner::<1>(blocks, [w.as_ptr()], 0, a.as_ptr())[0] }
         }
@@ -82,6 +70,38 @@ macro_rules! safe_wrapper {
                 out[r] = unsafe { $inner::<1>(blocks, [row(r)], 0, a.as_ptr())[0] };
             }
         }
+    };
+}
+
+/// Defines an ISA module's `KERNELS`, its table of [`crate::vec`]'s kernels, from its
+/// `unsafe fn`s `$dot(n, a, b) -> f32`, `$mad(n, acc, x, s)`, `$scale(n, acc, s)` and
+/// `$swiglu(n, gate, up)` over `n` values behind each pointer. Like `safe_wrapper!`'s wrappers,
+/// the table is visible inside its ISA folder only and handed out by its `kernels()` only after
+/// `available()`.
+macro_rules! vec_kernels {
+    ($dot:ident, $mad:ident, $scale:ident, $swiglu:ident) => {
+        pub(super) const KERNELS: crate::vec::VecKernels = crate::vec::VecKernels {
+            dot_f16: |a, b| {
+                let n = a.len().min(b.len());
+                // SAFETY: the CPU has the instruction set (see above); both slices hold `n`
+                // values.
+                unsafe { $dot(n, a.as_ptr(), b.as_ptr()) }
+            },
+            mad_f16: |acc, x, s| {
+                let n = acc.len().min(x.len());
+                // SAFETY: as for `dot_f16`.
+                unsafe { $mad(n, acc.as_mut_ptr(), x.as_ptr(), s) }
+            },
+            scale_f16: |acc, s| {
+                // SAFETY: as for `dot_f16`; the slice holds `acc.len()` values.
+                unsafe { $scale(acc.len(), acc.as_mut_ptr(), s) }
+            },
+            swiglu: |gate, up| {
+                let n = gate.len().min(up.len());
+                // SAFETY: as for `dot_f16`.
+                unsafe { $swiglu(n, gate.as_mut_ptr(), up.as_ptr()) }
+            },
+        };
     };
 }
 
@@ -125,6 +145,18 @@ pub(crate) struct IsaKernels {
     pub(crate) quantize: fn(GgmlType) -> Option<QuantFn>,
     /// The float kernels of [`crate::vec`], if the ISA has them.
     pub(crate) vec: Option<VecKernels>,
+}
+
+/// The blocks of `n` weights of type `w`, after asserting that `w` holds them and `a` their
+/// activations (so that a kernel reading that many blocks stays in bounds).
+#[inline(always)]
+pub(crate) fn checked_blocks(w: GgmlType, n: usize, wb: &[u8], a: &[u8]) -> usize {
+    let blocks = n / w.block_size() as usize;
+    assert!(
+        wb.len() >= blocks * w.type_size() as usize
+            && a.len() >= blocks * vec_dot_type(w).type_size() as usize
+    );
+    blocks
 }
 
 /// The kernels for one weight type: one row at a time, several when the ISA has that, and the

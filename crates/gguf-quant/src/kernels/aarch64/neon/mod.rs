@@ -51,9 +51,9 @@ pub(crate) fn kernels() -> Option<IsaKernels> {
 /// The NEON kernel for weights of type `ty`, if there is one.
 fn dot(ty: GgmlType) -> Option<DotFn> {
     Some(match ty {
-        GgmlType::Q8_0 => legacy::q8_0_q8_0,
         GgmlType::Q4_0 => legacy::q4_0_q8_0,
         GgmlType::Q4_1 => legacy::q4_1_q8_1,
+        GgmlType::Q8_0 => legacy::q8_0_q8_0,
         GgmlType::Q4_K => kquants::q4_k_q8_k,
         GgmlType::Q6_K => kquants::q6_k_q8_k,
         _ => return None,

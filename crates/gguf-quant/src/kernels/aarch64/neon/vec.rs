@@ -12,39 +12,7 @@ use std::arch::asm;
 
 use half::f16;
 
-use crate::vec::VecKernels;
-
-/// The kernels of [`crate::vec`]. Like every function of this module, they may run only once
-/// `available()` confirmed NEON: `kernels()` hands them out only then.
-pub(super) const KERNELS: VecKernels = VecKernels {
-    dot_f16,
-    mad_f16,
-    scale_f16,
-    swiglu,
-};
-
-fn dot_f16(a: &[f16], b: &[f16]) -> f32 {
-    let n = a.len().min(b.len());
-    // SAFETY: the CPU has NEON (see `KERNELS`); both slices hold `n` values.
-    unsafe { dot_f16_neon(n, a.as_ptr(), b.as_ptr()) }
-}
-
-fn mad_f16(acc: &mut [f16], x: &[f16], s: f32) {
-    let n = acc.len().min(x.len());
-    // SAFETY: as in `dot_f16`.
-    unsafe { mad_f16_neon(n, acc.as_mut_ptr(), x.as_ptr(), s) }
-}
-
-fn scale_f16(acc: &mut [f16], s: f32) {
-    // SAFETY: as in `dot_f16`; the slice holds `acc.len()` values.
-    unsafe { scale_f16_neon(acc.len(), acc.as_mut_ptr(), s) }
-}
-
-fn swiglu(gate: &mut [f32], up: &[f32]) {
-    let n = gate.len().min(up.len());
-    // SAFETY: as in `dot_f16`.
-    unsafe { swiglu_neon(n, gate.as_mut_ptr(), up.as_ptr()) }
-}
+vec_kernels!(dot_f16_neon, mad_f16_neon, scale_f16_neon, swiglu_neon);
 
 /// Four f16 (their bits) as f32, exactly (`fcvtl`).
 #[inline]
@@ -117,46 +85,52 @@ unsafe fn dot_f16_neon(n: usize, a: *const f16, b: *const f16) -> f32 {
     sum as f32
 }
 
+/// `acc[i] = f16(op(f32(acc[i]), i))` for the `n` values at `acc`, rounding to nearest even:
+/// four at a time with `lanes` (`op` on values `i..i + 4`), the last `n % 4` with `one`.
+///
 /// # Safety
-/// `acc` and `x` point to `n` values.
+/// `acc` points to `n` values.
+#[inline]
 #[target_feature(enable = "neon")]
-unsafe fn mad_f16_neon(n: usize, acc: *mut f16, x: *const f16, s: f32) {
+unsafe fn map_f16(
+    n: usize,
+    acc: *mut f16,
+    lanes: impl Fn(float32x4_t, usize) -> float32x4_t,
+    one: impl Fn(f32, usize) -> f32,
+) {
     let np = n & !3;
-    let vs = vdupq_n_f32(s);
     let mut i = 0;
     while i < np {
         // SAFETY: i + 4 <= n.
-        unsafe {
-            let r = vfmaq_f32(load4(acc.add(i)), load4(x.add(i)), vs);
-            vst1_u16(acc.add(i).cast(), narrow(r));
-        }
+        unsafe { vst1_u16(acc.add(i).cast(), narrow(lanes(load4(acc.add(i)), i))) };
         i += 4;
     }
     for k in np..n {
         // SAFETY: k < n.
-        unsafe {
-            let y = (*acc.add(k)).to_f32();
-            *acc.add(k) = f16::from_f32((*x.add(k)).to_f32().mul_add(s, y));
-        }
+        unsafe { *acc.add(k) = f16::from_f32(one((*acc.add(k)).to_f32(), k)) };
     }
+}
+
+/// # Safety
+/// `acc` and `x` point to `n` values.
+#[target_feature(enable = "neon")]
+unsafe fn mad_f16_neon(n: usize, acc: *mut f16, x: *const f16, s: f32) {
+    let vs = vdupq_n_f32(s);
+    // SAFETY: `map_f16` passes indices of `n` values, four from `i` or one at `k` (caller).
+    let lanes = |y, i| unsafe { vfmaq_f32(y, load4(x.add(i)), vs) };
+    // SAFETY: as above.
+    let one = |y, k| unsafe { (*x.add(k)).to_f32().mul_add(s, y) };
+    // SAFETY: the caller's guarantee.
+    unsafe { map_f16(n, acc, lanes, one) }
 }
 
 /// # Safety
 /// `acc` points to `n` values.
 #[target_feature(enable = "neon")]
 unsafe fn scale_f16_neon(n: usize, acc: *mut f16, s: f32) {
-    let np = n & !3;
     let vs = vdupq_n_f32(s);
-    let mut i = 0;
-    while i < np {
-        // SAFETY: i + 4 <= n.
-        unsafe { vst1_u16(acc.add(i).cast(), narrow(vmulq_f32(load4(acc.add(i)), vs))) };
-        i += 4;
-    }
-    for k in np..n {
-        // SAFETY: k < n.
-        unsafe { *acc.add(k) = f16::from_f32((*acc.add(k)).to_f32() * s) };
-    }
+    // SAFETY: the caller's guarantee.
+    unsafe { map_f16(n, acc, |y, _| vmulq_f32(y, vs), |y, _| y * s) }
 }
 
 /// `ggml_v_expf` on four lanes: `vec::ggml_expf`'s operations, lane by lane.

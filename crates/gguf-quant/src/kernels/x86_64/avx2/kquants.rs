@@ -151,11 +151,7 @@ unsafe fn q4_k_q8_k_avx2<const R: usize>(
             }
         }
     }
-    let mut sums = [0f32; R];
-    for r in 0..R {
-        sums[r] = hsum(acc[r]) - hsum4(acc_mins[r]);
-    }
-    sums
+    std::array::from_fn(|r| hsum(acc[r]) - hsum4(acc_mins[r]))
 }
 
 /// # Safety
@@ -254,11 +250,7 @@ unsafe fn q6_k_q8_k_avx2<const R: usize>(
             }
         }
     }
-    let mut sums = [0f32; R];
-    for r in 0..R {
-        sums[r] = hsum(acc[r]);
-    }
-    sums
+    std::array::from_fn(|r| hsum(acc[r]))
 }
 
 /// # Safety

@@ -103,11 +103,7 @@ unsafe fn q4_1_q8_1_avx2<const R: usize>(
             }
         }
     }
-    let mut sums = [0f32; R];
-    for r in 0..R {
-        sums[r] = hsum(acc[r]) + mins[r];
-    }
-    sums
+    std::array::from_fn(|r| hsum(acc[r]) + mins[r])
 }
 
 /// The two consecutive little-endian f16 at `p` (Q4_1's and Q5_1's `d`, `m`; Q8_1's `d`, `s`)

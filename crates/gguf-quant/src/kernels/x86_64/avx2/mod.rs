@@ -50,18 +50,18 @@ pub(crate) fn kernels() -> Option<IsaKernels> {
 /// The kernel for weights of type `ty`, if there is one.
 fn dot(ty: GgmlType) -> Option<DotFn> {
     Some(match ty {
-        GgmlType::Q8_0 => legacy::q8_0_q8_0,
         GgmlType::Q4_0 => legacy::q4_0_q8_0,
         GgmlType::Q4_1 => legacy::q4_1_q8_1,
-        GgmlType::Q4_K => kquants::q4_k_q8_k,
-        GgmlType::Q6_K => kquants::q6_k_q8_k,
         GgmlType::Q5_0 => legacy::q5_0_q8_0,
         GgmlType::Q5_1 => legacy::q5_1_q8_1,
+        GgmlType::Q8_0 => legacy::q8_0_q8_0,
+        GgmlType::Q2_K => kquants::q2_k_q8_k,
+        GgmlType::Q3_K => kquants::q3_k_q8_k,
+        GgmlType::Q4_K => kquants::q4_k_q8_k,
+        GgmlType::Q5_K => kquants::q5_k_q8_k,
+        GgmlType::Q6_K => kquants::q6_k_q8_k,
         GgmlType::IQ4_NL => iq::iq4_nl_q8_0,
         GgmlType::IQ4_XS => iq::iq4_xs_q8_k,
-        GgmlType::Q5_K => kquants::q5_k_q8_k,
-        GgmlType::Q3_K => kquants::q3_k_q8_k,
-        GgmlType::Q2_K => kquants::q2_k_q8_k,
         GgmlType::F16 => vec::f16_f16,
         _ => return None,
     })
@@ -70,11 +70,11 @@ fn dot(ty: GgmlType) -> Option<DotFn> {
 /// The kernel that computes several rows per call for weights of type `ty`, if there is one.
 fn rows(ty: GgmlType) -> Option<RowsFn> {
     Some(match ty {
-        GgmlType::Q8_0 => legacy::q8_0_q8_0_rows,
         GgmlType::Q4_0 => legacy::q4_0_q8_0_rows,
         GgmlType::Q4_1 => legacy::q4_1_q8_1_rows,
-        GgmlType::Q6_K => kquants::q6_k_q8_k_rows,
+        GgmlType::Q8_0 => legacy::q8_0_q8_0_rows,
         GgmlType::Q4_K => kquants::q4_k_q8_k_rows,
+        GgmlType::Q6_K => kquants::q6_k_q8_k_rows,
         _ => return None,
     })
 }

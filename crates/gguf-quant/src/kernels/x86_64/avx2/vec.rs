@@ -7,41 +7,10 @@ use std::arch::x86_64::*;
 use half::f16;
 
 use super::common::{f16_at, hsum};
-use crate::vec::VecKernels;
 
 safe_wrapper!(f16_f16, f16_f16_avx2, F16);
 
-/// The kernels of [`crate::vec`]. Like every function of this module, they may run only once
-/// `available()` confirmed AVX2, FMA and F16C: `kernels()` hands them out only then.
-pub(super) const KERNELS: VecKernels = VecKernels {
-    dot_f16,
-    mad_f16,
-    scale_f16,
-    swiglu,
-};
-
-fn dot_f16(a: &[f16], b: &[f16]) -> f32 {
-    let n = a.len().min(b.len());
-    // SAFETY: the CPU has AVX2, FMA and F16C (see `KERNELS`); both slices hold `n` values.
-    unsafe { dot_f16_avx2(n, a.as_ptr(), b.as_ptr()) }
-}
-
-fn mad_f16(acc: &mut [f16], x: &[f16], s: f32) {
-    let n = acc.len().min(x.len());
-    // SAFETY: as in `dot_f16`.
-    unsafe { mad_f16_avx2(n, acc.as_mut_ptr(), x.as_ptr(), s) }
-}
-
-fn scale_f16(acc: &mut [f16], s: f32) {
-    // SAFETY: as in `dot_f16`; the slice holds `acc.len()` values.
-    unsafe { scale_f16_avx2(acc.len(), acc.as_mut_ptr(), s) }
-}
-
-fn swiglu(gate: &mut [f32], up: &[f32]) {
-    let n = gate.len().min(up.len());
-    // SAFETY: as in `dot_f16`.
-    unsafe { swiglu_avx2(n, gate.as_mut_ptr(), up.as_ptr()) }
-}
+vec_kernels!(dot_f16_avx2, mad_f16_avx2, scale_f16_avx2, swiglu_avx2);
 
 /// # Safety
 /// `w` and `a` point to `n` little-endian f16 values each.
@@ -117,58 +86,57 @@ unsafe fn dot_f16_avx2(n: usize, a: *const f16, b: *const f16) -> f32 {
     sum as f32
 }
 
+/// `acc[i] = f16(op(f32(acc[i]), i))` for the `n` values at `acc`, rounding to nearest even:
+/// eight at a time with `lanes` (`op` on values `i..i + 8`), the last `n % 8` with `one`.
+///
 /// # Safety
-/// The CPU has AVX2, FMA and F16C; `acc` and `x` point to `n` values.
+/// `acc` points to `n` values.
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn mad_f16_avx2(n: usize, acc: *mut f16, x: *const f16, s: f32) {
+unsafe fn map_f16(
+    n: usize,
+    acc: *mut f16,
+    lanes: impl Fn(__m256, usize) -> __m256,
+    one: impl Fn(f32, usize) -> f32,
+) {
     let np = n & !7;
-    let vs = _mm256_set1_ps(s);
     let mut i = 0;
     while i < np {
         // SAFETY: i + 8 <= n.
         unsafe {
             let y = _mm256_cvtph_ps(_mm_loadu_si128(acc.add(i).cast()));
-            let v = _mm256_cvtph_ps(_mm_loadu_si128(x.add(i).cast()));
-            let r = _mm256_fmadd_ps(v, vs, y);
-            _mm_storeu_si128(
-                acc.add(i).cast(),
-                _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(r),
-            );
+            let r = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(lanes(y, i));
+            _mm_storeu_si128(acc.add(i).cast(), r);
         }
         i += 8;
     }
     for k in np..n {
         // SAFETY: k < n.
-        unsafe {
-            let y = (*acc.add(k)).to_f32();
-            *acc.add(k) = f16::from_f32((*x.add(k)).to_f32().mul_add(s, y));
-        }
+        unsafe { *acc.add(k) = f16::from_f32(one((*acc.add(k)).to_f32(), k)) };
     }
+}
+
+/// # Safety
+/// The CPU has AVX2, FMA and F16C; `acc` and `x` point to `n` values.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn mad_f16_avx2(n: usize, acc: *mut f16, x: *const f16, s: f32) {
+    let vs = _mm256_set1_ps(s);
+    // SAFETY: `map_f16` passes indices of `n` values, eight from `i` or one at `k` (caller).
+    let lanes =
+        |y, i| unsafe { _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128(x.add(i).cast())), vs, y) };
+    // SAFETY: as above.
+    let one = |y, k| unsafe { (*x.add(k)).to_f32().mul_add(s, y) };
+    // SAFETY: the caller's guarantee.
+    unsafe { map_f16(n, acc, lanes, one) }
 }
 
 /// # Safety
 /// The CPU has AVX2, FMA and F16C; `acc` points to `n` values.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn scale_f16_avx2(n: usize, acc: *mut f16, s: f32) {
-    let np = n & !7;
     let vs = _mm256_set1_ps(s);
-    let mut i = 0;
-    while i < np {
-        // SAFETY: i + 8 <= n.
-        unsafe {
-            let y = _mm256_cvtph_ps(_mm_loadu_si128(acc.add(i).cast()));
-            let r = _mm256_mul_ps(y, vs);
-            _mm_storeu_si128(
-                acc.add(i).cast(),
-                _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(r),
-            );
-        }
-        i += 8;
-    }
-    for k in np..n {
-        // SAFETY: k < n.
-        unsafe { *acc.add(k) = f16::from_f32((*acc.add(k)).to_f32() * s) };
-    }
+    // SAFETY: the caller's guarantee.
+    unsafe { map_f16(n, acc, |y, _| _mm256_mul_ps(y, vs), |y, _| y * s) }
 }
 
 /// `ggml_v_expf` on eight lanes.
