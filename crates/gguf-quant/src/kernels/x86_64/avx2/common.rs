@@ -171,7 +171,11 @@ pub(super) fn two_accumulators<const R: usize>(
             *acc = _mm256_fmadd_ps(d0, v0, *acc);
         }
     }
-    std::array::from_fn(|r| hsum(_mm256_add_ps(acc0[r], acc1[r])))
+    let mut sums = [0f32; R];
+    for r in 0..R {
+        sums[r] = hsum(_mm256_add_ps(acc0[r], acc1[r]));
+    }
+    sums
 }
 
 /// The products `d_w * d_a` of the f16 scales that start four consecutive blocks of each

@@ -151,7 +151,11 @@ unsafe fn q4_k_q8_k_avx2<const R: usize>(
             }
         }
     }
-    std::array::from_fn(|r| hsum(acc[r]) - hsum4(acc_mins[r]))
+    let mut sums = [0f32; R];
+    for r in 0..R {
+        sums[r] = hsum(acc[r]) - hsum4(acc_mins[r]);
+    }
+    sums
 }
 
 /// # Safety
@@ -250,7 +254,11 @@ unsafe fn q6_k_q8_k_avx2<const R: usize>(
             }
         }
     }
-    std::array::from_fn(|r| hsum(acc[r]))
+    let mut sums = [0f32; R];
+    for r in 0..R {
+        sums[r] = hsum(acc[r]);
+    }
+    sums
 }
 
 /// # Safety

@@ -103,7 +103,11 @@ unsafe fn q4_1_q8_1_avx2<const R: usize>(
             }
         }
     }
-    std::array::from_fn(|r| hsum(acc[r]) + mins[r])
+    let mut sums = [0f32; R];
+    for r in 0..R {
+        sums[r] = hsum(acc[r]) + mins[r];
+    }
+    sums
 }
 
 /// The two consecutive little-endian f16 at `p` (Q4_1's and Q5_1's `d`, `m`; Q8_1's `d`, `s`)
