@@ -17,20 +17,20 @@
 
 pub mod blocks;
 mod dequant;
-mod dot;
 mod error;
 mod fp;
 mod grids;
+mod kernels;
 mod pool;
 mod quant;
 pub mod vec;
 
 pub use dequant::{dequantize, dequantize_row};
-pub use dot::{
-    isa, matmul, matmul_on, matvec, matvec_on, quantize_activations, vec_dot, vec_dot_type, Isa,
-};
 pub use error::{QuantError, Result};
 pub use gguf_format::GgmlType;
+pub use kernels::{
+    isa, matmul, matmul_on, matvec, matvec_on, quantize_activations, vec_dot, vec_dot_type, Isa,
+};
 pub use pool::ThreadPool;
 pub use quant::quantize_row;
 

@@ -1,7 +1,7 @@
 //! Plain types, the legacy quants, the K-quants, the ternary types and FP4.
 
 use super::DequantFn;
-use crate::blocks::QK_K;
+use crate::blocks::{field, BlockQ4K, BlockQ5K, QK_K};
 use crate::fp::{e8m0_to_fp32_half, f16_at, ue4m3_to_fp32_half, KVALUES_FP4};
 use crate::GgmlType;
 
@@ -191,37 +191,22 @@ pub(crate) fn k_scale_min(s: &[u8]) -> ([u8; 8], [u8; 8]) {
     (join(sc_lo, sc_hi), join(mn_lo, mn_hi))
 }
 
-fn q4_k(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in src.chunks_exact(144).zip(dst.chunks_exact_mut(QK_K)) {
+/// Q4_K and Q5_K (`d`, `dmin`, 12 bytes of packed scales and mins, then `qs` at `qs_at`): byte
+/// `qs[32c + l]` holds element `64c + l` (low nibble) and `64c + 32 + l` (high nibble), and
+/// `high(b, l, c)` gives the bits above the nibble of the low (`c = 2c'`) and high
+/// (`c = 2c' + 1`) element of byte `l` (Q5_K's fifth bits; none for Q4_K).
+#[inline(always)]
+fn k45(
+    src: &[u8],
+    dst: &mut [f32],
+    size: usize,
+    qs_at: usize,
+    high: impl Fn(&[u8], usize, usize) -> u8,
+) {
+    for (b, y) in src.chunks_exact(size).zip(dst.chunks_exact_mut(QK_K)) {
         let (d, dmin) = (f16_at(b), f16_at(&b[2..]));
         let (sc, mn) = k_scale_min(&b[4..16]);
-        // Byte qs[32c + l] holds element 64c + l (low nibble) and 64c + 32 + l (high nibble).
-        for (c, (q, y)) in b[16..144]
-            .chunks_exact(32)
-            .zip(y.chunks_exact_mut(64))
-            .enumerate()
-        {
-            let (d0, m0) = (d * f32::from(sc[2 * c]), dmin * f32::from(mn[2 * c]));
-            let (d1, m1) = (
-                d * f32::from(sc[2 * c + 1]),
-                dmin * f32::from(mn[2 * c + 1]),
-            );
-            let (lo, hi) = y.split_at_mut(32);
-            for ((&q, lo), hi) in q.iter().zip(lo).zip(hi) {
-                *lo = d0 * f32::from(q & 0x0F) - m0;
-                *hi = d1 * f32::from(q >> 4) - m1;
-            }
-        }
-    }
-}
-
-fn q5_k(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in src.chunks_exact(176).zip(dst.chunks_exact_mut(QK_K)) {
-        let (d, dmin) = (f16_at(b), f16_at(&b[2..]));
-        let (sc, mn) = k_scale_min(&b[4..16]);
-        let qh = &b[16..48];
-        // As Q4_K, with the fifth bit of element 32k + l in bit k of qh[l].
-        for (c, (q, y)) in b[48..176]
+        for (c, (q, y)) in b[qs_at..qs_at + 128]
             .chunks_exact(32)
             .zip(y.chunks_exact_mut(64))
             .enumerate()
@@ -233,13 +218,24 @@ fn q5_k(src: &[u8], dst: &mut [f32]) {
             );
             let (lo, hi) = y.split_at_mut(32);
             for (l, (&q, (lo, hi))) in q.iter().zip(lo.iter_mut().zip(hi)).enumerate() {
-                let h0 = ((qh[l] >> (2 * c)) & 1) << 4;
-                let h1 = ((qh[l] >> (2 * c + 1)) & 1) << 4;
-                *lo = d0 * f32::from((q & 0x0F) | h0) - m0;
-                *hi = d1 * f32::from((q >> 4) | h1) - m1;
+                *lo = d0 * f32::from((q & 0x0F) | high(b, l, 2 * c)) - m0;
+                *hi = d1 * f32::from((q >> 4) | high(b, l, 2 * c + 1)) - m1;
             }
         }
     }
+}
+
+fn q4_k(src: &[u8], dst: &mut [f32]) {
+    let qs = field!(BlockQ4K.qs).start;
+    k45(src, dst, size_of::<BlockQ4K>(), qs, |_, _, _| 0);
+}
+
+fn q5_k(src: &[u8], dst: &mut [f32]) {
+    // The fifth bit of element 32k + l is bit k of qh[l].
+    let (qs, qh) = (field!(BlockQ5K.qs).start, field!(BlockQ5K.qh).start);
+    k45(src, dst, size_of::<BlockQ5K>(), qs, |b, l, k| {
+        ((b[qh + l] >> k) & 1) << 4
+    });
 }
 
 fn q6_k(src: &[u8], dst: &mut [f32]) {

@@ -64,49 +64,22 @@ fn pack_2bit(l: &[u8; QK_K], qs: &mut [u8]) {
 /// `make_qx_quants(n, nmax, x, L, rmse_type = 1, qw = NULL)`: a symmetric scale searched over
 /// 19 candidates, weighted by x²; `l` gets the levels offset by `nmax`.
 fn make_qx_quants(nmax: i32, x: &[f32], l: &mut [u8]) -> f32 {
-    let n = x.len();
-    let mut max = 0f32;
-    let mut amax = 0f32;
-    for i in 0..n {
-        let ax = x[i].abs();
-        if ax > amax {
-            amax = ax;
-            max = x[i];
-        }
-    }
-    if amax < GROUP_MAX_EPS {
+    let Some(max) = signed_max(x) else {
         l.fill(0);
         return 0.0;
-    }
-    let mut iscale = -(nmax as f32) / max;
-    let mut sumlx = 0f32;
-    let mut suml2 = 0f32;
-    for i in 0..n {
-        let li = nearest_int(iscale * x[i]).clamp(-nmax, nmax - 1);
-        l[i] = (li + nmax) as u8;
-        let w = x[i] * x[i];
-        let lf = li as f32;
-        sumlx += w * x[i] * lf;
-        suml2 += w * lf * lf;
-    }
+    };
+    let iscale = -(nmax as f32) / max;
+    let (sumlx, suml2) = weighted_levels(x, iscale, nmax, |i, li| l[i] = (li + nmax) as u8);
     let mut scale = if suml2 != 0.0 { sumlx / suml2 } else { 0.0 };
     let mut best = scale * sumlx;
     for is in -9i32..=9 {
         if is == 0 {
             continue;
         }
-        iscale = -(nmax as f32 + 0.1 * is as f32) / max;
-        sumlx = 0.0;
-        suml2 = 0.0;
-        for i in 0..n {
-            let li = nearest_int(iscale * x[i]).clamp(-nmax, nmax - 1);
-            let w = x[i] * x[i];
-            let lf = li as f32;
-            sumlx += w * x[i] * lf;
-            suml2 += w * lf * lf;
-        }
+        let iscale = -(nmax as f32 + 0.1 * is as f32) / max;
+        let (sumlx, suml2) = weighted_levels(x, iscale, nmax, |_, _| {});
         if suml2 > 0.0 && sumlx * sumlx > best * suml2 {
-            for i in 0..n {
+            for i in 0..x.len() {
                 let li = nearest_int(iscale * x[i]).clamp(-nmax, nmax - 1);
                 l[i] = (nmax + li) as u8;
             }
@@ -117,34 +90,62 @@ fn make_qx_quants(nmax: i32, x: &[f32], l: &mut [u8]) -> f32 {
     scale
 }
 
-/// `make_q3_quants(n, nmax, x, L, do_rmse = true)`: a symmetric scale refined by moving single
-/// levels while that lowers the x²-weighted error; `l` gets the levels offset by `nmax`.
-fn make_q3_quants(nmax: i32, x: &[f32], l: &mut [i8]) -> f32 {
-    let n = x.len();
+/// The value of largest magnitude in `x` (the first, with its sign), as `make_qx_quants` and
+/// `make_q3_quants` search it; `None` when that magnitude is below `GROUP_MAX_EPS` (then ggml
+/// zeroes the levels and returns a zero scale).
+fn signed_max(x: &[f32]) -> Option<f32> {
+    let max = largest(x);
+    // `|max|` is never NaN, so this is C's `!(amax < GROUP_MAX_EPS)`.
+    (max.abs() >= GROUP_MAX_EPS).then_some(max)
+}
+
+/// The first value of largest magnitude in `x`, with its sign (0 if there is none above 0),
+/// as ggml's loops `if (ax > amax) { amax = ax; max = x[i]; }` find it.
+fn largest(x: &[f32]) -> f32 {
     let mut max = 0f32;
     let mut amax = 0f32;
-    for i in 0..n {
-        let ax = x[i].abs();
+    for &v in x {
+        let ax = v.abs();
         if ax > amax {
             amax = ax;
-            max = x[i];
+            max = v;
         }
     }
-    if amax < GROUP_MAX_EPS {
-        l.fill(0);
-        return 0.0;
-    }
-    let iscale = -(nmax as f32) / max;
+    max
+}
+
+/// The levels `nearest_int(iscale * x[i])`, clamped to `-nmax..nmax` and passed to `level(i, l)`,
+/// with their x²-weighted sums `(Σ w x l, Σ w l²)` in ggml's order.
+#[inline(always)]
+fn weighted_levels(
+    x: &[f32],
+    iscale: f32,
+    nmax: i32,
+    mut level: impl FnMut(usize, i32),
+) -> (f32, f32) {
     let mut sumlx = 0f32;
     let mut suml2 = 0f32;
-    for i in 0..n {
+    for i in 0..x.len() {
         let li = nearest_int(iscale * x[i]).clamp(-nmax, nmax - 1);
-        l[i] = li as i8;
+        level(i, li);
         let w = x[i] * x[i];
         let lf = li as f32;
         sumlx += w * x[i] * lf;
         suml2 += w * lf * lf;
     }
+    (sumlx, suml2)
+}
+
+/// `make_q3_quants(n, nmax, x, L, do_rmse = true)`: a symmetric scale refined by moving single
+/// levels while that lowers the x²-weighted error; `l` gets the levels offset by `nmax`.
+fn make_q3_quants(nmax: i32, x: &[f32], l: &mut [i8]) -> f32 {
+    let n = x.len();
+    let Some(max) = signed_max(x) else {
+        l.fill(0);
+        return 0.0;
+    };
+    let iscale = -(nmax as f32) / max;
+    let (mut sumlx, mut suml2) = weighted_levels(x, iscale, nmax, |i, li| l[i] = li as i8);
     for _ in 0..5 {
         let mut n_changed = 0;
         for i in 0..n {
@@ -366,16 +367,10 @@ fn q3_k(src: &[f32], dst: &mut [u8]) {
         let mut l = [0i8; QK_K];
         let mut scales = [0f32; QK_K / 16];
 
-        let mut max_scale = 0f32;
-        let mut amax = 0f32;
         for j in 0..QK_K / 16 {
             scales[j] = make_q3_quants(4, &x[16 * j..16 * j + 16], &mut l[16 * j..16 * j + 16]);
-            let scale = scales[j].abs();
-            if scale > amax {
-                amax = scale;
-                max_scale = scales[j];
-            }
         }
+        let max_scale = largest(&scales);
 
         let (hmask, rest) = y.split_at_mut(32);
         let (qs, rest) = rest.split_at_mut(64);
@@ -554,23 +549,14 @@ fn q6_k(src: &[f32], dst: &mut [u8]) {
         let mut l = [0u8; QK_K];
         let mut scales = [0f32; QK_K / 16];
 
-        let mut max_scale = 0f32;
-        let mut max_abs_scale = 0f32;
         for ib in 0..QK_K / 16 {
-            let scale =
+            scales[ib] =
                 make_qx_quants(32, &x[16 * ib..16 * ib + 16], &mut l[16 * ib..16 * ib + 16]);
-            scales[ib] = scale;
-            let abs_scale = scale.abs();
-            if abs_scale > max_abs_scale {
-                max_abs_scale = abs_scale;
-                max_scale = scale;
-            }
         }
-
-        if max_abs_scale < GROUP_MAX_EPS {
+        let Some(max_scale) = signed_max(&scales) else {
             y.fill(0);
             continue;
-        }
+        };
 
         let (ql, rest) = y.split_at_mut(128);
         let (qh, rest) = rest.split_at_mut(64);
@@ -616,18 +602,10 @@ fn q6_k(src: &[f32], dst: &mut [u8]) {
 // Q8_K: d (f32), qs[256] (i8), bsums[16] (i16).
 fn q8_k(src: &[f32], dst: &mut [u8]) {
     for (x, y) in src.chunks_exact(QK_K).zip(dst.chunks_exact_mut(292)) {
-        let mut max = 0f32;
-        let mut amax = 0f32;
-        for &v in x {
-            let ax = v.abs();
-            if ax > amax {
-                amax = ax;
-                max = v;
-            }
-        }
+        let max = largest(x);
         let (dd, rest) = y.split_at_mut(4);
         let (qs, bsums) = rest.split_at_mut(QK_K);
-        if amax == 0.0 {
+        if max == 0.0 {
             // ggml leaves bsums untouched here; they are the sums of the zero quants.
             y.fill(0);
             continue;
@@ -679,18 +657,7 @@ fn iq4_group(xb: &[f32], lb: &mut [u8], ntry: i32) -> Option<f32> {
     for j in 0..32 {
         weight[j] = xb[j] * xb[j];
     }
-    let mut amax = 0f32;
-    let mut max = 0f32;
-    for j in 0..32 {
-        let ax = xb[j].abs();
-        if ax > amax {
-            amax = ax;
-            max = xb[j];
-        }
-    }
-    if amax < GROUP_MAX_EPS {
-        return None;
-    }
+    let max = signed_max(xb)?;
     let v0 = f32::from(values[0]);
     let mut d = if ntry > 0 { -max / v0 } else { max / v0 };
     let mut id = 1.0 / d;
@@ -754,21 +721,11 @@ fn iq4_xs(src: &[f32], dst: &mut [u8]) {
     for (x, y) in src.chunks_exact(QK_K).zip(dst.chunks_exact_mut(136)) {
         let mut l = [0u8; QK_K];
         let mut scales = [0f32; QK_K / 32];
-        let mut max_scale = 0f32;
-        let mut amax_scale = 0f32;
         for ib in 0..QK_K / 32 {
             let lb = &mut l[32 * ib..32 * ib + 32];
-            let Some(d) = iq4_group(&x[32 * ib..32 * ib + 32], lb, 7) else {
-                scales[ib] = 0.0;
-                continue;
-            };
-            scales[ib] = d;
-            let abs_d = d.abs();
-            if abs_d > amax_scale {
-                amax_scale = abs_d;
-                max_scale = d;
-            }
+            scales[ib] = iq4_group(&x[32 * ib..32 * ib + 32], lb, 7).unwrap_or(0.0);
         }
+        let max_scale = largest(&scales);
 
         let (dh, rest) = y.split_at_mut(2);
         let (sh, rest) = rest.split_at_mut(2);

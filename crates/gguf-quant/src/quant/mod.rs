@@ -17,9 +17,12 @@ pub(crate) type QuantFn = fn(src: &[f32], dst: &mut [u8]);
 /// [`QuantError::Unsupported`].
 pub fn quantize_row(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<()> {
     check_lengths(ty, src.len(), dst.len())?;
-    let f = basic::kernel(ty)
-        .or_else(|| kquants::kernel(ty))
-        .ok_or(QuantError::Unsupported { ty, op: "quantize" })?;
+    let f = kernel(ty).ok_or(QuantError::Unsupported { ty, op: "quantize" })?;
     f(src, dst);
     Ok(())
+}
+
+/// The reference quantizer of `ty`, if ggml has one without an importance matrix.
+pub(crate) fn kernel(ty: GgmlType) -> Option<QuantFn> {
+    basic::kernel(ty).or_else(|| kquants::kernel(ty))
 }

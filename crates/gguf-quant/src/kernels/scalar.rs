@@ -15,6 +15,7 @@
 //! can differ from these kernels in the last bit for Q4_1, Q5_1, Q2_K, Q4_K, Q5_K, IQ1_S, IQ1_M.
 
 use super::DotFn;
+use crate::blocks::*;
 use crate::dequant::k_scale_min;
 use crate::fp::{e8m0_to_fp32_half, f16_at, ue4m3_to_fp32_half, KVALUES_FP4};
 use crate::grids::{
@@ -60,31 +61,19 @@ pub(super) fn kernel(ty: GgmlType) -> Option<DotFn> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Block sizes and helpers
+// Helpers. Block sizes and field ranges come from `crate::blocks` (`size_of`, `field!`).
 
-/// Bytes of a Q8_0 block (f16 `d`, 32 × i8).
-const Q8_0_BYTES: usize = 34;
-/// Bytes of a Q8_1 block (f16 `d`, f16 `s`, 32 × i8).
-const Q8_1_BYTES: usize = 36;
-/// Bytes of a Q8_K block (f32 `d`, 256 × i8, 16 × i16 `bsums`).
-const Q8_K_BYTES: usize = 292;
-/// Elements per super-block.
-const QK_K: usize = 256;
-
-/// Each weight block (`w_bytes` bytes, `per` elements) of an `n`-element row with the
-/// activation bytes (`a_bytes`) it is dotted with.
+/// Each weight block `W` of an `n`-element row with the bytes of the activation blocks `A` it
+/// is dotted with (one, or as many as cover its elements).
 #[inline(always)]
-fn blocks<'a>(
+fn blocks<'a, W: Block, A: Block>(
     n: usize,
-    per: usize,
     w: &'a [u8],
-    w_bytes: usize,
     a: &'a [u8],
-    a_bytes: usize,
 ) -> impl Iterator<Item = (&'a [u8], &'a [u8])> {
-    w.chunks_exact(w_bytes)
-        .zip(a.chunks_exact(a_bytes))
-        .take(n / per)
+    w.chunks_exact(size_of::<W>())
+        .zip(a.chunks_exact(W::ELEMENTS / A::ELEMENTS * size_of::<A>()))
+        .take(n / W::ELEMENTS)
 }
 
 #[inline(always)]
@@ -113,9 +102,9 @@ impl<'a> Q8K<'a> {
     #[inline(always)]
     fn new(b: &'a [u8]) -> Self {
         Q8K {
-            d: f32_at(b),
-            qs: &b[4..4 + QK_K],
-            bsums: &b[4 + QK_K..Q8_K_BYTES],
+            d: f32_at(&b[field!(BlockQ8K.d)]),
+            qs: &b[field!(BlockQ8K.qs)],
+            bsums: &b[field!(BlockQ8K.bsums)],
         }
     }
 
@@ -187,13 +176,17 @@ fn bf16_bf16(n: usize, w: &[u8], a: &[u8]) -> f32 {
 /// `ggml_vec_dot_q1_0_q8_0_generic`: 128 weights `±d` against four Q8_0 blocks.
 fn q1_0(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sumf = 0f32;
-    for (x, y) in blocks(n, 128, w, 18, a, 4 * Q8_0_BYTES) {
-        let d0 = f16_at(x);
+    for (x, y) in blocks::<BlockQ1_0, BlockQ8_0>(n, w, a) {
+        let d0 = f16_at(&x[field!(BlockQ1_0.d)]);
         let mut sumi = 0f32;
-        for (bits, yb) in x[2..18].chunks_exact(4).zip(y.chunks_exact(Q8_0_BYTES)) {
-            let d1 = f16_at(yb);
+        let qs = &x[field!(BlockQ1_0.qs)];
+        for (bits, yb) in qs
+            .chunks_exact(4)
+            .zip(y.chunks_exact(size_of::<BlockQ8_0>()))
+        {
+            let d1 = f16_at(&yb[field!(BlockQ8_0.d)]);
             let mut sumi_block = 0i32;
-            for (&mask, qy) in bits.iter().zip(yb[2..].chunks_exact(8)) {
+            for (&mask, qy) in bits.iter().zip(yb[field!(BlockQ8_0.qs)].chunks_exact(8)) {
                 for (k, &q) in qy.iter().enumerate() {
                     let q = i32::from(q as i8);
                     sumi_block += if mask >> k & 1 != 0 { q } else { -q };
@@ -209,13 +202,17 @@ fn q1_0(n: usize, w: &[u8], a: &[u8]) -> f32 {
 /// `ggml_vec_dot_q2_0_q8_0_generic`: 64 weights `d * (q - 1)` against two Q8_0 blocks.
 fn q2_0(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sumf = 0f32;
-    for (x, y) in blocks(n, 64, w, 18, a, 2 * Q8_0_BYTES) {
-        let d0 = f16_at(x);
+    for (x, y) in blocks::<BlockQ2_0, BlockQ8_0>(n, w, a) {
+        let d0 = f16_at(&x[field!(BlockQ2_0.d)]);
         let mut sumi = 0f32;
-        for (qs, yb) in x[2..18].chunks_exact(8).zip(y.chunks_exact(Q8_0_BYTES)) {
-            let d1 = f16_at(yb);
+        let qs = &x[field!(BlockQ2_0.qs)];
+        for (qs, yb) in qs
+            .chunks_exact(8)
+            .zip(y.chunks_exact(size_of::<BlockQ8_0>()))
+        {
+            let d1 = f16_at(&yb[field!(BlockQ8_0.d)]);
             let mut sumi_block = 0i32;
-            for (&byte, qy) in qs.iter().zip(yb[2..].chunks_exact(4)) {
+            for (&byte, qy) in qs.iter().zip(yb[field!(BlockQ8_0.qs)].chunks_exact(4)) {
                 for (k, &q) in qy.iter().enumerate() {
                     sumi_block += (i32::from(byte >> (2 * k) & 3) - 1) * i32::from(q as i8);
                 }
@@ -241,9 +238,10 @@ fn nibble_dot(qs: &[u8], q8: &[u8], f: impl Fn(u8) -> i32) -> i32 {
 /// `ggml_vec_dot_q4_0_q8_0_generic`.
 fn q4_0(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sumf = 0f32;
-    for (x, y) in blocks(n, 32, w, 18, a, Q8_0_BYTES) {
-        let sumi = nibble_dot(&x[2..18], &y[2..34], |q| i32::from(q) - 8);
-        sumf += sumi as f32 * f16_at(x) * f16_at(y);
+    for (x, y) in blocks::<BlockQ4_0, BlockQ8_0>(n, w, a) {
+        let (qs, q8) = (&x[field!(BlockQ4_0.qs)], &y[field!(BlockQ8_0.qs)]);
+        let sumi = nibble_dot(qs, q8, |q| i32::from(q) - 8);
+        sumf += sumi as f32 * f16_at(&x[field!(BlockQ4_0.d)]) * f16_at(&y[field!(BlockQ8_0.d)]);
     }
     sumf
 }
@@ -251,9 +249,14 @@ fn q4_0(n: usize, w: &[u8], a: &[u8]) -> f32 {
 /// `ggml_vec_dot_q4_1_q8_1_generic`.
 fn q4_1(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sumf = 0f32;
-    for (x, y) in blocks(n, 32, w, 20, a, Q8_1_BYTES) {
-        let sumi = nibble_dot(&x[4..20], &y[4..36], i32::from);
-        let (d, m) = (f16_at(x) * f16_at(y), f16_at(&x[2..]) * f16_at(&y[2..]));
+    for (x, y) in blocks::<BlockQ4_1, BlockQ8_1>(n, w, a) {
+        let sumi = nibble_dot(
+            &x[field!(BlockQ4_1.qs)],
+            &y[field!(BlockQ8_1.qs)],
+            i32::from,
+        );
+        let d = f16_at(&x[field!(BlockQ4_1.d)]) * f16_at(&y[field!(BlockQ8_1.d)]);
+        let m = f16_at(&x[field!(BlockQ4_1.m)]) * f16_at(&y[field!(BlockQ8_1.s)]);
         sumf += d.mul_add(sumi as f32, m); // FMA
     }
     sumf
@@ -275,9 +278,11 @@ fn q5_dot(qh: u32, qs: &[u8], q8: &[u8], offset: i32) -> i32 {
 /// `ggml_vec_dot_q5_0_q8_0_generic`.
 fn q5_0(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sumf = 0f32;
-    for (x, y) in blocks(n, 32, w, 22, a, Q8_0_BYTES) {
-        let sumi = q5_dot(u32_at(&x[2..]), &x[6..22], &y[2..34], 16);
-        sumf += (f16_at(x) * f16_at(y)) * sumi as f32;
+    for (x, y) in blocks::<BlockQ5_0, BlockQ8_0>(n, w, a) {
+        let qh = u32_at(&x[field!(BlockQ5_0.qh)]);
+        let sumi = q5_dot(qh, &x[field!(BlockQ5_0.qs)], &y[field!(BlockQ8_0.qs)], 16);
+        let d = f16_at(&x[field!(BlockQ5_0.d)]) * f16_at(&y[field!(BlockQ8_0.d)]);
+        sumf += d * sumi as f32;
     }
     sumf
 }
@@ -285,9 +290,11 @@ fn q5_0(n: usize, w: &[u8], a: &[u8]) -> f32 {
 /// `ggml_vec_dot_q5_1_q8_1_generic`.
 fn q5_1(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sumf = 0f32;
-    for (x, y) in blocks(n, 32, w, 24, a, Q8_1_BYTES) {
-        let sumi = q5_dot(u32_at(&x[4..]), &x[8..24], &y[4..36], 0);
-        let (d, m) = (f16_at(x) * f16_at(y), f16_at(&x[2..]) * f16_at(&y[2..]));
+    for (x, y) in blocks::<BlockQ5_1, BlockQ8_1>(n, w, a) {
+        let qh = u32_at(&x[field!(BlockQ5_1.qh)]);
+        let sumi = q5_dot(qh, &x[field!(BlockQ5_1.qs)], &y[field!(BlockQ8_1.qs)], 0);
+        let d = f16_at(&x[field!(BlockQ5_1.d)]) * f16_at(&y[field!(BlockQ8_1.d)]);
+        let m = f16_at(&x[field!(BlockQ5_1.m)]) * f16_at(&y[field!(BlockQ8_1.s)]);
         sumf += d.mul_add(sumi as f32, m); // FMA
     }
     sumf
@@ -296,13 +303,14 @@ fn q5_1(n: usize, w: &[u8], a: &[u8]) -> f32 {
 /// `ggml_vec_dot_q8_0_q8_0_generic`.
 fn q8_0(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sumf = 0f32;
-    for (x, y) in blocks(n, 32, w, Q8_0_BYTES, a, Q8_0_BYTES) {
-        let sumi: i32 = x[2..]
+    for (x, y) in blocks::<BlockQ8_0, BlockQ8_0>(n, w, a) {
+        let sumi: i32 = x[field!(BlockQ8_0.qs)]
             .iter()
-            .zip(&y[2..])
+            .zip(&y[field!(BlockQ8_0.qs)])
             .map(|(&p, &q)| i32::from(p as i8) * i32::from(q as i8))
             .sum();
-        sumf += sumi as f32 * (f16_at(x) * f16_at(y));
+        let (dx, dy) = (&x[field!(BlockQ8_0.d)], &y[field!(BlockQ8_0.d)]);
+        sumf += sumi as f32 * (f16_at(dx) * f16_at(dy));
     }
     sumf
 }
@@ -310,11 +318,11 @@ fn q8_0(n: usize, w: &[u8], a: &[u8]) -> f32 {
 /// `ggml_vec_dot_mxfp4_q8_0_generic`.
 fn mxfp4(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sumf = 0f32;
-    for (x, y) in blocks(n, 32, w, 17, a, Q8_0_BYTES) {
-        let d = f16_at(y) * e8m0_to_fp32_half(x[0]);
-        let sumi = nibble_dot(&x[1..17], &y[2..34], |q| {
-            i32::from(KVALUES_FP4[usize::from(q)])
-        });
+    for (x, y) in blocks::<BlockMxfp4, BlockQ8_0>(n, w, a) {
+        let e = x[field!(BlockMxfp4.e)][0];
+        let d = f16_at(&y[field!(BlockQ8_0.d)]) * e8m0_to_fp32_half(e);
+        let (qs, q8) = (&x[field!(BlockMxfp4.qs)], &y[field!(BlockQ8_0.qs)]);
+        let sumi = nibble_dot(qs, q8, |q| i32::from(KVALUES_FP4[usize::from(q)]));
         sumf += d * sumi as f32;
     }
     sumf
@@ -324,12 +332,13 @@ fn mxfp4(n: usize, w: &[u8], a: &[u8]) -> f32 {
 /// blocks.
 fn nvfp4(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sumf = 0f32;
-    for (x, y) in blocks(n, 64, w, 36, a, 2 * Q8_0_BYTES) {
-        for (s, qs) in x[4..36].chunks_exact(8).enumerate() {
-            let d = ue4m3_to_fp32_half(x[s]);
-            let yb = &y[(s / 2) * Q8_0_BYTES..(s / 2 + 1) * Q8_0_BYTES];
-            let dy = f16_at(yb);
-            let q8 = &yb[2 + (s % 2) * 16..2 + (s % 2) * 16 + 16];
+    for (x, y) in blocks::<BlockNvfp4, BlockQ8_0>(n, w, a) {
+        let scales = &x[field!(BlockNvfp4.d)];
+        for (s, qs) in x[field!(BlockNvfp4.qs)].chunks_exact(8).enumerate() {
+            let d = ue4m3_to_fp32_half(scales[s]);
+            let yb = &y[s / 2 * size_of::<BlockQ8_0>()..][..size_of::<BlockQ8_0>()];
+            let dy = f16_at(&yb[field!(BlockQ8_0.d)]);
+            let q8 = &yb[field!(BlockQ8_0.qs)][(s % 2) * 16..][..16];
             let sumi: i32 = qs
                 .iter()
                 .zip(&q8[..8])
@@ -348,11 +357,10 @@ fn nvfp4(n: usize, w: &[u8], a: &[u8]) -> f32 {
 /// `ggml_vec_dot_iq4_nl_q8_0_generic`.
 fn iq4_nl(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sumf = 0f32;
-    for (x, y) in blocks(n, 32, w, 18, a, Q8_0_BYTES) {
-        let d = f16_at(y) * f16_at(x);
-        let sumi = nibble_dot(&x[2..18], &y[2..34], |q| {
-            i32::from(KVALUES_IQ4NL[usize::from(q)])
-        });
+    for (x, y) in blocks::<BlockIq4Nl, BlockQ8_0>(n, w, a) {
+        let d = f16_at(&y[field!(BlockQ8_0.d)]) * f16_at(&x[field!(BlockIq4Nl.d)]);
+        let (qs, q8) = (&x[field!(BlockIq4Nl.qs)], &y[field!(BlockQ8_0.qs)]);
+        let sumi = nibble_dot(qs, q8, |q| i32::from(KVALUES_IQ4NL[usize::from(q)]));
         sumf += d * sumi as f32;
     }
     sumf
@@ -380,15 +388,15 @@ fn lane_sums(a: &[i8; QK_K], q8: &[u8], sub: usize, scale: impl Fn(usize) -> i32
 /// `ggml_vec_dot_q2_K_q8_K_generic`.
 fn q2_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sumf = 0f32;
-    for (x, y) in blocks(n, QK_K, w, 84, a, Q8_K_BYTES) {
+    for (x, y) in blocks::<BlockQ2K, BlockQ8K>(n, w, a) {
         let y = Q8K::new(y);
-        let sc = &x[..16];
+        let sc = &x[field!(BlockQ2K.scales)];
         let summs: i32 = (0..16).map(|j| y.bsum(j) * i32::from(sc[j] >> 4)).sum();
-        let dall = y.d * f16_at(&x[80..]);
-        let dmin = y.d * f16_at(&x[82..]);
+        let dall = y.d * f16_at(&x[field!(BlockQ2K.d)]);
+        let dmin = y.d * f16_at(&x[field!(BlockQ2K.dmin)]);
         let mut isum = 0i32;
         // Sub-block `is` (16 values) of half `k`: bits `2 * shift` of q2[k * 32 + l].
-        for (k, q2) in x[16..80].chunks_exact(32).enumerate() {
+        for (k, q2) in x[field!(BlockQ2K.qs)].chunks_exact(32).enumerate() {
             for shift in 0..4 {
                 for half in 0..2 {
                     let is = k * 8 + shift * 2 + half;
@@ -410,9 +418,10 @@ fn q3_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
     const KMASK1: u32 = 0x0303_0303;
     const KMASK2: u32 = 0x0f0f_0f0f;
     let mut sums = [0f32; 8];
-    for (x, y) in blocks(n, QK_K, w, 110, a, Q8_K_BYTES) {
+    for (x, y) in blocks::<BlockQ3K, BlockQ8K>(n, w, a) {
         let y = Q8K::new(y);
-        let (hm, qs, sc) = (&x[..32], &x[32..96], &x[96..108]);
+        let hm = &x[field!(BlockQ3K.hmask)];
+        let (qs, sc) = (&x[field!(BlockQ3K.qs)], &x[field!(BlockQ3K.scales)]);
         let mut aux8 = [0i8; QK_K];
         for (j, out) in aux8.chunks_exact_mut(128).enumerate() {
             let q3 = &qs[j * 32..j * 32 + 32];
@@ -432,7 +441,7 @@ fn q3_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
         ];
         let scale = |j: usize| i32::from((auxs[j / 4] >> (8 * (j % 4))) as u8 as i8) - 32;
         let aux32 = lane_sums(&aux8, y.qs, 16, scale);
-        let d = f16_at(&x[108..]) * y.d;
+        let d = f16_at(&x[field!(BlockQ3K.d)]) * y.d;
         for (s, &v) in sums.iter_mut().zip(&aux32) {
             *s += d * v as f32;
         }
@@ -444,17 +453,23 @@ fn q3_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
     sumf
 }
 
-/// The tail shared by Q4_K and Q5_K: `aux8` holds the 256 unsigned values.
+/// The tail shared by Q4_K and Q5_K (whose `d`, `dmin` and `scales` lie where Q4_K's do):
+/// `aux8` holds the 256 unsigned values.
 #[inline(always)]
 fn q45_k_block(x: &[u8], y: &Q8K, aux8: &[i8; QK_K], sums: &mut [f32; 8], sumf: &mut f32) {
-    let (scales, mins) = k_scale_min(&x[4..16]);
+    const _: () = assert!(
+        field!(BlockQ4K.d).start == field!(BlockQ5K.d).start
+            && field!(BlockQ4K.dmin).start == field!(BlockQ5K.dmin).start
+            && field!(BlockQ4K.scales).start == field!(BlockQ5K.scales).start
+    );
+    let (scales, mins) = k_scale_min(&x[field!(BlockQ4K.scales)]);
     let sumi: i32 = (0..16).map(|j| y.bsum(j) * i32::from(mins[j / 2])).sum();
     let aux32 = lane_sums(aux8, y.qs, 32, |j| i32::from(scales[j]));
-    let d = f16_at(x) * y.d;
+    let d = f16_at(&x[field!(BlockQ4K.d)]) * y.d;
     for (s, &v) in sums.iter_mut().zip(&aux32) {
         *s = d.mul_add(v as f32, *s); // FMA
     }
-    let dmin = f16_at(&x[2..]) * y.d;
+    let dmin = f16_at(&x[field!(BlockQ4K.dmin)]) * y.d;
     *sumf = (-dmin).mul_add(sumi as f32, *sumf); // FMA: sumf -= dmin * sumi
 }
 
@@ -462,10 +477,11 @@ fn q45_k_block(x: &[u8], y: &Q8K, aux8: &[i8; QK_K], sums: &mut [f32; 8], sumf: 
 fn q4_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sums = [0f32; 8];
     let mut sumf = 0f32;
-    for (x, y) in blocks(n, QK_K, w, 144, a, Q8_K_BYTES) {
+    for (x, y) in blocks::<BlockQ4K, BlockQ8K>(n, w, a) {
         let y = Q8K::new(y);
         let mut aux8 = [0i8; QK_K];
-        for (out, q4) in aux8.chunks_exact_mut(64).zip(x[16..144].chunks_exact(32)) {
+        let qs = &x[field!(BlockQ4K.qs)];
+        for (out, q4) in aux8.chunks_exact_mut(64).zip(qs.chunks_exact(32)) {
             let (lo, hi) = out.split_at_mut(32);
             for ((l, h), &q) in lo.iter_mut().zip(hi).zip(q4) {
                 *l = (q & 0x0f) as i8;
@@ -484,13 +500,13 @@ fn q4_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
 fn q5_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sums = [0f32; 8];
     let mut sumf = 0f32;
-    for (x, y) in blocks(n, QK_K, w, 176, a, Q8_K_BYTES) {
+    for (x, y) in blocks::<BlockQ5K, BlockQ8K>(n, w, a) {
         let y = Q8K::new(y);
-        let hm = &x[16..48];
+        let hm = &x[field!(BlockQ5K.qh)];
         let mut aux8 = [0i8; QK_K];
         for (j, (out, q4)) in aux8
             .chunks_exact_mut(64)
-            .zip(x[48..176].chunks_exact(32))
+            .zip(x[field!(BlockQ5K.qs)].chunks_exact(32))
             .enumerate()
         {
             let (m0, m1) = (1u8 << (2 * j), 1u8 << (2 * j + 1));
@@ -511,9 +527,10 @@ fn q5_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
 /// `ggml_vec_dot_q6_K_q8_K_generic`.
 fn q6_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sums = [0f32; 8];
-    for (x, y) in blocks(n, QK_K, w, 210, a, Q8_K_BYTES) {
+    for (x, y) in blocks::<BlockQ6K, BlockQ8K>(n, w, a) {
         let y = Q8K::new(y);
-        let (ql, qh, sc) = (&x[..128], &x[128..192], &x[192..208]);
+        let (ql, qh) = (&x[field!(BlockQ6K.ql)], &x[field!(BlockQ6K.qh)]);
+        let sc = &x[field!(BlockQ6K.scales)];
         let mut aux8 = [0i8; QK_K];
         for (j, out) in aux8.chunks_exact_mut(128).enumerate() {
             let (q4, h) = (&ql[j * 64..j * 64 + 64], &qh[j * 32..j * 32 + 32]);
@@ -526,7 +543,7 @@ fn q6_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
             }
         }
         let aux32 = lane_sums(&aux8, y.qs, 16, |j| i32::from(sc[j] as i8));
-        let d = f16_at(&x[208..]) * y.d;
+        let d = f16_at(&x[field!(BlockQ6K.d)]) * y.d;
         for (s, &v) in sums.iter_mut().zip(&aux32) {
             *s += d * v as f32;
         }
@@ -544,11 +561,12 @@ fn q6_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
 /// `ggml_vec_dot_iq2_xxs_q8_K_generic`.
 fn iq2_xxs(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sumf = 0f32;
-    for (x, y) in blocks(n, QK_K, w, 66, a, Q8_K_BYTES) {
+    for (x, y) in blocks::<BlockIq2Xxs, BlockQ8K>(n, w, a) {
         let y = Q8K::new(y);
-        let d = f16_at(x) * y.d;
+        let d = f16_at(&x[field!(BlockIq2Xxs.d)]) * y.d;
         let mut bsum = 0i32;
-        for (q2, q8) in x[2..66].chunks_exact(8).zip(y.qs.chunks_exact(32)) {
+        let qs = &x[field!(BlockIq2Xxs.qs)];
+        for (q2, q8) in qs.chunks_exact(8).zip(y.qs.chunks_exact(32)) {
             let aux1 = u32_at(&q2[4..]);
             let ls = (2 * (aux1 >> 28) + 1) as i32;
             let mut sumi = 0i32;
@@ -567,12 +585,12 @@ fn iq2_xxs(n: usize, w: &[u8], a: &[u8]) -> f32 {
 /// `ggml_vec_dot_iq2_xs_q8_K_generic`.
 fn iq2_xs(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sumf = 0f32;
-    for (x, y) in blocks(n, QK_K, w, 74, a, Q8_K_BYTES) {
+    for (x, y) in blocks::<BlockIq2Xs, BlockQ8K>(n, w, a) {
         let y = Q8K::new(y);
-        let d = f16_at(x) * y.d;
-        let sc = &x[66..74];
+        let d = f16_at(&x[field!(BlockIq2Xs.d)]) * y.d;
+        let sc = &x[field!(BlockIq2Xs.scales)];
         let mut bsum = 0i32;
-        for (ib32, (q2, q8)) in x[2..66]
+        for (ib32, (q2, q8)) in x[field!(BlockIq2Xs.qs)]
             .chunks_exact(8)
             .zip(y.qs.chunks_exact(32))
             .enumerate()
@@ -599,10 +617,11 @@ fn iq2_xs(n: usize, w: &[u8], a: &[u8]) -> f32 {
 /// `ggml_vec_dot_iq2_s_q8_K_generic`.
 fn iq2_s(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sumf = 0f32;
-    for (x, y) in blocks(n, QK_K, w, 82, a, Q8_K_BYTES) {
+    for (x, y) in blocks::<BlockIq2S, BlockQ8K>(n, w, a) {
         let y = Q8K::new(y);
-        let d = f16_at(x) * y.d;
-        let (qs, signs, qh, sc) = (&x[2..34], &x[34..66], &x[66..74], &x[74..82]);
+        let d = f16_at(&x[field!(BlockIq2S.d)]) * y.d;
+        let (qs, signs) = x[field!(BlockIq2S.qs)].split_at(QK_K / 8);
+        let (qh, sc) = (&x[field!(BlockIq2S.qh)], &x[field!(BlockIq2S.scales)]);
         let mut bsum = 0i32;
         for (ib32, q8) in y.qs.chunks_exact(32).enumerate() {
             let ls1 = 1 + 2 * i32::from(sc[ib32] & 0xf);
@@ -624,10 +643,10 @@ fn iq2_s(n: usize, w: &[u8], a: &[u8]) -> f32 {
 /// `ggml_vec_dot_iq3_xxs_q8_K_generic`.
 fn iq3_xxs(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sumf = 0f32;
-    for (x, y) in blocks(n, QK_K, w, 98, a, Q8_K_BYTES) {
+    for (x, y) in blocks::<BlockIq3Xxs, BlockQ8K>(n, w, a) {
         let y = Q8K::new(y);
-        let d = f16_at(x) * y.d;
-        let (q3, gas) = (&x[2..66], &x[66..98]);
+        let d = f16_at(&x[field!(BlockIq3Xxs.d)]) * y.d;
+        let (q3, gas) = x[field!(BlockIq3Xxs.qs)].split_at(QK_K / 4);
         let mut bsum = 0i32;
         for ((q3, g), q8) in q3
             .chunks_exact(8)
@@ -654,10 +673,11 @@ fn iq3_xxs(n: usize, w: &[u8], a: &[u8]) -> f32 {
 /// `ggml_vec_dot_iq3_s_q8_K_generic`.
 fn iq3_s(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sumf = 0f32;
-    for (x, y) in blocks(n, QK_K, w, 110, a, Q8_K_BYTES) {
+    for (x, y) in blocks::<BlockIq3S, BlockQ8K>(n, w, a) {
         let y = Q8K::new(y);
-        let d = f16_at(x) * y.d;
-        let (qs, qh, signs, sc) = (&x[2..66], &x[66..74], &x[74..106], &x[106..110]);
+        let d = f16_at(&x[field!(BlockIq3S.d)]) * y.d;
+        let (qs, qh) = (&x[field!(BlockIq3S.qs)], &x[field!(BlockIq3S.qh)]);
+        let (signs, sc) = (&x[field!(BlockIq3S.signs)], &x[field!(BlockIq3S.scales)]);
         let mut bsum = 0i32;
         for (ib32, q8) in y.qs.chunks_exact(32).enumerate() {
             let ls = if ib32 % 2 == 0 {
@@ -696,9 +716,9 @@ fn iq1_grid_dot(idx: usize, q8: &[u8]) -> i32 {
 /// `ggml_vec_dot_iq1_s_q8_K_generic`.
 fn iq1_s(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sumf = 0f32;
-    for (x, y) in blocks(n, QK_K, w, 50, a, Q8_K_BYTES) {
+    for (x, y) in blocks::<BlockIq1S, BlockQ8K>(n, w, a) {
         let y = Q8K::new(y);
-        let (qs, qh) = (&x[2..34], &x[34..50]);
+        let (qs, qh) = (&x[field!(BlockIq1S.qs)], &x[field!(BlockIq1S.qh)]);
         let (mut sumi, mut sumi1) = (0i32, 0i32);
         for (ib, q8) in y.qs.chunks_exact(32).enumerate() {
             let h = usize::from(u16_at(&qh[2 * ib..]));
@@ -717,7 +737,7 @@ fn iq1_s(n: usize, w: &[u8], a: &[u8]) -> f32 {
         // ggml fuses `sumi + IQ1S_DELTA * sumi1` too; the product is exact, so the unfused sum
         // rounds identically.
         let v = sumi as f32 + IQ1S_DELTA * sumi1 as f32;
-        sumf = (f16_at(x) * y.d).mul_add(v, sumf); // FMA
+        sumf = (f16_at(&x[field!(BlockIq1S.d)]) * y.d).mul_add(v, sumf); // FMA
     }
     sumf
 }
@@ -725,15 +745,11 @@ fn iq1_s(n: usize, w: &[u8], a: &[u8]) -> f32 {
 /// `ggml_vec_dot_iq1_m_q8_K_generic`.
 fn iq1_m(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sumf = 0f32;
-    for (x, y) in blocks(n, QK_K, w, 56, a, Q8_K_BYTES) {
+    for (x, y) in blocks::<BlockIq1M, BlockQ8K>(n, w, a) {
         let y = Q8K::new(y);
-        let (qs, qh) = (&x[..32], &x[32..48]);
-        let sc = [
-            u16_at(&x[48..]),
-            u16_at(&x[50..]),
-            u16_at(&x[52..]),
-            u16_at(&x[54..]),
-        ];
+        let (qs, qh) = (&x[field!(BlockIq1M.qs)], &x[field!(BlockIq1M.qh)]);
+        let scales = &x[field!(BlockIq1M.scales)];
+        let sc: [u16; 4] = std::array::from_fn(|k| u16_at(&scales[2 * k..]));
         let scale =
             (sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000);
         let (mut sumi1, mut sumi2) = (0i32, 0i32);
@@ -771,12 +787,12 @@ fn iq1_m(n: usize, w: &[u8], a: &[u8]) -> f32 {
 /// `ggml_vec_dot_iq4_xs_q8_K_generic`.
 fn iq4_xs(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sumf = 0f32;
-    for (x, y) in blocks(n, QK_K, w, 136, a, Q8_K_BYTES) {
+    for (x, y) in blocks::<BlockIq4Xs, BlockQ8K>(n, w, a) {
         let y = Q8K::new(y);
-        let d4d8 = f16_at(x) * y.d;
-        let h = u16_at(&x[2..]);
-        let scales_l = &x[4..8];
-        for (ib, (qs, q8)) in x[8..136]
+        let d4d8 = f16_at(&x[field!(BlockIq4Xs.d)]) * y.d;
+        let h = u16_at(&x[field!(BlockIq4Xs.scales_h)]);
+        let scales_l = &x[field!(BlockIq4Xs.scales_l)];
+        for (ib, (qs, q8)) in x[field!(BlockIq4Xs.qs)]
             .chunks_exact(16)
             .zip(y.qs.chunks_exact(32))
             .enumerate()
@@ -803,9 +819,9 @@ fn tq1_0(n: usize, w: &[u8], a: &[u8]) -> f32 {
     const POW3: [u8; 6] = [1, 3, 9, 27, 81, 243];
     let trit = |b: u8, l: usize| ((i32::from(b.wrapping_mul(POW3[l])) * 3) >> 8) - 1;
     let mut sumf = 0f32;
-    for (x, y) in blocks(n, QK_K, w, 54, a, Q8_K_BYTES) {
+    for (x, y) in blocks::<BlockTq1_0, BlockQ8K>(n, w, a) {
         let y = Q8K::new(y);
-        let (qs, qh) = (&x[..48], &x[48..52]);
+        let (qs, qh) = (&x[field!(BlockTq1_0.qs)], &x[field!(BlockTq1_0.qh)]);
         let mut sum = 0i32;
         // Bytes 0..32: five trits each, trit l of byte m is value l * 32 + m.
         for l in 0..5 {
@@ -825,7 +841,7 @@ fn tq1_0(n: usize, w: &[u8], a: &[u8]) -> f32 {
                 sum += trit(b, l) * y.q(240 + l * 4 + j);
             }
         }
-        sumf += sum as f32 * (f16_at(&x[52..]) * y.d);
+        sumf += sum as f32 * (f16_at(&x[field!(BlockTq1_0.d)]) * y.d);
     }
     sumf
 }
@@ -833,17 +849,17 @@ fn tq1_0(n: usize, w: &[u8], a: &[u8]) -> f32 {
 /// `ggml_vec_dot_tq2_0_q8_K_generic`.
 fn tq2_0(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sumf = 0f32;
-    for (x, y) in blocks(n, QK_K, w, 66, a, Q8_K_BYTES) {
+    for (x, y) in blocks::<BlockTq2_0, BlockQ8K>(n, w, a) {
         let y = Q8K::new(y);
         let mut sumi = 0i32;
-        for (j, qs) in x[..64].chunks_exact(32).enumerate() {
+        for (j, qs) in x[field!(BlockTq2_0.qs)].chunks_exact(32).enumerate() {
             for l in 0..4 {
                 for (k, &b) in qs.iter().enumerate() {
                     sumi += y.q(j * 128 + l * 32 + k) * (i32::from(b >> (2 * l) & 3) - 1);
                 }
             }
         }
-        let d = y.d * f16_at(&x[64..]);
+        let d = y.d * f16_at(&x[field!(BlockTq2_0.d)]);
         sumf += sumi as f32 * d;
     }
     sumf

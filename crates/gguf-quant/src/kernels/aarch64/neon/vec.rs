@@ -1,0 +1,197 @@
+//! NEON twins of the float kernels of [`crate::vec`]: the f16 dot product, multiply-add and
+//! scale of attention over an f16 KV cache, and SwiGLU with ggml's vectorised `expf`. Each
+//! performs the scalar twin's float operations in the scalar twin's order (which is ggml's AVX2
+//! order: eight-lane accumulators become two vectors of four), so the results are the same
+//! bits (tested by `kernels::simd_tests`).
+//!
+//! f16 values convert with `fcvtl`/`fcvtn`, base aarch64 instructions, through inline assembly:
+//! the intrinsics take `float16x4_t`, which stable Rust lacks.
+
+use std::arch::aarch64::*;
+use std::arch::asm;
+
+use half::f16;
+
+vec_kernels!(dot_f16_neon, mad_f16_neon, scale_f16_neon, swiglu_neon);
+
+/// Four f16 (their bits) as f32, exactly (`fcvtl`).
+#[inline]
+#[target_feature(enable = "neon")]
+fn widen(h: uint16x4_t) -> float32x4_t {
+    let r: float32x4_t;
+    // SAFETY: `fcvtl` is a base aarch64 SIMD instruction that reads and writes registers only.
+    unsafe {
+        asm!("fcvtl {r:v}.4s, {h:v}.4h", r = out(vreg) r, h = in(vreg) h,
+             options(pure, nomem, nostack));
+    }
+    r
+}
+
+/// Four f32 as f16 bits, rounded to nearest even (`fcvtn`, as `f16::from_f32`).
+#[inline]
+#[target_feature(enable = "neon")]
+fn narrow(v: float32x4_t) -> uint16x4_t {
+    let r: uint16x4_t;
+    // SAFETY: `fcvtn` is a base aarch64 SIMD instruction that reads and writes registers only;
+    // it rounds as the FPCR says, which is to nearest even unless a program changed it.
+    unsafe {
+        asm!("fcvtn {r:v}.4h, {v:v}.4s", r = out(vreg) r, v = in(vreg) v,
+             options(pure, nomem, nostack));
+    }
+    r
+}
+
+/// The four f16 at `p` as f32.
+///
+/// # Safety
+/// `p` must point to 4 readable values.
+#[inline]
+#[target_feature(enable = "neon")]
+unsafe fn load4(p: *const f16) -> float32x4_t {
+    // SAFETY: 4 values are readable at `p` (caller); `vld1_u16` needs 2-byte alignment, which
+    // `f16` has.
+    widen(unsafe { vld1_u16(p.cast()) })
+}
+
+/// # Safety
+/// `a` and `b` point to `n` values.
+#[target_feature(enable = "neon")]
+unsafe fn dot_f16_neon(n: usize, a: *const f16, b: *const f16) -> f32 {
+    let np = n & !31;
+    // Accumulator j of the scalar twin (eight lanes) is `acc[2j]` (lanes 0..4) and `acc[2j + 1]`
+    // (lanes 4..8).
+    let mut acc = [vdupq_n_f32(0.0); 8];
+    let mut i = 0;
+    while i < np {
+        for (k, acc) in acc.iter_mut().enumerate() {
+            // SAFETY: i + 4k + 4 <= np <= n (caller's bound).
+            let (x, y) = unsafe { (load4(a.add(i + 4 * k)), load4(b.add(i + 4 * k))) };
+            *acc = vfmaq_f32(*acc, x, y);
+        }
+        i += 32;
+    }
+    // x = (acc0 + acc2) + (acc1 + acc3), lanes 0..4 and 4..8; t = x[0..4] + x[4..8].
+    let lo = vaddq_f32(vaddq_f32(acc[0], acc[4]), vaddq_f32(acc[2], acc[6]));
+    let hi = vaddq_f32(vaddq_f32(acc[1], acc[5]), vaddq_f32(acc[3], acc[7]));
+    let t = vaddq_f32(lo, hi);
+    let (t0, t1) = (vgetq_lane_f32::<0>(t), vgetq_lane_f32::<1>(t));
+    let (t2, t3) = (vgetq_lane_f32::<2>(t), vgetq_lane_f32::<3>(t));
+    let mut sum = f64::from((t0 + t1) + (t2 + t3));
+    for k in np..n {
+        // SAFETY: k < n.
+        let (x, y) = unsafe { ((*a.add(k)).to_f32(), (*b.add(k)).to_f32()) };
+        sum += f64::from(x * y);
+    }
+    sum as f32
+}
+
+/// `acc[i] = f16(op(f32(acc[i]), i))` for the `n` values at `acc`, rounding to nearest even:
+/// four at a time with `lanes` (`op` on values `i..i + 4`), the last `n % 4` with `one`.
+///
+/// # Safety
+/// `acc` points to `n` values.
+#[inline]
+#[target_feature(enable = "neon")]
+unsafe fn map_f16(
+    n: usize,
+    acc: *mut f16,
+    lanes: impl Fn(float32x4_t, usize) -> float32x4_t,
+    one: impl Fn(f32, usize) -> f32,
+) {
+    let np = n & !3;
+    let mut i = 0;
+    while i < np {
+        // SAFETY: i + 4 <= n.
+        unsafe { vst1_u16(acc.add(i).cast(), narrow(lanes(load4(acc.add(i)), i))) };
+        i += 4;
+    }
+    for k in np..n {
+        // SAFETY: k < n.
+        unsafe { *acc.add(k) = f16::from_f32(one((*acc.add(k)).to_f32(), k)) };
+    }
+}
+
+/// # Safety
+/// `acc` and `x` point to `n` values.
+#[target_feature(enable = "neon")]
+unsafe fn mad_f16_neon(n: usize, acc: *mut f16, x: *const f16, s: f32) {
+    let vs = vdupq_n_f32(s);
+    // SAFETY: `map_f16` passes indices of `n` values, four from `i` or one at `k` (caller).
+    let lanes = |y, i| unsafe { vfmaq_f32(y, load4(x.add(i)), vs) };
+    // SAFETY: as above.
+    let one = |y, k| unsafe { (*x.add(k)).to_f32().mul_add(s, y) };
+    // SAFETY: the caller's guarantee.
+    unsafe { map_f16(n, acc, lanes, one) }
+}
+
+/// # Safety
+/// `acc` points to `n` values.
+#[target_feature(enable = "neon")]
+unsafe fn scale_f16_neon(n: usize, acc: *mut f16, s: f32) {
+    let vs = vdupq_n_f32(s);
+    // SAFETY: the caller's guarantee.
+    unsafe { map_f16(n, acc, |y, _| vmulq_f32(y, vs), |y, _| y * s) }
+}
+
+/// `ggml_v_expf` on four lanes: `vec::ggml_expf`'s operations, lane by lane.
+#[inline]
+#[target_feature(enable = "neon")]
+fn expf4(x: float32x4_t) -> float32x4_t {
+    let c = |bits: u32| vreinterpretq_f32_u32(vdupq_n_u32(bits));
+    let r = c(0x4b40_0000);
+    let z = vfmaq_f32(r, x, c(0x3fb8_aa3b));
+    let n = vsubq_f32(z, r);
+    let b = vfmsq_f32(vfmsq_f32(x, n, c(0x3f31_7200)), n, c(0x35bf_be8e));
+    let e = vshlq_n_u32::<23>(vreinterpretq_u32_f32(z));
+    let k = vreinterpretq_f32_u32(vaddq_u32(e, vreinterpretq_u32_f32(vdupq_n_f32(1.0))));
+    let u = vmulq_f32(b, b);
+    let j = vfmaq_f32(
+        vmulq_f32(c(0x3f7f_fff6), b),
+        vfmaq_f32(
+            vfmaq_f32(c(0x3eff_fedb), c(0x3e2a_af33), b),
+            vfmaq_f32(c(0x3d2b_9f17), c(0x3c07_2010), b),
+            u,
+        ),
+        u,
+    );
+    let big = vcagtq_f32(n, vdupq_n_f32(126.0));
+    if vmaxvq_u32(big) == 0 {
+        return vfmaq_f32(k, j, k);
+    }
+    let g = vandq_u32(vclezq_f32(n), vdupq_n_u32(0x8200_0000));
+    let s1 = vreinterpretq_f32_u32(vaddq_u32(g, vdupq_n_u32(0x7f00_0000)));
+    let s2 = vreinterpretq_f32_u32(vsubq_u32(e, g));
+    let huge = vcagtq_f32(n, vdupq_n_f32(192.0));
+    vbslq_f32(
+        huge,
+        vmulq_f32(s1, s1),
+        vbslq_f32(big, vmulq_f32(vfmaq_f32(s2, s2, j), s1), vfmaq_f32(k, k, j)),
+    )
+}
+
+/// # Safety
+/// `gate` and `up` point to `n` values.
+#[target_feature(enable = "neon")]
+unsafe fn swiglu_neon(n: usize, gate: *mut f32, up: *const f32) {
+    // The scalar twin uses ggml's `expf` for the first `n & !7` values (ggml's AVX2 steps of
+    // eight), libm's for the rest.
+    let nv = n & !7;
+    let one = vdupq_n_f32(1.0);
+    let mut i = 0;
+    while i < nv {
+        // SAFETY: i + 4 <= n; loads and stores need only 4-byte alignment, which f32 has.
+        unsafe {
+            let x = vld1q_f32(gate.add(i));
+            let silu = vdivq_f32(x, vaddq_f32(one, expf4(vsubq_f32(vdupq_n_f32(0.0), x))));
+            vst1q_f32(gate.add(i), vmulq_f32(silu, vld1q_f32(up.add(i))));
+        }
+        i += 4;
+    }
+    for k in nv..n {
+        // SAFETY: k < n.
+        unsafe {
+            let x = *gate.add(k);
+            *gate.add(k) = (x / (1.0 + (-x).exp())) * *up.add(k);
+        }
+    }
+}

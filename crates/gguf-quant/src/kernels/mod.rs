@@ -1,0 +1,315 @@
+//! The compute kernels and their dispatch: fused dot products of a weight row (any ggml type)
+//! with an activation row quantized to the type ggml pairs with it ([`vec_dot_type`]), the
+//! activation quantizers, the float kernels of [`crate::vec`], and the mat-vec / mat-mat
+//! products built on them (`matmul`).
+//!
+//! - `scalar`: the portable dot kernels, ggml's generic C operation for operation; they are the
+//!   twins every SIMD kernel is tested against.
+//! - `x86_64::avx2`, `aarch64::neon`: one folder per instruction set holding all its kernels
+//!   (dot products, several-rows products, activation quantizers, vector kernels). Each hands
+//!   out its [`IsaKernels`] table only when the CPU has the instruction set.
+//! - this module: the choice of instruction set (once, on first use, then cached;
+//!   `GGUF_FORCE_SCALAR=1` forces the scalar kernels) and the per-type kernel table;
+//!   `matmul`: the products over whole matrices.
+//!
+//! The scalar kernels follow ggml's generic C operation for operation; SIMD kernels sum in
+//! another order and are tested against their scalar twins within a stated bound
+//! (`simd_tests`, which walks the tables themselves).
+
+/// Defines a safe dot-product wrapper `$name` around an ISA module's
+/// `unsafe fn $inner(blocks, w: *const u8, a: *const u8) -> f32` for weights of type `$w`
+/// (activations of `vec_dot_type($w)`).
+///
+/// The wrappers are `pub(super)`: visible inside their ISA folder only, whose `kernels()` hands
+/// them out (in its [`IsaKernels`]) only after `available()` confirmed the instruction set. The
+/// public entry points checked that `w` and `a` hold exactly the blocks for `n` elements, and
+/// the assert below re-checks it.
+macro_rules! safe_wrapper {
+    ($name:ident, $inner:ident, $w:ident) => {
+        pub(super) fn $name(n: usize, w: &[u8], a: &[u8]) -> f32 {
+            let blocks = crate::kernels::checked_blocks(crate::GgmlType::$w, n, w, a);
+            // SAFETY: the CPU has the instruction set (see above), and `checked_blocks` makes
+            // the block count the kernel reads from each pointer a bound check, so even a wrong
+            // caller cannot make it read out of bounds.
+            unsafe { $inner(blocks, w.as_ptr(), a.as_ptr()) }
+        }
+    };
+    // `$inner` is generic over the number of rows `R` it computes at once:
+    // `unsafe fn $inner<const R: usize>(blocks, ws: [*const u8; R], ahead: usize, a) -> [f32; R]`
+    // (`ahead`: the prefetch distance in bytes, 0 for none). `$name` computes one row with it;
+    // `$rows` (a [`RowsFn`]) any number, `$group` at a time, prefetching the next group.
+    ($name:ident, $inner:ident, $w:ident, rows: $rows:ident, group: $group:literal) => {
+        pub(super) fn $name(n: usize, w: &[u8], a: &[u8]) -> f32 {
+            let blocks = crate::kernels::checked_blocks(crate::GgmlType::$w, n, w, a);
+            // SAFETY: as in the one-row arm above.
+            unsafe { $inner::<1>(blocks, [w.as_ptr()], 0, a.as_ptr())[0] }
+        }
+
+        pub(super) fn $rows(n: usize, w: &[u8], row_bytes: usize, a: &[u8], out: &mut [f32]) {
+            const W: crate::GgmlType = crate::GgmlType::$w;
+            const A: crate::GgmlType = crate::kernels::vec_dot_type(W);
+            const G: usize = $group;
+            let blocks = n / W.block_size() as usize;
+            let used = blocks * W.type_size() as usize;
+            assert!(
+                row_bytes >= used
+                    && w.len() >= out.len().saturating_sub(1) * row_bytes + used
+                    && a.len() >= blocks * A.type_size() as usize
+            );
+            let row = |r: usize| w[r * row_bytes..].as_ptr();
+            let groups = out.len() / G;
+            for g in 0..groups {
+                let rows = std::array::from_fn(|k| row(G * g + k));
+                // SAFETY: the CPU has the instruction set; the assert bounds each of the
+                // group's rows (`used` bytes from its start) and the activations.
+                let ys = unsafe { $inner::<G>(blocks, rows, G * row_bytes, a.as_ptr()) };
+                out[G * g..G * g + G].copy_from_slice(&ys);
+            }
+            for r in groups * G..out.len() {
+                // SAFETY: as above, for one of the last rows.
+                out[r] = unsafe { $inner::<1>(blocks, [row(r)], 0, a.as_ptr())[0] };
+            }
+        }
+    };
+}
+
+/// Defines an ISA module's `KERNELS`, its table of [`crate::vec`]'s kernels, from its
+/// `unsafe fn`s `$dot(n, a, b) -> f32`, `$mad(n, acc, x, s)`, `$scale(n, acc, s)` and
+/// `$swiglu(n, gate, up)` over `n` values behind each pointer. Like `safe_wrapper!`'s wrappers,
+/// the table is visible inside its ISA folder only and handed out by its `kernels()` only after
+/// `available()`.
+macro_rules! vec_kernels {
+    ($dot:ident, $mad:ident, $scale:ident, $swiglu:ident) => {
+        pub(super) const KERNELS: crate::vec::VecKernels = crate::vec::VecKernels {
+            dot_f16: |a, b| {
+                let n = a.len().min(b.len());
+                // SAFETY: the CPU has the instruction set (see above); both slices hold `n`
+                // values.
+                unsafe { $dot(n, a.as_ptr(), b.as_ptr()) }
+            },
+            mad_f16: |acc, x, s| {
+                let n = acc.len().min(x.len());
+                // SAFETY: as for `dot_f16`.
+                unsafe { $mad(n, acc.as_mut_ptr(), x.as_ptr(), s) }
+            },
+            scale_f16: |acc, s| {
+                // SAFETY: as for `dot_f16`; the slice holds `acc.len()` values.
+                unsafe { $scale(acc.len(), acc.as_mut_ptr(), s) }
+            },
+            swiglu: |gate, up| {
+                let n = gate.len().min(up.len());
+                // SAFETY: as for `dot_f16`.
+                unsafe { $swiglu(n, gate.as_mut_ptr(), up.as_ptr()) }
+            },
+        };
+    };
+}
+
+#[cfg(target_arch = "aarch64")]
+mod aarch64;
+mod matmul;
+mod scalar;
+#[cfg(test)]
+mod simd_tests;
+#[cfg(target_arch = "x86_64")]
+mod x86_64;
+
+use std::sync::OnceLock;
+
+use crate::error::{QuantError, Result};
+use crate::quant::QuantFn;
+use crate::vec::VecKernels;
+use crate::{check_lengths, GgmlType};
+
+pub use matmul::{matmul, matmul_on, matvec, matvec_on};
+
+/// A dot-product kernel: `n` elements of weight blocks `w` against activation blocks `a`
+/// (lengths checked by the caller).
+pub(crate) type DotFn = fn(n: usize, w: &[u8], a: &[u8]) -> f32;
+
+/// A kernel that computes `out.len()` dot products at once: rows `r` of `w`, `row_bytes` apart
+/// (`n` elements each), against the activation blocks `a`. Each result equals the [`DotFn`]'s
+/// for that row, bit for bit.
+pub(crate) type RowsFn = fn(n: usize, w: &[u8], row_bytes: usize, a: &[u8], out: &mut [f32]);
+
+/// Everything an instruction set's module offers. The module returns it only when the CPU has
+/// the instruction set, so every function reachable from it may run.
+#[derive(Clone, Copy)]
+pub(crate) struct IsaKernels {
+    /// The one-row dot kernel for weights of a type, if the ISA has one.
+    pub(crate) dot: fn(GgmlType) -> Option<DotFn>,
+    /// The several-rows kernel for weights of a type, if the ISA has one.
+    pub(crate) rows: fn(GgmlType) -> Option<RowsFn>,
+    /// The quantizer of an activation type, as llama.cpp's matrix products quantize on this
+    /// ISA, if the ISA has one (else the reference quantizer runs).
+    pub(crate) quantize: fn(GgmlType) -> Option<QuantFn>,
+    /// The float kernels of [`crate::vec`], if the ISA has them.
+    pub(crate) vec: Option<VecKernels>,
+}
+
+/// The blocks of `n` weights of type `w`, after asserting that `w` holds them and `a` their
+/// activations (so that a kernel reading that many blocks stays in bounds).
+#[inline(always)]
+pub(crate) fn checked_blocks(w: GgmlType, n: usize, wb: &[u8], a: &[u8]) -> usize {
+    let blocks = n / w.block_size() as usize;
+    assert!(
+        wb.len() >= blocks * w.type_size() as usize
+            && a.len() >= blocks * vec_dot_type(w).type_size() as usize
+    );
+    blocks
+}
+
+/// The kernels for one weight type: one row at a time, several when the ISA has that, and the
+/// quantizer of its activations.
+#[derive(Clone, Copy)]
+pub(crate) struct Kernels {
+    dot: DotFn,
+    rows: Option<RowsFn>,
+    quantize: QuantFn,
+}
+
+impl Kernels {
+    /// Rows `r` of `w` (`row_bytes` apart) against `a`, into `out[r]`.
+    fn rows(&self, n: usize, w: &[u8], row_bytes: usize, a: &[u8], out: &mut [f32]) {
+        match self.rows {
+            Some(rows) => rows(n, w, row_bytes, a, out),
+            None => {
+                for (r, o) in out.iter_mut().enumerate() {
+                    *o = (self.dot)(n, &w[r * row_bytes..(r + 1) * row_bytes], a);
+                }
+            }
+        }
+    }
+}
+
+/// The activation type ggml quantizes the other operand to for weights of type `ty`.
+pub const fn vec_dot_type(ty: GgmlType) -> GgmlType {
+    use GgmlType::*;
+    match ty {
+        F32 => F32,
+        F16 => F16,
+        BF16 => BF16,
+        Q4_1 | Q5_1 | Q8_1 => Q8_1,
+        Q4_0 | Q5_0 | Q8_0 | IQ4_NL | MXFP4 | NVFP4 | Q1_0 | Q2_0 => Q8_0,
+        _ => Q8_K,
+    }
+}
+
+/// The instruction set the dot products run on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isa {
+    /// Portable Rust.
+    Scalar,
+    /// x86_64 with AVX2, FMA and F16C.
+    Avx2,
+    /// aarch64 with NEON.
+    Neon,
+}
+
+impl Isa {
+    /// A short name for reports (`"avx2"`, `"scalar"`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Isa::Scalar => "scalar",
+            Isa::Avx2 => "avx2",
+            Isa::Neon => "neon",
+        }
+    }
+}
+
+/// The SIMD kernels of `isa`: `None` for [`Isa::Scalar`], for an instruction set of another
+/// architecture, and when this CPU lacks it.
+pub(crate) fn simd(isa: Isa) -> Option<IsaKernels> {
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => x86_64::avx2::kernels(),
+        #[cfg(target_arch = "aarch64")]
+        Isa::Neon => aarch64::neon::kernels(),
+        _ => None,
+    }
+}
+
+fn detect() -> Isa {
+    if std::env::var("GGUF_FORCE_SCALAR").is_ok_and(|v| v == "1") {
+        return Isa::Scalar;
+    }
+    [Isa::Avx2, Isa::Neon]
+        .into_iter()
+        .find(|&isa| simd(isa).is_some())
+        .unwrap_or(Isa::Scalar)
+}
+
+/// The instruction set chosen for this process (decided once).
+pub fn isa() -> Isa {
+    static ISA: OnceLock<Isa> = OnceLock::new();
+    *ISA.get_or_init(detect)
+}
+
+/// The kernel for weights of type `ty` on `isa`, if there is one (the scalar one where the ISA
+/// has none).
+pub(crate) fn kernel_for(ty: GgmlType, isa: Isa) -> Option<DotFn> {
+    simd(isa)
+        .and_then(|k| (k.dot)(ty))
+        .or_else(|| scalar::kernel(ty))
+}
+
+/// The quantizer of activation type `act` on `isa`: the ISA's, else the reference quantizer.
+fn activation_quantizer(act: GgmlType, isa: Isa) -> Option<QuantFn> {
+    simd(isa)
+        .and_then(|k| (k.quantize)(act))
+        .or_else(|| crate::quant::kernel(act))
+}
+
+fn kernel(ty: GgmlType) -> Result<DotFn> {
+    kernels(ty).map(|k| k.dot)
+}
+
+/// The kernels for weights of type `ty` on this process's ISA (looked up once per type).
+pub(crate) fn kernels(ty: GgmlType) -> Result<Kernels> {
+    static TABLE: OnceLock<Vec<Option<Kernels>>> = OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        let isa = isa();
+        (0..64u32)
+            .map(|id| {
+                let ty = GgmlType::from_id_opt(id)?;
+                Some(Kernels {
+                    dot: kernel_for(ty, isa)?,
+                    rows: simd(isa).and_then(|k| (k.rows)(ty)),
+                    quantize: activation_quantizer(vec_dot_type(ty), isa)?,
+                })
+            })
+            .collect()
+    });
+    table
+        .get(ty.id() as usize)
+        .copied()
+        .flatten()
+        .ok_or(QuantError::Unsupported {
+            ty,
+            op: "dot product",
+        })
+}
+
+/// Quantizes activations `x` to `vec_dot_type(weight_type)` into `out` (resized as needed), as
+/// llama.cpp's matrix products do on this CPU: with AVX2, ggml's x86 `quantize_row_q8_0`/`q8_1`
+/// (inverse scale `127 / amax`, ties to even), which differ from the reference quantizer in a
+/// few values per thousand; otherwise (and for Q8_K, where ggml uses it everywhere) the
+/// reference quantizer, as ggml's generic code does.
+pub fn quantize_activations(weight_type: GgmlType, x: &[f32], out: &mut Vec<u8>) -> Result<()> {
+    let act = vec_dot_type(weight_type);
+    out.resize(crate::row_bytes(act, x.len())?, 0);
+    let quantize = activation_quantizer(act, isa()).ok_or(QuantError::Unsupported {
+        ty: act,
+        op: "quantize",
+    })?;
+    quantize(x, out);
+    Ok(())
+}
+
+/// The dot product of `n` weights of type `ty` (`w`, whole blocks) with `n` activations
+/// already quantized to [`vec_dot_type`]`(ty)` (`a`).
+pub fn vec_dot(ty: GgmlType, n: usize, w: &[u8], a: &[u8]) -> Result<f32> {
+    check_lengths(ty, n, w.len())?;
+    check_lengths(vec_dot_type(ty), n, a.len())?;
+    Ok(kernel(ty)?(n, w, a))
+}

@@ -1,0 +1,425 @@
+//! Every SIMD kernel against its scalar twin. The cases are the dispatch tables themselves:
+//! each test walks the [`IsaKernels`] of every instruction set this CPU has (whatever
+//! `GGUF_FORCE_SCALAR` says), so a kernel added to a table is tested without being listed
+//! here, and one whose type has no rule here for random blocks, or whose quantizer has no
+//! twin, fails the tests instead of going untested.
+//!
+//! The ISA modules' own tests use the helpers below for what only they claim (NEON's K-quant
+//! kernels equal their twins bit for bit).
+
+use std::mem::offset_of;
+
+use half::f16;
+
+use super::{kernel_for, simd, vec_dot_type, Isa, IsaKernels};
+use crate::blocks::*;
+use crate::quant::QuantFn;
+use crate::GgmlType;
+
+/// xorshift64, so failures reproduce. (Unit tests keep their own; the integration tests share
+/// `tests/common`.)
+pub(crate) struct Rng(pub u64);
+
+impl Rng {
+    pub(crate) fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// Uniform in [-1, 1).
+    pub(crate) fn unit(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    }
+}
+
+/// The SIMD instruction sets this CPU has, with their tables.
+fn simd_isas() -> Vec<(Isa, IsaKernels)> {
+    [Isa::Avx2, Isa::Neon]
+        .into_iter()
+        .filter_map(|isa| Some((isa, simd(isa)?)))
+        .collect()
+}
+
+/// Every ggml type.
+fn all_types() -> impl Iterator<Item = GgmlType> {
+    (0..64u32).filter_map(GgmlType::from_id_opt)
+}
+
+/// A random f16 of magnitude 2^-10 .. 2^2 (either sign), as little-endian bytes.
+fn random_scale(rng: &mut Rng) -> [u8; 2] {
+    let bits = (5 + (rng.next() % 12) as u16) << 10 | (rng.next() as u16 & 0x83FF);
+    bits.to_le_bytes()
+}
+
+/// Makes the scales of one random block of `ty` finite and moderate, so that dot products
+/// are finite: each f16 field of its layout (`crate::blocks`) becomes a [`random_scale`].
+/// Panics for a type without a rule, so that a new SIMD kernel cannot skip its test.
+fn tame_block(ty: GgmlType, block: &mut [u8], rng: &mut Rng) {
+    use GgmlType::*;
+    let f16_fields = match ty {
+        // Every F16 value is a "scale" (a block is one value); F32 and BF16 values are random
+        // in [-1, 1).
+        F16 => vec![0],
+        F32 => {
+            block.copy_from_slice(&rng.unit().to_le_bytes());
+            return;
+        }
+        BF16 => {
+            let bits = (rng.unit().to_bits() >> 16) as u16;
+            block.copy_from_slice(&bits.to_le_bytes());
+            return;
+        }
+        Q4_0 => vec![offset_of!(BlockQ4_0, d)],
+        Q4_1 => vec![offset_of!(BlockQ4_1, d), offset_of!(BlockQ4_1, m)],
+        Q5_0 => vec![offset_of!(BlockQ5_0, d)],
+        Q5_1 => vec![offset_of!(BlockQ5_1, d), offset_of!(BlockQ5_1, m)],
+        Q8_0 => vec![offset_of!(BlockQ8_0, d)],
+        Q2_K => vec![offset_of!(BlockQ2K, d), offset_of!(BlockQ2K, dmin)],
+        Q3_K => vec![offset_of!(BlockQ3K, d)],
+        Q4_K => vec![offset_of!(BlockQ4K, d), offset_of!(BlockQ4K, dmin)],
+        Q5_K => vec![offset_of!(BlockQ5K, d), offset_of!(BlockQ5K, dmin)],
+        Q6_K => vec![offset_of!(BlockQ6K, d)],
+        IQ2_XXS => vec![offset_of!(BlockIq2Xxs, d)],
+        IQ2_XS => vec![offset_of!(BlockIq2Xs, d)],
+        IQ2_S => vec![offset_of!(BlockIq2S, d)],
+        IQ3_XXS => vec![offset_of!(BlockIq3Xxs, d)],
+        IQ3_S => vec![offset_of!(BlockIq3S, d)],
+        IQ1_S => vec![offset_of!(BlockIq1S, d)],
+        IQ4_NL => vec![offset_of!(BlockIq4Nl, d)],
+        IQ4_XS => vec![offset_of!(BlockIq4Xs, d)],
+        TQ1_0 => vec![offset_of!(BlockTq1_0, d)],
+        TQ2_0 => vec![offset_of!(BlockTq2_0, d)],
+        Q1_0 => vec![offset_of!(BlockQ1_0, d)],
+        Q2_0 => vec![offset_of!(BlockQ2_0, d)],
+        // The f16 scale is spread over the top nibbles of the four u16 `scales`.
+        IQ1_M => {
+            let d = u16::from_le_bytes(random_scale(rng));
+            for k in 0..4 {
+                let hi = offset_of!(BlockIq1M, scales) + 2 * k + 1;
+                block[hi] = (block[hi] & 0x0F) | (((d >> (4 * k)) & 0x0F) as u8) << 4;
+            }
+            return;
+        }
+        // E8M0 exponents 2^-10 .. 2^9.
+        MXFP4 => {
+            block[offset_of!(BlockMxfp4, e)] = 118 + (rng.next() % 20) as u8;
+            return;
+        }
+        // UE4M3 scales below the NaN code 0x7F.
+        NVFP4 => {
+            for d in &mut block[offset_of!(BlockNvfp4, d)..][..4] {
+                *d &= 0x6F;
+            }
+            return;
+        }
+        _ => panic!("{ty}: no rule for random blocks of this type in simd_tests::tame_block"),
+    };
+    for at in f16_fields {
+        block[at..at + 2].copy_from_slice(&random_scale(rng));
+    }
+}
+
+/// Random weight blocks of `ty` for `n` values, their scales tamed ([`tame_block`]).
+pub(crate) fn weights(ty: GgmlType, n: usize, rng: &mut Rng) -> Vec<u8> {
+    let size = ty.type_size() as usize;
+    let mut w: Vec<u8> = (0..n / ty.block_size() as usize * size)
+        .map(|_| rng.next() as u8)
+        .collect();
+    for block in w.chunks_exact_mut(size) {
+        tame_block(ty, block, rng);
+    }
+    w
+}
+
+/// Activations for weights of `ty`: `n` random values in [-4, 4) quantized to its
+/// `vec_dot_type`.
+pub(crate) fn activations(ty: GgmlType, n: usize, rng: &mut Rng) -> Vec<u8> {
+    let x: Vec<f32> = (0..n).map(|_| rng.unit() * 4.0).collect();
+    let mut a = Vec::new();
+    super::quantize_activations(ty, &x, &mut a).unwrap();
+    a
+}
+
+/// Calls `check(n, w, a)` on random weights of `ty` and activations, for rows of 1, 2, 3, 5,
+/// 7, 8, 33, 45 and 128 blocks and of 256, 1024 and 4096 values, which reach every tail of
+/// the kernels' multi-block steps.
+pub(crate) fn for_random_rows(
+    ty: GgmlType,
+    rng: &mut Rng,
+    mut check: impl FnMut(usize, &[u8], &[u8]),
+) {
+    let per = ty.block_size() as usize;
+    let lengths = [1, 2, 3, 5, 7, 8, 33, 45, 128]
+        .map(|k| k * per)
+        .into_iter()
+        .chain([256, 1024, 4096].into_iter().filter(|n| n % per == 0));
+    for n in lengths {
+        for _ in 0..10 {
+            let w = weights(ty, n, rng);
+            let a = activations(ty, n, rng);
+            check(n, &w, &a);
+        }
+    }
+}
+
+/// Asserts that `simd`, a SIMD kernel's result for (`w`, `a`), agrees with the scalar twin.
+///
+/// SIMD and scalar kernels compute the same block terms (exact integer sums times the same
+/// scale products) and differ only in the order the float terms are added. Reordering a sum of
+/// `k` terms changes it by at most about k·ε·Σ|terms|; the terms are bounded by Σ|wᵢ·aᵢ| over
+/// the dequantized values plus the K-quants' separate min terms, so we allow 1e-4 of that
+/// magnitude (k ≤ 128 blocks here gives ~1.5e-5 in theory; the rest covers min-term
+/// cancellation). Measured differences are around 1e-8 of it.
+pub(crate) fn assert_within_reordering_bound(
+    ty: GgmlType,
+    n: usize,
+    w: &[u8],
+    a: &[u8],
+    simd: f32,
+    isa: Isa,
+) {
+    let scalar = kernel_for(ty, Isa::Scalar).expect("scalar twin")(n, w, a);
+    let mut wf = vec![0f32; n];
+    let mut af = vec![0f32; n];
+    crate::dequantize_row(ty, w, &mut wf).unwrap();
+    crate::dequantize_row(vec_dot_type(ty), a, &mut af).unwrap();
+    let magnitude: f64 = wf
+        .iter()
+        .zip(&af)
+        .map(|(p, q)| f64::from(p.abs()) * f64::from(q.abs()))
+        .sum();
+    let bound = 1e-4 * (magnitude + f64::from(scalar.abs())) + 1e-30;
+    assert!(
+        (f64::from(scalar) - f64::from(simd)).abs() <= bound,
+        "{ty} n={n}: scalar {scalar} vs {} {simd} (bound {bound:e})",
+        isa.name()
+    );
+}
+
+/// Every SIMD dot kernel against its scalar twin (see [`assert_within_reordering_bound`]).
+#[test]
+fn simd_dot_kernels_match_scalar_within_reordering_bound() {
+    let mut rng = Rng(0x1234_5678_9ABC_DEF1);
+    for (isa, k) in simd_isas() {
+        let types: Vec<GgmlType> = all_types().filter(|&ty| (k.dot)(ty).is_some()).collect();
+        assert!(!types.is_empty(), "{}: no dot kernels", isa.name());
+        for ty in types {
+            let simd = (k.dot)(ty).unwrap();
+            for_random_rows(ty, &mut rng, |n, w, a| {
+                assert_within_reordering_bound(ty, n, w, a, simd(n, w, a), isa);
+            });
+        }
+    }
+}
+
+/// Every several-rows kernel equals its ISA's one-row kernel bit for bit, row by row, for
+/// counts of rows that fill the kernels' groups and leave a remainder.
+#[test]
+fn simd_rows_kernels_equal_their_one_row_kernels_bit_for_bit() {
+    let mut rng = Rng(0x0BAD_5EED_1234_5678);
+    for (isa, k) in simd_isas() {
+        for ty in all_types() {
+            let Some(rows) = (k.rows)(ty) else { continue };
+            let dot = (k.dot)(ty).expect("a rows kernel without a one-row kernel");
+            let n = 3 * ty.block_size() as usize;
+            let row_bytes = crate::row_bytes(ty, n).unwrap();
+            for count in [1, 3, 4, 9] {
+                let w = weights(ty, n * count, &mut rng);
+                let a = activations(ty, n, &mut rng);
+                let mut out = vec![0f32; count];
+                rows(n, &w, row_bytes, &a, &mut out);
+                for (r, &y) in out.iter().enumerate() {
+                    let one = dot(n, &w[r * row_bytes..(r + 1) * row_bytes], &a);
+                    assert_eq!(
+                        y.to_bits(),
+                        one.to_bits(),
+                        "{} {ty}: row {r} of {count}: {y} vs {one}",
+                        isa.name()
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// ggml's x86 `quantize_row_q8_0` (`with_sum == false`) and `quantize_row_q8_1` in scalar
+/// code, lane for lane: the twin of the AVX2 activation quantizers. `maxps` returns its second
+/// operand unless the first is greater (so NaN wins only from the right), the conversion
+/// rounds to nearest even and turns NaN and out-of-range values into `i32::MIN`, and the packs
+/// saturate to i8; Q8_1's sum adds the unsaturated values with wrapping.
+fn ggml_x86_q8(x: &[f32], out: &mut [u8], with_sum: bool) {
+    let maxps = |a: f32, b: f32| if a > b { a } else { b };
+    let size = if with_sum { 36 } else { 34 };
+    for (xb, yb) in x.chunks_exact(32).zip(out.chunks_exact_mut(size)) {
+        let lanes: [f32; 8] =
+            std::array::from_fn(|l| (1..4).fold(xb[l].abs(), |m, k| maxps(m, xb[8 * k + l].abs())));
+        let m: [f32; 4] = std::array::from_fn(|j| maxps(lanes[4 + j], lanes[j]));
+        let amax = maxps(maxps(m[0], m[2]), maxps(m[1], m[3]));
+        let d = amax / 127.0;
+        let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
+        let q: Vec<i32> = xb
+            .iter()
+            .map(|&v| {
+                let r = (v * id).round_ties_even();
+                if (-2_147_483_648.0..2_147_483_648.0).contains(&r) {
+                    r as i32
+                } else {
+                    i32::MIN
+                }
+            })
+            .collect();
+        yb[..2].copy_from_slice(&crate::fp::f16_bytes(d));
+        if with_sum {
+            let sum = q.iter().fold(0i32, |s, &v| s.wrapping_add(v));
+            yb[2..4].copy_from_slice(&crate::fp::f16_bytes(d * sum as f32));
+        }
+        for (y, &v) in yb[size - 32..].iter_mut().zip(&q) {
+            *y = v.clamp(-128, 127) as i8 as u8;
+        }
+    }
+}
+
+/// The scalar twin of `isa`'s quantizer of activation type `act`. Panics for a quantizer
+/// without one, so that it cannot ship untested.
+fn quantizer_twin(isa: Isa, act: GgmlType) -> QuantFn {
+    match (isa, act) {
+        (Isa::Avx2, GgmlType::Q8_0) => |x, out| ggml_x86_q8(x, out, false),
+        (Isa::Avx2, GgmlType::Q8_1) => |x, out| ggml_x86_q8(x, out, true),
+        (_, GgmlType::Q8_K) => crate::quant::kernel(act).expect("reference Q8_K quantizer"),
+        _ => panic!("{}: a {act} quantizer without a scalar twin", isa.name()),
+    }
+}
+
+/// Rows of 4096 activations that exercise an activation quantizer: several magnitudes
+/// (subnormal to large), ties between +m and -m (the first sets the sign), values at exactly
+/// half a step, zeros, a constant, and NaN and infinities.
+fn activation_test_rows(rng: &mut Rng) -> Vec<Vec<f32>> {
+    let mut rows: Vec<Vec<f32>> = [1.0f32, 1e-3, 300.0, 3e4, 1e-40, 1e-38]
+        .into_iter()
+        .map(|scale| (0..4096).map(|_| rng.unit() * scale).collect())
+        .collect();
+    let mut ties: Vec<f32> = (0..4096).map(|_| rng.unit()).collect();
+    ties[7] = -3.0;
+    ties[9] = 3.0;
+    ties[300] = 3.0;
+    ties[301] = -3.0;
+    rows.push(ties);
+    rows.push(
+        (0..4096)
+            .map(|i| ((i % 255) as f32 - 127.0) * 0.5)
+            .collect(),
+    );
+    rows.push(vec![0.0; 4096]);
+    rows.push(vec![-2.5; 4096]);
+    let mut special: Vec<f32> = (0..4096).map(|_| rng.unit()).collect();
+    special[5] = f32::NAN;
+    special[100] = f32::INFINITY;
+    special[200] = f32::NEG_INFINITY;
+    special[600] = f32::INFINITY;
+    special[1200] = f32::NEG_INFINITY;
+    rows.push(special);
+    rows
+}
+
+/// Every SIMD activation quantizer writes its twin's bytes (the reference quantizer's for Q8_K;
+/// ggml's x86 code for Q8_0 and Q8_1, which `tests/activation_quant.rs` also checks against
+/// libggml-cpu's output). The first differing block and byte are named.
+#[test]
+fn simd_activation_quantizers_match_their_twins_byte_for_byte() {
+    let mut rng = Rng(0xACE1_2345_6789_0001);
+    let rows = activation_test_rows(&mut rng);
+    for (isa, k) in simd_isas() {
+        for act in all_types() {
+            let Some(simd) = (k.quantize)(act) else {
+                continue;
+            };
+            let twin = quantizer_twin(isa, act);
+            let size = act.type_size() as usize;
+            for x in &rows {
+                let bytes = crate::row_bytes(act, x.len()).unwrap();
+                let (mut ours, mut theirs) = (vec![0u8; bytes], vec![0u8; bytes]);
+                simd(x, &mut ours);
+                twin(x, &mut theirs);
+                if let Some(at) = (0..bytes).find(|&i| ours[i] != theirs[i]) {
+                    let b = at / size;
+                    let per = act.block_size() as usize;
+                    panic!(
+                        "{} {act}: block {b}, byte {}: ours {} twin {} (input {:?})",
+                        isa.name(),
+                        at % size,
+                        ours[at],
+                        theirs[at],
+                        &x[b * per..(b + 1) * per]
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Every SIMD table's `crate::vec` kernels equal the scalar twins bit for bit.
+#[test]
+fn simd_vec_kernels_equal_their_scalar_twins_bit_for_bit() {
+    let twin = crate::vec::SCALAR;
+    let mut rng = Rng(0x5EED_F00D_0000_0007);
+    let mut values = |n: usize| -> Vec<f32> { (0..n).map(|_| rng.unit() * 4.0).collect() };
+    let halves = |v: Vec<f32>| -> Vec<f16> { v.into_iter().map(f16::from_f32).collect() };
+    for (isa, k) in simd_isas() {
+        let Some(simd) = k.vec else { continue };
+        let name = isa.name();
+        for n in [0usize, 1, 7, 8, 31, 32, 33, 64, 100, 128, 257] {
+            let (a, b) = (halves(values(n)), halves(values(n)));
+            let (s, t) = ((simd.dot_f16)(&a, &b), (twin.dot_f16)(&a, &b));
+            assert_eq!(s.to_bits(), t.to_bits(), "{name} dot_f16 {n}: {s} vs {t}");
+
+            let mut acc = halves(values(n));
+            let mut theirs = acc.clone();
+            (simd.mad_f16)(&mut acc, &a, 0.37);
+            (twin.mad_f16)(&mut theirs, &a, 0.37);
+            assert_eq!(acc, theirs, "{name} mad_f16 {n}");
+            (simd.scale_f16)(&mut acc, 0.61);
+            (twin.scale_f16)(&mut theirs, 0.61);
+            assert_eq!(acc, theirs, "{name} scale_f16 {n}");
+
+            let mut gate = values(n);
+            for (i, g) in gate.iter_mut().enumerate() {
+                match i % 9 {
+                    // expf's saturating branches (|x| up to 160)...
+                    0 => *g *= 40.0,
+                    // ...and its scaled one (expf(-x) near 2^126, where x / (1 + expf(-x))
+                    // is still a normal number), from both sides of the switch.
+                    4 => *g -= 87.5,
+                    _ => {}
+                }
+            }
+            let up = values(n);
+            let mut theirs = gate.clone();
+            (simd.swiglu)(&mut gate, &up);
+            (twin.swiglu)(&mut theirs, &up);
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&gate), bits(&theirs), "{name} swiglu {n}");
+        }
+    }
+}
+
+/// The random blocks are usable for every type with a dot kernel: finite when dequantized,
+/// with a finite scalar dot product (so a SIMD kernel added for any of them is tested on
+/// meaningful values).
+#[test]
+fn random_blocks_are_finite_for_every_type_with_a_kernel() {
+    let mut rng = Rng(0xF1F1_7E57_0000_0001);
+    for ty in all_types() {
+        let Some(scalar) = kernel_for(ty, Isa::Scalar) else {
+            continue;
+        };
+        let n = 4 * ty.block_size().max(256) as usize;
+        let w = weights(ty, n, &mut rng);
+        let a = activations(ty, n, &mut rng);
+        let mut wf = vec![0f32; n];
+        crate::dequantize_row(ty, &w, &mut wf).unwrap();
+        assert!(wf.iter().all(|v| v.is_finite()), "{ty}: non-finite weights");
+        assert!(scalar(n, &w, &a).is_finite(), "{ty}: non-finite dot");
+    }
+}

@@ -1,0 +1,91 @@
+//! AVX2 + FMA + F16C kernels, by concern:
+//! - `legacy`: dot products of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (four rows per call for Q4_0, Q4_1,
+//!   Q8_0);
+//! - `kquants`: Q2_K, Q3_K, Q4_K, Q5_K, Q6_K;
+//! - `iq`: IQ4_NL, IQ4_XS;
+//! - `vec`: the F16 dot product and the float kernels of [`crate::vec`];
+//! - `activations`: ggml's x86 activation quantizers (Q8_0, Q8_1; Q8_K);
+//! - `common`: what the kernels share.
+//!
+//! Integer parts are exact, as in the scalar kernels; the float accumulation of the dot
+//! products runs in eight lanes and is summed at the end, so results differ from the scalar
+//! twins only by the order of float additions (`kernels::simd_tests` bounds the difference).
+//! The `vec` kernels follow ggml's AVX2 order and equal their scalar twins bit for bit.
+//!
+//! The kernels walk the blocks through raw pointers: with slice iterators the bounds and
+//! iterator bookkeeping cost up to a third of the throughput on short rows.
+//!
+//! Every safe function of these modules runs AVX2 code: they are reachable from outside only
+//! through [`kernels`], which hands them out only after [`available`] confirmed the CPU has
+//! AVX2, FMA and F16C.
+
+mod activations;
+mod common;
+mod iq;
+mod kquants;
+mod legacy;
+mod vec;
+
+use crate::kernels::{DotFn, IsaKernels, RowsFn};
+use crate::quant::QuantFn;
+use crate::GgmlType;
+
+/// Whether this CPU runs these kernels.
+fn available() -> bool {
+    is_x86_feature_detected!("avx2")
+        && is_x86_feature_detected!("fma")
+        && is_x86_feature_detected!("f16c")
+}
+
+/// This module's kernels, if this CPU has AVX2, FMA and F16C.
+pub(crate) fn kernels() -> Option<IsaKernels> {
+    available().then_some(IsaKernels {
+        dot,
+        rows,
+        quantize,
+        vec: Some(vec::KERNELS),
+    })
+}
+
+/// The kernel for weights of type `ty`, if there is one.
+fn dot(ty: GgmlType) -> Option<DotFn> {
+    Some(match ty {
+        GgmlType::Q4_0 => legacy::q4_0_q8_0,
+        GgmlType::Q4_1 => legacy::q4_1_q8_1,
+        GgmlType::Q5_0 => legacy::q5_0_q8_0,
+        GgmlType::Q5_1 => legacy::q5_1_q8_1,
+        GgmlType::Q8_0 => legacy::q8_0_q8_0,
+        GgmlType::Q2_K => kquants::q2_k_q8_k,
+        GgmlType::Q3_K => kquants::q3_k_q8_k,
+        GgmlType::Q4_K => kquants::q4_k_q8_k,
+        GgmlType::Q5_K => kquants::q5_k_q8_k,
+        GgmlType::Q6_K => kquants::q6_k_q8_k,
+        GgmlType::IQ4_NL => iq::iq4_nl_q8_0,
+        GgmlType::IQ4_XS => iq::iq4_xs_q8_k,
+        GgmlType::F16 => vec::f16_f16,
+        _ => return None,
+    })
+}
+
+/// The kernel that computes several rows per call for weights of type `ty`, if there is one.
+fn rows(ty: GgmlType) -> Option<RowsFn> {
+    Some(match ty {
+        GgmlType::Q4_0 => legacy::q4_0_q8_0_rows,
+        GgmlType::Q4_1 => legacy::q4_1_q8_1_rows,
+        GgmlType::Q8_0 => legacy::q8_0_q8_0_rows,
+        GgmlType::Q4_K => kquants::q4_k_q8_k_rows,
+        GgmlType::Q6_K => kquants::q6_k_q8_k_rows,
+        _ => return None,
+    })
+}
+
+/// The quantizer of activation type `act`, if there is one: Q8_0 and Q8_1 as ggml's x86 code
+/// quantizes them, Q8_K with the reference quantizer's bytes.
+fn quantize(act: GgmlType) -> Option<QuantFn> {
+    Some(match act {
+        GgmlType::Q8_0 => activations::quantize_q8_0,
+        GgmlType::Q8_1 => activations::quantize_q8_1,
+        GgmlType::Q8_K => activations::quantize_q8_k,
+        _ => return None,
+    })
+}
