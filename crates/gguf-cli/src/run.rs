@@ -339,15 +339,36 @@ pub fn perplexity(a: PerplexityArgs) -> Result<()> {
 pub struct BenchArgs {
     /// A .gguf path or a known model name.
     pub file: String,
-    /// Prompt tokens to process (pp).
-    #[arg(short = 'p', long, default_value_t = 512)]
-    pub n_prompt: usize,
-    /// Tokens to generate one by one (tg).
-    #[arg(short = 'n', long, default_value_t = 128)]
-    pub n_gen: usize,
+    /// Prompt lengths to time (ppN), comma-separated; 0 for none.
+    #[arg(
+        short = 'p',
+        long = "n-prompt",
+        value_delimiter = ',',
+        default_value = "512"
+    )]
+    pub n_prompt: Vec<usize>,
+    /// Generation lengths to time (tgN), comma-separated; 0 for none.
+    #[arg(
+        short = 'n',
+        long = "n-gen",
+        value_delimiter = ',',
+        default_value = "128"
+    )]
+    pub n_gen: Vec<usize>,
+    /// Tokens already in the cache before each test (`llama-bench -d`), comma-separated.
+    #[arg(
+        short = 'd',
+        long = "depth",
+        value_delimiter = ',',
+        default_value = "0"
+    )]
+    pub depth: Vec<usize>,
     /// Threads (default: the number of physical cores).
     #[arg(short = 't', long, default_value_t = 0)]
     pub threads: usize,
+    /// Largest batch of prompt tokens per forward pass (llama-bench's `-ub`).
+    #[arg(short = 'b', long = "ubatch", default_value_t = 512)]
+    pub n_batch: usize,
     /// Repetitions.
     #[arg(short = 'r', long, default_value_t = 5)]
     pub repetitions: usize,
@@ -356,57 +377,71 @@ pub struct BenchArgs {
     pub json: bool,
 }
 
-/// Runs `gguf bench`, measuring like llama-bench: prompt processing of `-p` random tokens in
-/// one batch, and generation of `-n` tokens one at a time, each from an empty cache, after a
-/// warm-up run; mean and standard deviation over `-r` repetitions.
+/// Runs `gguf bench`, measuring like llama-bench: for each depth, prompt processing of each
+/// `-p` length of random tokens and generation of each `-n` length one token at a time, every
+/// run from an empty cache (filled to the depth untimed), after a warm-up run; mean and
+/// standard deviation over `-r` repetitions.
 pub fn bench(a: BenchArgs) -> Result<()> {
+    use gguf_model::{BenchKind, BenchTest};
+    let mut tests = Vec::new();
+    for &depth in &a.depth {
+        let prompts = a.n_prompt.iter().map(|&n| (BenchKind::Prompt, n));
+        let gens = a.n_gen.iter().map(|&n| (BenchKind::Generation, n));
+        for (kind, n) in prompts.chain(gens).filter(|&(_, n)| n > 0) {
+            tests.push(BenchTest { kind, n, depth });
+        }
+    }
+    if tests.is_empty() {
+        bail!("nothing to time: give a positive -p or -n");
+    }
     let model = load(&a.file)?;
+    let n_ctx = tests.iter().map(BenchTest::positions).max().unwrap_or(1);
     let options = SessionOptions {
-        n_ctx: (a.n_prompt + a.n_gen).max(1),
+        n_ctx,
         threads: threads_arg(a.threads),
-        n_batch: a.n_prompt.max(1),
+        n_batch: a.n_batch.max(1),
         ..SessionOptions::default()
     };
     let mut session = model.session(options)?;
-    let result = gguf_model::bench(&mut session, a.n_prompt, a.n_gen, a.repetitions.max(1))?;
     let threads = session.threads();
+    let repetitions = a.repetitions.max(1);
+    if !a.json {
+        outln!("| model | threads | test | t/s |")?;
+        outln!("|---|---|---|---|")?;
+    }
+    let mut results = Vec::new();
+    for test in &tests {
+        let t = gguf_model::bench(&mut session, test, repetitions)?;
+        if a.json {
+            results.push(serde_json::json!({
+                "test": test.name(),
+                "kind": match test.kind { BenchKind::Prompt => "pp", BenchKind::Generation => "tg" },
+                "n": test.n,
+                "depth": test.depth,
+                "tokens_per_s": t.mean,
+                "sd": t.sd,
+            }));
+        } else {
+            outln!(
+                "| {} | {threads} | {} | {:.2} ± {:.2} |",
+                a.file,
+                test.name(),
+                t.mean,
+                t.sd
+            )?;
+        }
+    }
     if a.json {
-        let stat = |s: Option<gguf_model::Throughput>| {
-            s.map(|s| serde_json::json!({"tokens_per_s": s.mean, "sd": s.sd}))
-        };
         outln!(
             "{}",
             serde_json::json!({
                 "model": a.file,
                 "threads": threads,
-                "pp": stat(result.pp),
-                "tg": stat(result.tg),
-                "n_prompt": a.n_prompt,
-                "n_gen": a.n_gen,
-                "repetitions": a.repetitions,
+                "n_batch": a.n_batch,
+                "repetitions": repetitions,
+                "results": results,
             })
         )?;
-    } else {
-        outln!("| model | threads | test | t/s |")?;
-        outln!("|---|---|---|---|")?;
-        if let Some(pp) = result.pp {
-            outln!(
-                "| {} | {threads} | pp{} | {:.2} ± {:.2} |",
-                a.file,
-                a.n_prompt,
-                pp.mean,
-                pp.sd
-            )?;
-        }
-        if let Some(tg) = result.tg {
-            outln!(
-                "| {} | {threads} | tg{} | {:.2} ± {:.2} |",
-                a.file,
-                a.n_gen,
-                tg.mean,
-                tg.sd
-            )?;
-        }
     }
     Ok(())
 }

@@ -94,13 +94,44 @@ pub struct Throughput {
     pub sd: f64,
 }
 
-/// The result of [`bench`].
-#[derive(Debug, Clone, PartialEq)]
-pub struct BenchResult {
-    /// Prompt processing, if `n_prompt > 0`.
-    pub pp: Option<Throughput>,
-    /// Generation, if `n_gen > 0`.
-    pub tg: Option<Throughput>,
+/// One `llama-bench` test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BenchTest {
+    /// Prompt processing (one batch of `n` tokens, in `n_batch` pieces) or generation (`n`
+    /// tokens one at a time).
+    pub kind: BenchKind,
+    /// Tokens processed or generated.
+    pub n: usize,
+    /// Tokens already in the cache when the timing starts (`llama-bench -d`).
+    pub depth: usize,
+}
+
+/// What a [`BenchTest`] times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BenchKind {
+    /// `ppN`: prompt processing.
+    Prompt,
+    /// `tgN`: token generation.
+    Generation,
+}
+
+impl BenchTest {
+    /// Positions the test needs: the depth and the tokens it adds.
+    pub fn positions(&self) -> usize {
+        self.depth + self.n
+    }
+
+    /// `llama-bench`'s name for the test: `pp512`, `tg64`, `tg64 @ d1024`.
+    pub fn name(&self) -> String {
+        let kind = match self.kind {
+            BenchKind::Prompt => "pp",
+            BenchKind::Generation => "tg",
+        };
+        match self.depth {
+            0 => format!("{kind}{}", self.n),
+            d => format!("{kind}{} @ d{d}", self.n),
+        }
+    }
 }
 
 /// A deterministic pseudo-random token (llama-bench feeds random tokens).
@@ -125,56 +156,69 @@ fn throughput(rates: &[f64]) -> Throughput {
     }
 }
 
-/// Measures like `llama-bench -p n_prompt -n n_gen -r repetitions`: prompt processing of
-/// `n_prompt` random tokens (BOS first) in one batch, and generation of `n_gen` tokens one at
-/// a time (each feeding a random token), every run from an empty cache, after one warm-up
-/// run of each.
+/// Measures `test` as `llama-bench` does: each of `repetitions` runs (after one warm-up run)
+/// starts from an empty cache, fills it with `depth` random tokens (BOS first) untimed, then
+/// times either the evaluation of `n` random tokens (in the session's batches) or the
+/// generation of `n` tokens one at a time (each feeding a random token). The session's context
+/// must hold `test.positions()`.
 pub fn bench(
     session: &mut Session<'_>,
-    n_prompt: usize,
-    n_gen: usize,
+    test: &BenchTest,
     repetitions: usize,
-) -> Result<BenchResult> {
+) -> Result<Throughput> {
+    if test.n == 0 {
+        return Err(ModelError::Request(
+            "a bench test needs at least one token".into(),
+        ));
+    }
+    if test.positions() > session.n_ctx() {
+        return Err(ModelError::ContextFull {
+            needed: test.positions(),
+            n_ctx: session.n_ctx(),
+        });
+    }
     let n_vocab = session.model().hparams().n_vocab;
     let bos = session.model().tokenizer().special_ids().bos.unwrap_or(0);
     let mut state = 42u64;
-    let prompt = |state: &mut u64| -> Vec<u32> {
-        let mut t: Vec<u32> = (0..n_prompt).map(|_| token(state, n_vocab)).collect();
-        if let Some(first) = t.first_mut() {
-            *first = bos;
-        }
-        t
+    let random = |n: usize, state: &mut u64| -> Vec<u32> {
+        (0..n).map(|_| token(state, n_vocab)).collect::<Vec<u32>>()
     };
-    let mut pp = Vec::new();
-    let mut tg = Vec::new();
+    let mut rates = Vec::with_capacity(repetitions);
     for rep in 0..=repetitions {
-        if n_prompt > 0 {
-            let tokens = prompt(&mut state);
-            session.clear();
-            let t = Instant::now();
-            session.eval(&tokens)?;
-            let secs = t.elapsed().as_secs_f64();
-            if rep > 0 {
-                pp.push(n_prompt as f64 / secs);
-            }
+        session.clear();
+        if test.depth > 0 {
+            let mut context = random(test.depth, &mut state);
+            context[0] = bos;
+            session.eval(&context)?;
         }
-        if n_gen > 0 {
-            session.clear();
-            let mut next = bos;
-            let t = Instant::now();
-            for _ in 0..n_gen {
-                session.eval(&[next])?;
-                next = token(&mut state, n_vocab);
+        let secs = match test.kind {
+            BenchKind::Prompt => {
+                let mut tokens = random(test.n, &mut state);
+                if test.depth == 0 {
+                    tokens[0] = bos;
+                }
+                let t = Instant::now();
+                session.eval(&tokens)?;
+                t.elapsed().as_secs_f64()
             }
-            let secs = t.elapsed().as_secs_f64();
-            if rep > 0 {
-                tg.push(n_gen as f64 / secs);
+            BenchKind::Generation => {
+                let mut next = if test.depth == 0 {
+                    bos
+                } else {
+                    token(&mut state, n_vocab)
+                };
+                let t = Instant::now();
+                for _ in 0..test.n {
+                    session.eval(&[next])?;
+                    next = token(&mut state, n_vocab);
+                }
+                t.elapsed().as_secs_f64()
             }
+        };
+        if rep > 0 {
+            rates.push(test.n as f64 / secs);
         }
     }
     session.clear();
-    Ok(BenchResult {
-        pp: (!pp.is_empty()).then(|| throughput(&pp)),
-        tg: (!tg.is_empty()).then(|| throughput(&tg)),
-    })
+    Ok(throughput(&rates))
 }

@@ -30,7 +30,7 @@ mod weights;
 
 pub use arch::SUPPORTED;
 pub use error::{ModelError, Result};
-pub use eval::{bench, perplexity, BenchResult, PerplexityResult, Throughput};
+pub use eval::{bench, perplexity, BenchKind, BenchTest, PerplexityResult, Throughput};
 pub use gguf_quant::ThreadPool;
 pub use gguf_tokenizer::Tokenizer;
 pub use hparams::{Hparams, RopeScaling};
