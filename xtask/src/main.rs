@@ -1,5 +1,7 @@
-//! Project automation: `cargo xtask fixtures [--check]`, `cargo xtask models`, `cargo xtask ci`.
+//! Project automation: `cargo xtask fixtures [--check]`, `cargo xtask models`, `cargo xtask ci`,
+//! `cargo xtask bench-vs-llamacpp`.
 
+mod bench_vs_llamacpp;
 mod fixtures;
 mod hf_json_fixtures;
 mod model_fixtures;
@@ -22,7 +24,10 @@ fn usage() -> &'static str {
      \n  fixtures [--check]  write the test files in fixtures/ (or fail if they are stale)\
      \n  models              fetch the real models into the cache ($GGUF_CACHE or ~/.cache/gguf)\
      \n  ci                  everything CI checks: fixtures, fmt, clippy, tests, benches in test mode,\
-     \n                      and the NEON kernels under qemu when the aarch64 cross tools are installed"
+     \n                      and the NEON kernels under qemu when the aarch64 cross tools are installed\
+     \n  bench-vs-llamacpp [--models A,B] [--threads 1,2] [--rounds N] [--repetitions N]\
+     \n                    [--llama-bench PATH] [--out FILE]\
+     \n                      gguf bench and llama-bench interleaved on the same files: the ratio table"
 }
 
 fn main() -> Result<()> {
@@ -31,6 +36,7 @@ fn main() -> Result<()> {
         Some("fixtures") => fixtures::run(&root(), args.iter().any(|a| a == "--check")),
         Some("models") => models(),
         Some("ci") => ci(),
+        Some("bench-vs-llamacpp") => bench_vs_llamacpp::run(&root(), &args[1..]),
         _ => {
             eprintln!("{}", usage());
             bail!("unknown or missing command")

@@ -1,0 +1,384 @@
+//! `cargo xtask bench-vs-llamacpp`: `gguf bench` and llama.cpp's `llama-bench` on the same
+//! files, interleaved over several rounds, as a table of ratios (ours / llama.cpp, the median
+//! over rounds) with the CPU it ran on, and the same as JSON.
+//!
+//! llama-bench is built once from the `llama-cpp-python` sdist (its `vendor/llama.cpp`: Release,
+//! `GGML_NATIVE=ON`) into the cache beside the models, outside git; `--llama-bench PATH` uses
+//! another build. Ours is `cargo build --release -p gguf-cli`, a plain release build with no
+//! `target-cpu`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, ensure, Context, Result};
+use serde_json::{json, Value};
+
+/// The sdist llama-bench is built from: the llama.cpp of the project's other references.
+const LLAMA_CPP_PYTHON: &str = "0.3.36";
+
+/// The tests of the issue's table: (name, llama-bench and gguf bench arguments).
+const TESTS: &[(&str, &[&str])] = &[
+    ("pp", &["-p", "128,512", "-n", "0"]),
+    ("tg", &["-p", "0", "-n", "64"]),
+    ("tg @ d1024", &["-p", "0", "-n", "64", "-d", "1024"]),
+];
+
+/// A row of the table: model, threads, test.
+type Row = (String, usize, String);
+
+/// The per-round rates of a row: ours, llama.cpp's.
+type Rates = (Vec<f64>, Vec<f64>);
+
+struct Options {
+    models: Vec<String>,
+    threads: Vec<usize>,
+    rounds: usize,
+    repetitions: usize,
+    llama_bench: Option<PathBuf>,
+    out: PathBuf,
+}
+
+fn parse(args: &[String], root: &Path) -> Result<Options> {
+    let mut o = Options {
+        models: vec!["smollm2-135m".into(), "gemma3-270m".into()],
+        threads: vec![1, 2],
+        rounds: 3,
+        repetitions: 3,
+        llama_bench: None,
+        out: root.join("target/bench-vs-llamacpp.json"),
+    };
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        let mut value = || {
+            it.next()
+                .with_context(|| format!("{flag} needs a value"))
+                .cloned()
+        };
+        match flag.as_str() {
+            "--models" => o.models = value()?.split(',').map(str::to_string).collect(),
+            "--threads" => {
+                o.threads = value()?
+                    .split(',')
+                    .map(|t| t.parse().with_context(|| format!("--threads {t}")))
+                    .collect::<Result<_>>()?
+            }
+            "--rounds" => o.rounds = value()?.parse().context("--rounds")?,
+            "--repetitions" => o.repetitions = value()?.parse().context("--repetitions")?,
+            "--llama-bench" => o.llama_bench = Some(value()?.into()),
+            "--out" => o.out = value()?.into(),
+            other => bail!(
+                "unknown option {other} (--models A,B --threads 1,2 --rounds N --repetitions N --llama-bench PATH --out FILE)"
+            ),
+        }
+    }
+    ensure!(
+        o.rounds > 0 && o.repetitions > 0,
+        "--rounds and --repetitions must be positive"
+    );
+    Ok(o)
+}
+
+pub fn run(root: &Path, args: &[String]) -> Result<()> {
+    let o = parse(args, root)?;
+    let llama_bench = match &o.llama_bench {
+        Some(p) => p.clone(),
+        None => build_llama_bench()?,
+    };
+    eprintln!("==> cargo build --release -p gguf-cli");
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["build", "--release", "-p", "gguf-cli"])
+        .current_dir(root)
+        .status()?;
+    ensure!(status.success(), "building gguf-cli failed");
+    let gguf = root.join("target/release/gguf");
+    let models: Vec<(String, PathBuf)> = o
+        .models
+        .iter()
+        .map(|m| Ok((m.clone(), model_path(m)?)))
+        .collect::<Result<_>>()?;
+
+    let mut rates: BTreeMap<Row, Rates> = BTreeMap::new();
+    for round in 0..o.rounds {
+        for (name, path) in &models {
+            for &t in &o.threads {
+                for (_, args) in TESTS {
+                    // Alternate who goes first, so neither always meets a warm or cold machine.
+                    let ours_first = round % 2 == 0;
+                    for ours in [ours_first, !ours_first] {
+                        let results = if ours {
+                            run_ours(&gguf, path, t, o.repetitions, args)?
+                        } else {
+                            run_theirs(&llama_bench, path, t, o.repetitions, args)?
+                        };
+                        for (test, rate) in results {
+                            let entry = rates.entry((name.clone(), t, test)).or_default();
+                            if ours {
+                                entry.0.push(rate);
+                            } else {
+                                entry.1.push(rate);
+                            }
+                        }
+                    }
+                }
+                eprintln!("round {}/{}: {name} -t {t} done", round + 1, o.rounds);
+            }
+        }
+    }
+
+    let cpu = cpu_description();
+    println!("{cpu}");
+    println!("| model | threads | test | gguf t/s | llama.cpp t/s | ratio (median) |");
+    println!("|---|---|---|---|---|---|");
+    let mut rows = Vec::new();
+    for ((model, threads, test), (ours, theirs)) in &rates {
+        let ratios: Vec<f64> = ours.iter().zip(theirs).map(|(a, b)| a / b).collect();
+        let (ours_m, theirs_m, ratio) = (median(ours), median(theirs), median(&ratios));
+        println!("| {model} | {threads} | {test} | {ours_m:.2} | {theirs_m:.2} | {ratio:.2} |");
+        rows.push(json!({
+            "model": model, "threads": threads, "test": test,
+            "gguf_tokens_per_s": ours, "llama_cpp_tokens_per_s": theirs,
+            "ratio_median": ratio,
+        }));
+    }
+    let report = json!({
+        "cpu": cpu,
+        "date": command_output("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"]).unwrap_or_default(),
+        "rounds": o.rounds,
+        "repetitions": o.repetitions,
+        "llama_bench": llama_bench.display().to_string(),
+        "rows": rows,
+    });
+    if let Some(dir) = o.out.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(&o.out, serde_json::to_string_pretty(&report)?)?;
+    eprintln!("wrote {}", o.out.display());
+    Ok(())
+}
+
+/// A known model's cached path (fetched if missing), or a path as given.
+fn model_path(name: &str) -> Result<PathBuf> {
+    if let Some(m) = gguf_hub::find(name) {
+        return Ok(gguf_hub::pull(m, false, &mut |e| eprintln!("{e}"))?);
+    }
+    let p = PathBuf::from(name);
+    ensure!(p.is_file(), "{name}: neither a known model nor a file");
+    Ok(p)
+}
+
+/// llama-bench's name for one of its result rows.
+fn test_name(n_prompt: u64, n_gen: u64, depth: u64) -> String {
+    let base = if n_prompt > 0 {
+        format!("pp{n_prompt}")
+    } else {
+        format!("tg{n_gen}")
+    };
+    match depth {
+        0 => base,
+        d => format!("{base} @ d{d}"),
+    }
+}
+
+fn run_ours(
+    gguf: &Path,
+    model: &Path,
+    threads: usize,
+    reps: usize,
+    args: &[&str],
+) -> Result<Vec<(String, f64)>> {
+    let out = Command::new(gguf)
+        .arg("bench")
+        .arg(model)
+        .args(args)
+        .args([
+            "-t",
+            &threads.to_string(),
+            "-r",
+            &reps.to_string(),
+            "--json",
+        ])
+        .output()
+        .context("running gguf bench")?;
+    ensure!(
+        out.status.success(),
+        "gguf bench failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout)?;
+    v["results"]
+        .as_array()
+        .context("gguf bench --json has no results")?
+        .iter()
+        .map(|r| {
+            Ok((
+                r["test"].as_str().context("test")?.to_string(),
+                r["tokens_per_s"].as_f64().context("tokens_per_s")?,
+            ))
+        })
+        .collect()
+}
+
+fn run_theirs(
+    llama_bench: &Path,
+    model: &Path,
+    threads: usize,
+    reps: usize,
+    args: &[&str],
+) -> Result<Vec<(String, f64)>> {
+    let out = Command::new(llama_bench)
+        .arg("-m")
+        .arg(model)
+        .args(args)
+        .args([
+            "-t",
+            &threads.to_string(),
+            "-r",
+            &reps.to_string(),
+            "-o",
+            "json",
+        ])
+        .output()
+        .context("running llama-bench")?;
+    ensure!(
+        out.status.success(),
+        "llama-bench failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout)?;
+    v.as_array()
+        .context("llama-bench -o json printed no array")?
+        .iter()
+        .map(|r| {
+            let n = |k: &str| r[k].as_u64().unwrap_or(0);
+            Ok((
+                test_name(n("n_prompt"), n("n_gen"), n("n_depth")),
+                r["avg_ts"].as_f64().context("avg_ts")?,
+            ))
+        })
+        .collect()
+}
+
+fn median(xs: &[f64]) -> f64 {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+fn command_output(cmd: &str, args: &[&str]) -> Option<String> {
+    let out = Command::new(cmd).args(args).output().ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// The CPU's model name and the SIMD flags that matter to the kernels.
+fn cpu_description() -> String {
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let field = |name: &str| {
+        info.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.trim().to_string())
+            .unwrap_or_default()
+    };
+    let flags = field("flags");
+    let simd: Vec<&str> = flags
+        .split_whitespace()
+        .filter(|f| {
+            f.starts_with("avx") || f.starts_with("fma") || f.starts_with("f16c") || *f == "sse4_2"
+        })
+        .collect();
+    format!(
+        "CPU: {} ({} logical CPUs); SIMD flags: {}",
+        field("model name"),
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+        simd.join(" ")
+    )
+}
+
+/// `llama-bench`, built once into `$GGUF_CACHE/llama.cpp-<version>/` from the sdist.
+fn build_llama_bench() -> Result<PathBuf> {
+    let dir = gguf_hub::cache_dir().join(format!("llama.cpp-{LLAMA_CPP_PYTHON}"));
+    let src = dir
+        .join(format!("llama_cpp_python-{LLAMA_CPP_PYTHON}"))
+        .join("vendor/llama.cpp");
+    let bin = src.join("build/bin/llama-bench");
+    if bin.is_file() {
+        return Ok(bin);
+    }
+    std::fs::create_dir_all(&dir)?;
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    let step = |what: &str, cmd: &mut Command| -> Result<()> {
+        eprintln!("==> {what}");
+        let status = cmd.status().with_context(|| format!("starting: {what}"))?;
+        ensure!(status.success(), "{what} failed ({status})");
+        Ok(())
+    };
+    if !src.is_dir() {
+        step(
+            "pip download the llama-cpp-python sdist",
+            Command::new(&python)
+                .args([
+                    "-m",
+                    "pip",
+                    "download",
+                    "--no-deps",
+                    "--no-binary",
+                    "llama-cpp-python",
+                ])
+                .arg(format!("llama-cpp-python=={LLAMA_CPP_PYTHON}"))
+                .arg("-d")
+                .arg(&dir),
+        )?;
+        step(
+            "unpack the sdist",
+            Command::new("tar")
+                .arg("xzf")
+                .arg(dir.join(format!("llama_cpp_python-{LLAMA_CPP_PYTHON}.tar.gz")))
+                .arg("-C")
+                .arg(&dir),
+        )?;
+    }
+    let have = |c: &str| {
+        Command::new(c)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if !(have("cmake") && have("ninja")) {
+        step(
+            "pip install cmake ninja",
+            Command::new(&python).args(["-m", "pip", "install", "--quiet", "cmake", "ninja"]),
+        )?;
+    }
+    step(
+        "configure llama.cpp (Release, GGML_NATIVE=ON)",
+        Command::new("cmake")
+            .arg("-S")
+            .arg(&src)
+            .arg("-B")
+            .arg(src.join("build"))
+            .args([
+                "-G",
+                "Ninja",
+                "-DCMAKE_BUILD_TYPE=Release",
+                "-DGGML_NATIVE=ON",
+                "-DLLAMA_CURL=OFF",
+                "-DLLAMA_BUILD_TESTS=OFF",
+            ]),
+    )?;
+    step(
+        "build llama-bench (several minutes)",
+        Command::new("cmake")
+            .arg("--build")
+            .arg(src.join("build"))
+            .args(["--target", "llama-bench"]),
+    )?;
+    ensure!(bin.is_file(), "{} was not built", bin.display());
+    Ok(bin)
+}
