@@ -12,9 +12,10 @@ use gguf_quant::{matmul_on, ThreadPool};
 use half::f16;
 
 use crate::error::Result;
+use crate::hparams::Hparams;
 use crate::kv_cache::{KvCache, LayerCache};
 use crate::ops::{self, KvHead, Rope, Scores};
-use crate::weights::Matrix;
+use crate::weights::{Matrix, Qkv};
 
 /// Buffers of one forward pass, reused across calls. Architectures use them as they need:
 /// `x` is the residual stream, the others hold intermediate rows.
@@ -113,6 +114,107 @@ pub(crate) struct Heads {
     pub n_head_kv: usize,
     pub head_dim_k: usize,
     pub head_dim_v: usize,
+}
+
+impl Heads {
+    /// The heads `hp` describes.
+    pub fn of(hp: &Hparams) -> Heads {
+        Heads {
+            n_head: hp.n_head,
+            n_head_kv: hp.n_head_kv,
+            head_dim_k: hp.head_dim_k,
+            head_dim_v: hp.head_dim_v,
+        }
+    }
+}
+
+/// One layer's self-attention up to its output projection, the part every architecture shares:
+/// Q, K and V projected from the normed rows (with their biases), Q and K normed per head
+/// when the architecture does, rotated, Q scaled when the architecture scales it before
+/// attention (then `scores` has scale 1), K and V stored, and attention over the cache.
+pub(crate) struct SelfAttention<'a> {
+    pub qkv: &'a Qkv,
+    /// RMSNorm weights of each Q head and each K head (Qwen 3, Gemma 3).
+    pub qk_norm: Option<(&'a [f32], &'a [f32])>,
+    pub eps: f32,
+    pub rope: &'a Rope,
+    /// Which of [`Scratch::rope`]'s caches `rope` filled.
+    pub rope_cache: usize,
+    pub query_scale: Option<f32>,
+    pub heads: Heads,
+    pub window: Option<usize>,
+    pub scores: Scores,
+}
+
+impl SelfAttention<'_> {
+    /// From the normed rows in `s.h` to attention's output rows in `s.attn`, storing the batch's
+    /// keys and values in layer `il`'s cache at positions `pos0..`.
+    pub fn run(
+        &self,
+        ctx: &Ctx<'_>,
+        cache: &mut KvCache,
+        s: &mut Scratch,
+        il: usize,
+        pos0: usize,
+    ) -> Result<()> {
+        let qkv = self.qkv;
+        ctx.matmul(&qkv.wq, &s.h, &mut s.q, &mut s.quant)?;
+        ctx.matmul(&qkv.wk, &s.h, &mut s.k, &mut s.quant)?;
+        ctx.matmul(&qkv.wv, &s.h, &mut s.v, &mut s.quant)?;
+        qkv.add_biases(&mut s.q, &mut s.k, &mut s.v);
+        if let Some((qn, kn)) = self.qk_norm {
+            rms_norm_each(&mut s.q, qn, self.eps);
+            rms_norm_each(&mut s.k, kn, self.eps);
+        }
+        let dk = self.heads.head_dim_k;
+        let rope_cache = &s.rope[self.rope_cache];
+        apply_rope(self.rope, rope_cache, &mut s.q, dk);
+        apply_rope(self.rope, rope_cache, &mut s.k, dk);
+        if let Some(scale) = self.query_scale {
+            ops::scale(&mut s.q, scale);
+        }
+        cache.store(il, pos0, &s.k, &s.v);
+        attention(
+            ctx.pool,
+            cache,
+            il,
+            &s.q,
+            pos0,
+            self.heads,
+            self.window,
+            self.scores,
+            &mut s.attn_threads,
+            &mut s.attn,
+        );
+        Ok(())
+    }
+}
+
+/// The gated feed-forward network's activation.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Gate {
+    /// SwiGLU (llama, Phi-3).
+    Silu,
+    /// GeGLU with ggml's tanh GELU (Gemma).
+    Gelu,
+}
+
+/// `down(act(gate(h)) * up(h))` from the normed rows in `s.h`, into `s.h`.
+pub(crate) fn gated_ffn(
+    ctx: &Ctx<'_>,
+    s: &mut Scratch,
+    gate: &Matrix,
+    up: &Matrix,
+    down: &Matrix,
+    act: Gate,
+) -> Result<()> {
+    ctx.matmul(gate, &s.h, &mut s.gate, &mut s.quant)?;
+    ctx.matmul(up, &s.h, &mut s.up, &mut s.quant)?;
+    match act {
+        Gate::Silu => gguf_quant::vec::swiglu(&mut s.gate, &s.up),
+        Gate::Gelu => ops::geglu(&mut s.gate, &s.up),
+    }
+    ctx.matmul(down, &s.gate, &mut s.h, &mut s.quant)
 }
 
 impl Scratch {

@@ -21,7 +21,7 @@ use gguf_format::Value;
 use super::Architecture;
 use crate::error::Result;
 use crate::forward::{
-    apply_rope, attention, output_rows, rms_norm_each, rms_norm_rows, Heads, Pass,
+    gated_ffn, output_rows, rms_norm_each, rms_norm_rows, Gate, Heads, Pass, SelfAttention,
 };
 use crate::hparams::{Hparams, Reader, RopeScaling};
 use crate::ops::{self, add_assign, Rope, Scores};
@@ -232,54 +232,35 @@ impl Architecture for Gemma {
             ..
         } = pass;
         let (n, pos0, eps, d) = (tokens.len(), *pos0, hp.norm_eps, hp.n_embd);
-        let heads = Heads {
-            n_head: hp.n_head,
-            n_head_kv: hp.n_head_kv,
-            head_dim_k: hp.head_dim_k,
-            head_dim_v: hp.head_dim_v,
-        };
+        let heads = Heads::of(hp);
         ctx.embed(&self.token_embd, tokens, &mut s.x)?;
         ops::scale(&mut s.x, (d as f32).sqrt());
         s.fill_rope(&self.ropes, pos0, n);
         let scores = Scores::new(1.0, self.attn_softcap);
         for (il, l) in self.layers.iter().enumerate() {
             let window = hp.layer_windows[il];
+            // Global layers use the first RoPE setup, sliding-window ones the second.
             let r = usize::from(window.is_some());
             rms_norm_rows(&s.x, &l.attn_norm, eps, &mut s.h);
-            ctx.matmul(&l.qkv.wq, &s.h, &mut s.q, &mut s.quant)?;
-            ctx.matmul(&l.qkv.wk, &s.h, &mut s.k, &mut s.quant)?;
-            ctx.matmul(&l.qkv.wv, &s.h, &mut s.v, &mut s.quant)?;
-            l.qkv.add_biases(&mut s.q, &mut s.k, &mut s.v);
-            if let (Some(qn), Some(kn)) = (&l.q_norm, &l.k_norm) {
-                rms_norm_each(&mut s.q, qn, eps);
-                rms_norm_each(&mut s.k, kn, eps);
-            }
-            apply_rope(&self.ropes[r], &s.rope[r], &mut s.q, hp.head_dim_k);
-            apply_rope(&self.ropes[r], &s.rope[r], &mut s.k, hp.head_dim_k);
-            ops::scale(&mut s.q, self.query_scale);
-            cache.store(il, pos0, &s.k, &s.v);
-            attention(
-                ctx.pool,
-                cache,
-                il,
-                &s.q,
-                pos0,
+            SelfAttention {
+                qkv: &l.qkv,
+                qk_norm: l.q_norm.as_deref().zip(l.k_norm.as_deref()),
+                eps,
+                rope: &self.ropes[r],
+                rope_cache: r,
+                query_scale: Some(self.query_scale),
                 heads,
                 window,
                 scores,
-                &mut s.attn_threads,
-                &mut s.attn,
-            );
+            }
+            .run(ctx, cache, s, il, pos0)?;
             ctx.matmul(&l.wo, &s.attn, &mut s.h, &mut s.quant)?;
             if let Some(w) = &l.post_attn_norm {
                 rms_norm_each(&mut s.h, w, eps);
             }
             add_assign(&mut s.x, &s.h);
             rms_norm_rows(&s.x, &l.ffn_norm, eps, &mut s.h);
-            ctx.matmul(&l.w_gate, &s.h, &mut s.gate, &mut s.quant)?;
-            ctx.matmul(&l.w_up, &s.h, &mut s.up, &mut s.quant)?;
-            ops::geglu(&mut s.gate, &s.up);
-            ctx.matmul(&l.w_down, &s.gate, &mut s.h, &mut s.quant)?;
+            gated_ffn(ctx, s, &l.w_gate, &l.w_up, &l.w_down, Gate::Gelu)?;
             if let Some(w) = &l.post_ffn_norm {
                 rms_norm_each(&mut s.h, w, eps);
             }

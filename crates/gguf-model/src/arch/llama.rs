@@ -7,9 +7,7 @@ use gguf_format::split::SplitSet;
 
 use super::Architecture;
 use crate::error::Result;
-use crate::forward::{
-    apply_rope, attention, output_rows, rms_norm_each, rms_norm_rows, Heads, Pass,
-};
+use crate::forward::{gated_ffn, output_rows, rms_norm_rows, Gate, Heads, Pass, SelfAttention};
 use crate::hparams::{Hparams, Reader};
 use crate::ops::{add_assign, Rope, Scores};
 use crate::weights::{Biases, Loader, Matrix, Qkv};
@@ -175,46 +173,27 @@ impl Architecture for Llama {
             ..
         } = pass;
         let (n, pos0, eps) = (tokens.len(), *pos0, hp.norm_eps);
-        let heads = Heads {
-            n_head: hp.n_head,
-            n_head_kv: hp.n_head_kv,
-            head_dim_k: hp.head_dim_k,
-            head_dim_v: hp.head_dim_v,
-        };
+        let heads = Heads::of(hp);
         ctx.embed(&self.token_embd, tokens, &mut s.x)?;
         s.fill_rope(std::slice::from_ref(&self.rope), pos0, n);
         for (il, l) in self.layers.iter().enumerate() {
             rms_norm_rows(&s.x, &l.attn_norm, eps, &mut s.h);
-            ctx.matmul(&l.qkv.wq, &s.h, &mut s.q, &mut s.quant)?;
-            ctx.matmul(&l.qkv.wk, &s.h, &mut s.k, &mut s.quant)?;
-            ctx.matmul(&l.qkv.wv, &s.h, &mut s.v, &mut s.quant)?;
-            l.qkv.add_biases(&mut s.q, &mut s.k, &mut s.v);
-            if let (Some(qn), Some(kn)) = (&l.q_norm, &l.k_norm) {
-                rms_norm_each(&mut s.q, qn, eps);
-                rms_norm_each(&mut s.k, kn, eps);
-            }
-            apply_rope(&self.rope, &s.rope[0], &mut s.q, hp.head_dim_k);
-            apply_rope(&self.rope, &s.rope[0], &mut s.k, hp.head_dim_k);
-            cache.store(il, pos0, &s.k, &s.v);
-            attention(
-                ctx.pool,
-                cache,
-                il,
-                &s.q,
-                pos0,
+            SelfAttention {
+                qkv: &l.qkv,
+                qk_norm: l.q_norm.as_deref().zip(l.k_norm.as_deref()),
+                eps,
+                rope: &self.rope,
+                rope_cache: 0,
+                query_scale: None,
                 heads,
-                hp.layer_windows[il],
-                self.scores,
-                &mut s.attn_threads,
-                &mut s.attn,
-            );
+                window: hp.layer_windows[il],
+                scores: self.scores,
+            }
+            .run(ctx, cache, s, il, pos0)?;
             ctx.matmul(&l.wo, &s.attn, &mut s.h, &mut s.quant)?;
             add_assign(&mut s.x, &s.h);
             rms_norm_rows(&s.x, &l.ffn_norm, eps, &mut s.h);
-            ctx.matmul(&l.w_gate, &s.h, &mut s.gate, &mut s.quant)?;
-            ctx.matmul(&l.w_up, &s.h, &mut s.up, &mut s.quant)?;
-            gguf_quant::vec::swiglu(&mut s.gate, &s.up);
-            ctx.matmul(&l.w_down, &s.gate, &mut s.h, &mut s.quant)?;
+            gated_ffn(ctx, s, &l.w_gate, &l.w_up, &l.w_down, Gate::Silu)?;
             add_assign(&mut s.x, &s.h);
         }
         let d = hp.n_embd;

@@ -11,7 +11,7 @@ use gguf_format::split::SplitSet;
 
 use super::Architecture;
 use crate::error::Result;
-use crate::forward::{apply_rope, attention, layer_norm_rows, output_rows, Heads, Pass};
+use crate::forward::{layer_norm_rows, output_rows, Heads, Pass, SelfAttention};
 use crate::hparams::{Hparams, Reader};
 use crate::ops::{self, add_assign, add_bias, Rope, Scores};
 use crate::weights::{Biases, Loader, Matrix, Qkv};
@@ -135,12 +135,7 @@ impl Architecture for Phi2 {
             ..
         } = pass;
         let (n, pos0, eps, d) = (tokens.len(), *pos0, hp.norm_eps, hp.n_embd);
-        let heads = Heads {
-            n_head: hp.n_head,
-            n_head_kv: hp.n_head_kv,
-            head_dim_k: hp.head_dim_k,
-            head_dim_v: hp.head_dim_v,
-        };
+        let heads = Heads::of(hp);
         // The query is scaled beforehand, so attention's own scale is 1.
         let scores = Scores::new(1.0, 0.0);
         ctx.embed(&self.token_embd, tokens, &mut s.x)?;
@@ -148,26 +143,18 @@ impl Architecture for Phi2 {
         for (il, l) in self.layers.iter().enumerate() {
             // `h` feeds both attention and the feed-forward network.
             layer_norm_rows(&s.x, &l.attn_norm, &l.attn_norm_b, eps, &mut s.h);
-            ctx.matmul(&l.qkv.wq, &s.h, &mut s.q, &mut s.quant)?;
-            ctx.matmul(&l.qkv.wk, &s.h, &mut s.k, &mut s.quant)?;
-            ctx.matmul(&l.qkv.wv, &s.h, &mut s.v, &mut s.quant)?;
-            l.qkv.add_biases(&mut s.q, &mut s.k, &mut s.v);
-            apply_rope(&self.rope, &s.rope[0], &mut s.q, hp.head_dim_k);
-            apply_rope(&self.rope, &s.rope[0], &mut s.k, hp.head_dim_k);
-            ops::scale(&mut s.q, self.query_scale);
-            cache.store(il, pos0, &s.k, &s.v);
-            attention(
-                ctx.pool,
-                cache,
-                il,
-                &s.q,
-                pos0,
+            SelfAttention {
+                qkv: &l.qkv,
+                qk_norm: None,
+                eps,
+                rope: &self.rope,
+                rope_cache: 0,
+                query_scale: Some(self.query_scale),
                 heads,
-                None,
+                window: None,
                 scores,
-                &mut s.attn_threads,
-                &mut s.attn,
-            );
+            }
+            .run(ctx, cache, s, il, pos0)?;
             // Attention's output goes to `q` (no longer needed), the feed-forward's to `v`.
             ctx.matmul(&l.wo, &s.attn, &mut s.q, &mut s.quant)?;
             add_bias(&mut s.q, &l.bo);

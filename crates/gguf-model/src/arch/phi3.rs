@@ -18,9 +18,9 @@ use gguf_format::split::SplitSet;
 use super::phi2::check_heads;
 use super::Architecture;
 use crate::error::{ModelError, Result};
-use crate::forward::{apply_rope, attention, output_rows, rms_norm_rows, Heads, Pass};
+use crate::forward::{gated_ffn, output_rows, rms_norm_rows, Gate, Heads, Pass, SelfAttention};
 use crate::hparams::{Hparams, Reader};
-use crate::ops::{self, add_assign, add_bias, Rope, Scores};
+use crate::ops::{add_assign, add_bias, Rope, Scores};
 use crate::weights::{Biases, Loader, Matrix, Qkv};
 
 /// llama.cpp rounds every context up to a multiple of this (`GGML_PAD(n_ctx, 256)`) before it
@@ -184,45 +184,29 @@ impl Architecture for Phi3 {
             logits,
         } = pass;
         let (n, pos0, eps, d) = (tokens.len(), *pos0, hp.norm_eps, hp.n_embd);
-        let heads = Heads {
-            n_head: hp.n_head,
-            n_head_kv: hp.n_head_kv,
-            head_dim_k: hp.head_dim_k,
-            head_dim_v: hp.head_dim_v,
-        };
+        let heads = Heads::of(hp);
         // The query is scaled beforehand, so attention's own scale is 1.
         let scores = Scores::new(1.0, 0.0);
         ctx.embed(&self.token_embd, tokens, &mut s.x)?;
         s.fill_rope_with_factors(&self.rope, self.factors(*n_ctx), pos0, n);
         for (il, l) in self.layers.iter().enumerate() {
             rms_norm_rows(&s.x, &l.attn_norm, eps, &mut s.h);
-            ctx.matmul(&l.qkv.wq, &s.h, &mut s.q, &mut s.quant)?;
-            ctx.matmul(&l.qkv.wk, &s.h, &mut s.k, &mut s.quant)?;
-            ctx.matmul(&l.qkv.wv, &s.h, &mut s.v, &mut s.quant)?;
-            l.qkv.add_biases(&mut s.q, &mut s.k, &mut s.v);
-            apply_rope(&self.rope, &s.rope[0], &mut s.q, hp.head_dim_k);
-            apply_rope(&self.rope, &s.rope[0], &mut s.k, hp.head_dim_k);
-            ops::scale(&mut s.q, self.query_scale);
-            cache.store(il, pos0, &s.k, &s.v);
-            attention(
-                ctx.pool,
-                cache,
-                il,
-                &s.q,
-                pos0,
+            SelfAttention {
+                qkv: &l.qkv,
+                qk_norm: None,
+                eps,
+                rope: &self.rope,
+                rope_cache: 0,
+                query_scale: Some(self.query_scale),
                 heads,
-                None,
+                window: None,
                 scores,
-                &mut s.attn_threads,
-                &mut s.attn,
-            );
+            }
+            .run(ctx, cache, s, il, pos0)?;
             ctx.matmul(&l.wo, &s.attn, &mut s.h, &mut s.quant)?;
             add_assign(&mut s.x, &s.h);
             rms_norm_rows(&s.x, &l.ffn_norm, eps, &mut s.h);
-            ctx.matmul(&l.w_gate, &s.h, &mut s.gate, &mut s.quant)?;
-            ctx.matmul(&l.w_up, &s.h, &mut s.up, &mut s.quant)?;
-            gguf_quant::vec::swiglu(&mut s.gate, &s.up);
-            ctx.matmul(&l.w_down, &s.gate, &mut s.h, &mut s.quant)?;
+            gated_ffn(ctx, s, &l.w_gate, &l.w_up, &l.w_down, Gate::Silu)?;
             add_assign(&mut s.x, &s.h);
         }
         let rows = output_rows(n, *all_logits);
