@@ -421,19 +421,9 @@ pub(crate) fn softcap(x: &mut [f32], cap: f32) {
 }
 
 /// `x[i] = gelu(x[i])`, as ggml's CPU backend computes `ggml_gelu` (`ggml_vec_gelu_f32` with
-/// `GGML_GELU_FP16`): the table lookup of [`geglu`] without the gate; at or below -10 gives 0,
-/// at or above 10 passes through.
+/// `GGML_GELU_FP16`): see [`gguf_quant::vec::gelu`].
 pub(crate) fn gelu(x: &mut [f32]) {
-    let table = gelu_table();
-    for v in x {
-        *v = if *v <= -10.0 {
-            0.0
-        } else if *v >= 10.0 {
-            *v
-        } else {
-            f16::from_bits(table[usize::from(f16::from_f32(*v).to_bits())]).to_f32()
-        };
-    }
+    vec::gelu(x);
 }
 
 /// LayerNorm of one row, `(x - mean) / sqrt(var + eps) * w + b`, as `ggml_norm` followed by
@@ -470,40 +460,9 @@ pub(crate) fn layer_norm(x: &[f32], w: &[f32], b: &[f32], eps: f32, out: &mut [f
 }
 
 /// `gate[i] = gelu(gate[i]) * up[i]`, GeGLU as ggml's CPU backend computes it
-/// (`ggml_vec_geglu_f32` with `GGML_GELU_FP16`): the tanh-approximated GELU looked up in a
-/// table of every f16 input, so the input is rounded to f16 and the GELU to f16; inputs at
-/// or below -10 give 0, at or above 10 pass through.
+/// (`ggml_vec_geglu_f32` with `GGML_GELU_FP16`): see [`gguf_quant::vec::geglu`].
 pub(crate) fn geglu(gate: &mut [f32], up: &[f32]) {
-    let table = gelu_table();
-    for (g, &u) in gate.iter_mut().zip(up) {
-        let x = *g;
-        *g = if x <= -10.0 {
-            0.0
-        } else if x >= 10.0 {
-            x * u
-        } else {
-            f16::from_bits(table[usize::from(f16::from_f32(x).to_bits())]).to_f32() * u
-        };
-    }
-}
-
-/// ggml's `ggml_table_gelu_f16`: for every f16 `x`, `gelu(x)` rounded to f16, with
-/// `gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) x (1 + 0.044715 x²)))` in f32 (GCC contracts
-/// `1 + a·x·x` into a fused multiply-add).
-fn gelu_table() -> &'static [u16] {
-    static TABLE: std::sync::OnceLock<Vec<u16>> = std::sync::OnceLock::new();
-    TABLE.get_or_init(|| {
-        const GELU_COEF_A: f32 = 0.044715;
-        const SQRT_2_OVER_PI: f32 = 0.797_884_6;
-        (0..=u16::MAX)
-            .map(|bits| {
-                let x = f16::from_bits(bits).to_f32();
-                let inner = (GELU_COEF_A * x).mul_add(x, 1.0);
-                let y = 0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * inner).tanh());
-                f16::from_f32(y).to_bits()
-            })
-            .collect()
-    })
+    vec::geglu(gate, up);
 }
 
 /// `x[i] += y[i]`: the residual connections.

@@ -1,6 +1,8 @@
 //! `cargo bench -p gguf-quant`: dequantize and dot-product throughput per type (GB/s of weight
-//! bytes), mat-vec at real model shapes on 1 and 2 threads, and a plain memory-read bandwidth
+//! bytes), the feed-forward activations of `gguf_quant::vec` (SwiGLU, GeGLU, GELU) on a row of
+//! 2048, mat-vec at real model shapes on 1 and 2 threads, and a plain memory-read bandwidth
 //! figure measured in the same run, so each result can be read as a fraction of it.
+//! `GGUF_FORCE_SCALAR=1` runs the scalar kernels instead of the CPU's SIMD ones.
 
 // `criterion_group!` defines a public function it cannot document.
 #![allow(missing_docs)]
@@ -8,7 +10,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 use gguf_quant::{
     dequantize_row, matvec_on, quantize_activations, quantize_row, vec_dot, GgmlType,
 };
@@ -102,6 +104,36 @@ fn bench(c: &mut Criterion) {
             b.iter(|| vec_dot(ty, n, black_box(&w), black_box(&a)).unwrap())
         });
     }
+    group.finish();
+
+    // The activations work in place, so each run gets a fresh copy of the gate (not timed).
+    // Gates in [-6, 6): inside GELU's table range (±10), where a model's activations mostly are.
+    let width = 2048;
+    let gate: Vec<f32> = values(width, 11).iter().map(|v| v * 6.0).collect();
+    let up = values(width, 13);
+    let mut group = c.benchmark_group("ffn_2048");
+    group.throughput(Throughput::Elements(width as u64));
+    group.bench_function("swiglu", |b| {
+        b.iter_batched_ref(
+            || gate.clone(),
+            |g| gguf_quant::vec::swiglu(g, black_box(&up)),
+            BatchSize::SmallInput,
+        )
+    });
+    group.bench_function("geglu", |b| {
+        b.iter_batched_ref(
+            || gate.clone(),
+            |g| gguf_quant::vec::geglu(g, black_box(&up)),
+            BatchSize::SmallInput,
+        )
+    });
+    group.bench_function("gelu", |b| {
+        b.iter_batched_ref(
+            || gate.clone(),
+            |g| gguf_quant::vec::gelu(g),
+            BatchSize::SmallInput,
+        )
+    });
     group.finish();
 
     let mut summary = Vec::new();

@@ -1,11 +1,12 @@
 //! Float vector kernels the forward pass needs besides mat-vec, each computing what ggml's
 //! x86 AVX2 build computes, in the same order: the f16 dot product and multiply-add of
-//! attention over an f16 KV cache, and SwiGLU with ggml's vectorised `expf`.
+//! attention over an f16 KV cache, SwiGLU with ggml's vectorised `expf`, and GELU and GeGLU
+//! through ggml's f16 GELU table.
 //!
 //! This module holds the scalar twins, which give the same bits as the SIMD versions, and the
 //! safe dispatch: the SIMD versions live with their instruction set's other kernels
-//! (`kernels::x86_64::avx2::vec`), are chosen once, like the dot products, and are tested bit for
-//! bit against the twins (`kernels::simd_tests`).
+//! (`kernels::x86_64::avx2::vec`, `kernels::aarch64::neon::vec`), are chosen once, like the dot
+//! products, and are tested bit for bit against the twins (`kernels::simd_tests`).
 
 use std::sync::OnceLock;
 
@@ -23,6 +24,10 @@ pub(crate) struct VecKernels {
     pub(crate) scale_f16: fn(&mut [f16], f32),
     /// See [`swiglu`].
     pub(crate) swiglu: fn(&mut [f32], &[f32]),
+    /// See [`gelu`].
+    pub(crate) gelu: fn(&mut [f32]),
+    /// See [`geglu`].
+    pub(crate) geglu: fn(&mut [f32], &[f32]),
 }
 
 /// The scalar twins.
@@ -31,6 +36,8 @@ pub(crate) const SCALAR: VecKernels = VecKernels {
     mad_f16: mad_f16_scalar,
     scale_f16: scale_f16_scalar,
     swiglu: swiglu_scalar,
+    gelu: gelu_scalar,
+    geglu: geglu_scalar,
 };
 
 /// The kernels of this process's instruction set (chosen once).
@@ -161,6 +168,101 @@ fn swiglu_scalar(gate: &mut [f32], up: &[f32]) {
     }
 }
 
+/// The number of entries of [`gelu_table`]: one per f16 bit pattern, then one of padding.
+pub(crate) const GELU_TABLE_LEN: usize = (1 << 16) + 1;
+
+/// ggml's `ggml_table_gelu_f16`, built on first use and kept for the life of the process:
+/// entry `h` is [`gelu_f32`] of the f16 whose bits are `h`, rounded to f16 (nearest even), as
+/// bits. The 65536 entries are followed by one zero entry of padding, so that a 4-byte read at
+/// any entry (the AVX2 kernels gather 32-bit words at `2 * h` and keep the low 16 bits) stays
+/// inside the table.
+pub(crate) fn gelu_table() -> &'static [u16; GELU_TABLE_LEN] {
+    static TABLE: OnceLock<Box<[u16; GELU_TABLE_LEN]>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut table = vec![0u16; GELU_TABLE_LEN];
+        for (bits, entry) in (0..=u16::MAX).zip(table.iter_mut()) {
+            *entry = f16::from_f32(gelu_f32(f16::from_bits(bits).to_f32())).to_bits();
+        }
+        table
+            .into_boxed_slice()
+            .try_into()
+            .expect("GELU_TABLE_LEN entries")
+    })
+}
+
+/// ggml's `ggml_gelu_f32`, the tanh approximation
+/// `0.5 x (1 + tanh(sqrt(2/pi) x (1 + 0.044715 x²)))` in f32, as GCC compiles it on FMA
+/// machines: `1 + (0.044715 x)·x` contracted into one fused multiply-add, the other operations
+/// rounded one by one, left to right, with libm's `tanhf`. (The contraction changes no entry of
+/// the table once rounded to f16, for any input in (-10, 10), but is kept as ggml computes it.)
+fn gelu_f32(x: f32) -> f32 {
+    const GELU_COEF_A: f32 = 0.044715;
+    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+    let inner = (GELU_COEF_A * x).mul_add(x, 1.0);
+    0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * inner).tanh())
+}
+
+/// The table's GELU of `x`: `f32(table[f16(x)])`, `x` rounded to f16 to nearest even.
+#[inline(always)]
+fn gelu_lookup(table: &[u16; GELU_TABLE_LEN], x: f32) -> f32 {
+    f16::from_bits(table[usize::from(f16::from_f32(x).to_bits())]).to_f32()
+}
+
+/// One value of [`gelu`] (`table` is [`gelu_table`]); the SIMD kernels' tails use it.
+#[inline(always)]
+pub(crate) fn gelu_one(table: &[u16; GELU_TABLE_LEN], x: f32) -> f32 {
+    if x <= -10.0 {
+        0.0
+    } else if x >= 10.0 {
+        x
+    } else {
+        gelu_lookup(table, x)
+    }
+}
+
+/// One value of [`geglu`] (`table` is [`gelu_table`]); the SIMD kernels' tails use it.
+#[inline(always)]
+pub(crate) fn geglu_one(table: &[u16; GELU_TABLE_LEN], x: f32, u: f32) -> f32 {
+    if x <= -10.0 {
+        0.0
+    } else if x >= 10.0 {
+        x * u
+    } else {
+        gelu_lookup(table, x) * u
+    }
+}
+
+/// `x[i] = gelu(x[i])`, as ggml's CPU backend computes `ggml_gelu` (`ggml_vec_gelu_f32` with
+/// `GGML_GELU_FP16`): at or below -10, +0.0; at or above 10, `x` itself; otherwise (NaN
+/// included, since its comparisons are false) the tanh-approximated GELU looked up in ggml's
+/// table of every f16 input (`ggml_table_gelu_f16`), so the input is rounded to f16 (nearest
+/// even) and the GELU is the f32 formula's result rounded to f16.
+pub fn gelu(x: &mut [f32]) {
+    (kernels().gelu)(x);
+}
+
+fn gelu_scalar(x: &mut [f32]) {
+    let table = gelu_table();
+    for v in x {
+        *v = gelu_one(table, *v);
+    }
+}
+
+/// `gate[i] = gelu(gate[i]) * up[i]`, GeGLU as ggml's CPU backend computes it
+/// (`ggml_vec_geglu_f32` with `GGML_GELU_FP16`): [`gelu`]'s table lookup times `up[i]`; at or
+/// below -10, +0.0 whatever `up[i]` is; at or above 10, `gate[i] * up[i]`.
+pub fn geglu(gate: &mut [f32], up: &[f32]) {
+    let n = gate.len().min(up.len());
+    (kernels().geglu)(&mut gate[..n], &up[..n]);
+}
+
+fn geglu_scalar(gate: &mut [f32], up: &[f32]) {
+    let table = gelu_table();
+    for (g, &u) in gate.iter_mut().zip(up) {
+        *g = geglu_one(table, *g, u);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -184,5 +286,98 @@ mod tests {
         }
         assert_eq!(ggml_expf(-200.0), 0.0);
         assert!(ggml_expf(200.0).is_infinite());
+    }
+
+    /// Entries of the GELU table against values made with numpy 2.4 (float32 arithmetic,
+    /// ggml's formula): `x` the float16 of the entry's bits widened to float32,
+    /// `inner = fma(float32(0.044715) * x, x, 1)` rounded once (computed exactly with Python's
+    /// `fractions` and rounded to the nearest float32, ties to even),
+    /// `y = 0.5 * x * (1 + tanh(float32(0.7978845608) * x * inner))` in float32 with `tanh` taken
+    /// in float64 and rounded to float32, then `np.float16(y)` (nearest even). `tanh` in float64
+    /// agrees with glibc's `tanhf` (which ggml and `f32::tanh` call) on every entry; numpy's own
+    /// float32 `tanh` is an ulp off on 234 of them, among them 0xBF45 below (it gives 0xAC07).
+    /// The cases include f16 rounding ties (0x0001 and 0x0003: exactly half an f16 step, to
+    /// even), subnormal results, -0.0, the largest f16 inputs and infinity.
+    #[test]
+    fn gelu_table_entries_match_numpy() {
+        let table = gelu_table();
+        let known: [(u16, u16); 21] = [
+            (0x0000, 0x0000), // 0
+            (0x8000, 0x8000), // -0
+            (0x0001, 0x0000), // 2^-24: gelu = 2^-25, a tie, to even (0)
+            (0x0002, 0x0001), // 2^-23
+            (0x0003, 0x0002), // 3 * 2^-24: gelu = 1.5 * 2^-24, a tie, to even
+            (0x03FF, 0x0200), // largest f16 subnormal
+            (0x2E66, 0x2AE8), // 0.0999755859375
+            (0x3800, 0x3588), // 0.5
+            (0xB800, 0xB0F0), // -0.5
+            (0x3C00, 0x3ABB), // 1
+            (0xBC00, 0xB115), // -1
+            (0x4000, 0x3FD2), // 2
+            (0xBF45, 0xAC06), // -1.8173828125 (numpy's float32 tanh: 0xAC07)
+            (0xC200, 0x9B73), // -3
+            (0xC500, 0x8005), // -5: a subnormal result
+            (0x48FF, 0x48FF), // 9.9921875
+            (0xC8FF, 0x8000), // -9.9921875
+            (0x4900, 0x4900), // 10
+            (0x7BFF, 0x7BFF), // 65504
+            (0xFBFF, 0x8000), // -65504
+            (0x7C00, 0x7C00), // +inf
+        ];
+        for (x, y) in known {
+            let got = table[usize::from(x)];
+            assert_eq!(got, y, "gelu table[{x:#06x}] = {got:#06x}, numpy {y:#06x}");
+        }
+        assert_eq!(table[1 << 16], 0, "padding entry");
+    }
+
+    /// The branches around the table: at or below -10 +0.0 (whatever the gate's `up`), at or
+    /// above 10 the input (times `up`), however large: the f16 conversion never sees a value it
+    /// would round to infinity (such values are beyond ±10).
+    #[test]
+    fn gelu_and_geglu_bypass_the_table_outside_ten() {
+        let big = [10.0f32, 65504.0, 65520.0, 1e30, f32::MAX, f32::INFINITY];
+        for x in big {
+            let mut v = [x, -x];
+            gelu(&mut v);
+            assert_eq!(v[0].to_bits(), x.to_bits(), "gelu({x})");
+            assert_eq!(v[1].to_bits(), 0f32.to_bits(), "gelu(-{x})");
+            let mut g = [x, -x, -x, -x];
+            geglu(&mut g, &[0.5, -1.0, f32::NAN, f32::INFINITY]);
+            assert_eq!(g[0].to_bits(), (x * 0.5).to_bits(), "geglu({x}, 0.5)");
+            for (k, v) in g[1..].iter().enumerate() {
+                assert_eq!(v.to_bits(), 0f32.to_bits(), "geglu(-{x}) #{k}");
+            }
+        }
+        // Just inside: the table (f16(9.999) is 10, whose entry is 10).
+        let mut v = [9.999f32, -9.999, f32::NAN];
+        gelu(&mut v);
+        assert_eq!(v[0], 10.0);
+        assert_eq!(v[1].to_bits(), (-0f32).to_bits());
+        assert!(v[2].is_nan());
+    }
+
+    /// Inside (-10, 10) `gelu` is the formula at the input rounded to f16, within the f16
+    /// rounding of the result (half an f16 ulp: 2^-11 relative, 2^-25 absolute below f16's
+    /// normal range); `geglu` is `gelu` times `up`, and +0.0 at or below -10.
+    #[test]
+    fn gelu_is_the_formula_within_f16_rounding() {
+        let x: Vec<f32> = (-1200..=1200).map(|i| i as f32 / 100.0).collect();
+        let mut y = x.clone();
+        gelu(&mut y);
+        let up: Vec<f32> = x.iter().map(|v| 1.0 - v / 7.0).collect();
+        let mut g = x.clone();
+        geglu(&mut g, &up);
+        for ((&x, &y), (&g, &u)) in x.iter().zip(&y).zip(g.iter().zip(&up)) {
+            if x.abs() < 10.0 {
+                let exact = gelu_f32(f16::from_f32(x).to_f32());
+                let bound = (exact.abs() / 2048.0).max(1.0 / (1 << 25) as f32);
+                assert!(
+                    (y - exact).abs() <= bound,
+                    "gelu({x}) = {y}, formula {exact}"
+                );
+            }
+            assert_eq!(g.to_bits(), if x <= -10.0 { 0 } else { (y * u).to_bits() });
+        }
     }
 }

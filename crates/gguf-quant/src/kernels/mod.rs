@@ -75,11 +75,12 @@ macro_rules! safe_wrapper {
 
 /// Defines an ISA module's `KERNELS`, its table of [`crate::vec`]'s kernels, from its
 /// `unsafe fn`s `$dot(n, a, b) -> f32`, `$mad(n, acc, x, s)`, `$scale(n, acc, s)` and
-/// `$swiglu(n, gate, up)` over `n` values behind each pointer. Like `safe_wrapper!`'s wrappers,
+/// `$swiglu(n, gate, up)`, `$gelu(n, x)` and `$geglu(n, gate, up)` over `n` values behind each
+/// pointer. Like `safe_wrapper!`'s wrappers,
 /// the table is visible inside its ISA folder only and handed out by its `kernels()` only after
 /// `available()`.
 macro_rules! vec_kernels {
-    ($dot:ident, $mad:ident, $scale:ident, $swiglu:ident) => {
+    ($dot:ident, $mad:ident, $scale:ident, $swiglu:ident, $gelu:ident, $geglu:ident) => {
         pub(super) const KERNELS: crate::vec::VecKernels = crate::vec::VecKernels {
             dot_f16: |a, b| {
                 let n = a.len().min(b.len());
@@ -100,6 +101,15 @@ macro_rules! vec_kernels {
                 let n = gate.len().min(up.len());
                 // SAFETY: as for `dot_f16`.
                 unsafe { $swiglu(n, gate.as_mut_ptr(), up.as_ptr()) }
+            },
+            gelu: |x| {
+                // SAFETY: as for `dot_f16`; the slice holds `x.len()` values.
+                unsafe { $gelu(x.len(), x.as_mut_ptr()) }
+            },
+            geglu: |gate, up| {
+                let n = gate.len().min(up.len());
+                // SAFETY: as for `dot_f16`.
+                unsafe { $geglu(n, gate.as_mut_ptr(), up.as_ptr()) }
             },
         };
     };

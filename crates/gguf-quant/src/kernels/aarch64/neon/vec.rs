@@ -1,5 +1,6 @@
 //! NEON twins of the float kernels of [`crate::vec`]: the f16 dot product, multiply-add and
-//! scale of attention over an f16 KV cache, and SwiGLU with ggml's vectorised `expf`. Each
+//! scale of attention over an f16 KV cache, SwiGLU with ggml's vectorised `expf`, and GELU and
+//! GeGLU through ggml's f16 GELU table. Each
 //! performs the scalar twin's float operations in the scalar twin's order (which is ggml's AVX2
 //! order: eight-lane accumulators become two vectors of four), so the results are the same
 //! bits (tested by `kernels::simd_tests`).
@@ -12,7 +13,16 @@ use std::arch::asm;
 
 use half::f16;
 
-vec_kernels!(dot_f16_neon, mad_f16_neon, scale_f16_neon, swiglu_neon);
+use crate::vec::{geglu_one, gelu_one, gelu_table, GELU_TABLE_LEN};
+
+vec_kernels!(
+    dot_f16_neon,
+    mad_f16_neon,
+    scale_f16_neon,
+    swiglu_neon,
+    gelu_neon,
+    geglu_neon
+);
 
 /// Four f16 (their bits) as f32, exactly (`fcvtl`).
 #[inline]
@@ -193,5 +203,75 @@ unsafe fn swiglu_neon(n: usize, gate: *mut f32, up: *const f32) {
             let x = *gate.add(k);
             *gate.add(k) = (x / (1.0 + (-x).exp())) * *up.add(k);
         }
+    }
+}
+
+/// The GELU of four lanes by `vec::gelu_one`'s rules, before the last step: returns `v`, which
+/// holds `x` in the lanes at or above 10 and the table's GELU in all others, and the mask of the
+/// lanes at or below -10 (all ones there), which the caller turns to +0.0 after any product.
+///
+/// The table's GELU of a lane is `f32(table[f16(x)])`: the four lanes round to f16 at once
+/// (`fcvtn`, nearest even as `f16::from_f32`), the table is read lane by lane (NEON has no
+/// gather), and the entries widen at once (`fcvtl`). Lanes outside (-10, 10) are looked up too
+/// (every sixteen-bit index is in the table) and their results discarded; NaN lanes fail both
+/// comparisons and keep the table's value, as in the scalar twin.
+#[inline]
+#[target_feature(enable = "neon")]
+fn gelu_parts4(table: &[u16; GELU_TABLE_LEN], x: float32x4_t) -> (float32x4_t, uint32x4_t) {
+    let mut index = [0u16; 4];
+    // SAFETY: `index` has room for the four values stored; `vst1_u16` needs 2-byte alignment,
+    // which u16 has.
+    unsafe { vst1_u16(index.as_mut_ptr(), narrow(x)) };
+    let entries = index.map(|h| table[usize::from(h)]);
+    // SAFETY: `entries` holds four values; 2-byte alignment as above.
+    let gelu = widen(unsafe { vld1_u16(entries.as_ptr()) });
+    let high = vcgeq_f32(x, vdupq_n_f32(10.0));
+    let low = vcleq_f32(x, vdupq_n_f32(-10.0));
+    (vbslq_f32(high, x, gelu), low)
+}
+
+/// # Safety
+/// `x` points to `n` values.
+#[target_feature(enable = "neon")]
+unsafe fn gelu_neon(n: usize, x: *mut f32) {
+    let table = gelu_table();
+    let nv = n & !3;
+    let mut i = 0;
+    while i < nv {
+        // SAFETY: i + 4 <= n; loads and stores need only 4-byte alignment, which f32 has.
+        unsafe {
+            let (v, low) = gelu_parts4(table, vld1q_f32(x.add(i)));
+            let y = vbicq_u32(vreinterpretq_u32_f32(v), low);
+            vst1q_f32(x.add(i), vreinterpretq_f32_u32(y));
+        }
+        i += 4;
+    }
+    for k in nv..n {
+        // SAFETY: k < n.
+        unsafe { *x.add(k) = gelu_one(table, *x.add(k)) };
+    }
+}
+
+/// # Safety
+/// `gate` and `up` point to `n` values.
+#[target_feature(enable = "neon")]
+unsafe fn geglu_neon(n: usize, gate: *mut f32, up: *const f32) {
+    let table = gelu_table();
+    let nv = n & !3;
+    let mut i = 0;
+    while i < nv {
+        // SAFETY: i + 4 <= n; loads and stores need only 4-byte alignment, which f32 has.
+        unsafe {
+            let (v, low) = gelu_parts4(table, vld1q_f32(gate.add(i)));
+            // One product per lane, as the scalar twin; then +0.0 at or below -10.
+            let y = vmulq_f32(v, vld1q_f32(up.add(i)));
+            let y = vbicq_u32(vreinterpretq_u32_f32(y), low);
+            vst1q_f32(gate.add(i), vreinterpretq_f32_u32(y));
+        }
+        i += 4;
+    }
+    for k in nv..n {
+        // SAFETY: k < n.
+        unsafe { *gate.add(k) = geglu_one(table, *gate.add(k), *up.add(k)) };
     }
 }

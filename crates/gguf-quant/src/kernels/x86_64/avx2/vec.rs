@@ -1,16 +1,25 @@
 //! AVX2 float kernels: the F16 weight dot product, and the kernels of [`crate::vec`] (the f16
 //! dot product, multiply-add and scale of attention over an f16 KV cache, SwiGLU with ggml's
-//! vectorised `expf`), each in ggml's AVX2 order, bit for bit as the scalar twins in `vec`.
+//! vectorised `expf`, GELU and GeGLU through ggml's f16 GELU table), each in ggml's AVX2 order,
+//! bit for bit as the scalar twins in `vec`.
 
 use std::arch::x86_64::*;
 
 use half::f16;
 
 use super::common::{f16_at, hsum};
+use crate::vec::{geglu_one, gelu_one, gelu_table, GELU_TABLE_LEN};
 
 safe_wrapper!(f16_f16, f16_f16_avx2, F16);
 
-vec_kernels!(dot_f16_avx2, mad_f16_avx2, scale_f16_avx2, swiglu_avx2);
+vec_kernels!(
+    dot_f16_avx2,
+    mad_f16_avx2,
+    scale_f16_avx2,
+    swiglu_avx2,
+    gelu_avx2,
+    geglu_avx2
+);
 
 /// # Safety
 /// `w` and `a` point to `n` little-endian f16 values each.
@@ -215,5 +224,81 @@ unsafe fn swiglu_avx2(n: usize, gate: *mut f32, up: *const f32) {
             let x = *gate.add(k);
             *gate.add(k) = (x / (1.0 + (-x).exp())) * *up.add(k);
         }
+    }
+}
+
+/// The GELU of eight lanes by `vec::gelu_one`'s rules, before the last step: returns `v`, which
+/// holds `x` in the lanes at or above 10 and the table's GELU in all others, and the mask of the
+/// lanes at or below -10 (all ones there), which the caller turns to +0.0 after any product.
+///
+/// The table's GELU of a lane is `f32(table[f16(x)])`: `vcvtps2ph` rounds to nearest even, as
+/// `f16::from_f32` does (ggml's `_cvtss_sh(x, 0)` too); the sixteen-bit indices are widened to
+/// 32 bits and `vpgatherdd` reads the 32-bit word at byte `2 * index` of the table (its entry
+/// and the next; the table's padding entry keeps the read at index 0xFFFF inside it), of which
+/// the low 16 bits are the entry. Lanes outside (-10, 10) are converted and looked up too (an
+/// infinity or a value beyond the f16 range becomes an f16 infinity, NaN an f16 NaN: indices
+/// like any other), and their results discarded by the blends. NaN lanes fail both comparisons
+/// and keep the table's value, as in the scalar twin.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn gelu_parts8(table: &[u16; GELU_TABLE_LEN], x: __m256) -> (__m256, __m256) {
+    let index = _mm256_cvtepu16_epi32(_mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(x));
+    // SAFETY: every index is at most 0xFFFF (zero-extended sixteen-bit values), so each
+    // four-byte read, at byte 2 * index, ends at byte 2 * 0xFFFF + 4 = 2 * GELU_TABLE_LEN at
+    // most: inside the table. The gather has no alignment requirement.
+    let words = unsafe { _mm256_i32gather_epi32::<2>(table.as_ptr().cast(), index) };
+    let entries = _mm256_and_si256(words, _mm256_set1_epi32(0xFFFF));
+    // Pack the eight 32-bit entries (at most 0xFFFF, so the unsigned saturation keeps them) to
+    // sixteen bits: `packus` works within 128-bit halves, giving entries 0..4 in quadword 0 and
+    // 4..8 in quadword 2.
+    let packed = _mm256_permute4x64_epi64::<0b00_00_10_00>(_mm256_packus_epi32(entries, entries));
+    let gelu = _mm256_cvtph_ps(_mm256_castsi256_si128(packed));
+    let high = _mm256_cmp_ps::<_CMP_GE_OQ>(x, _mm256_set1_ps(10.0));
+    let low = _mm256_cmp_ps::<_CMP_LE_OQ>(x, _mm256_set1_ps(-10.0));
+    (_mm256_blendv_ps(gelu, x, high), low)
+}
+
+/// # Safety
+/// The CPU has AVX2, FMA and F16C; `x` points to `n` values.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn gelu_avx2(n: usize, x: *mut f32) {
+    let table = gelu_table();
+    let nv = n & !7;
+    let mut i = 0;
+    while i < nv {
+        // SAFETY: i + 8 <= n; loads and stores are unaligned.
+        unsafe {
+            let (v, low) = gelu_parts8(table, _mm256_loadu_ps(x.add(i)));
+            _mm256_storeu_ps(x.add(i), _mm256_andnot_ps(low, v));
+        }
+        i += 8;
+    }
+    for k in nv..n {
+        // SAFETY: k < n.
+        unsafe { *x.add(k) = gelu_one(table, *x.add(k)) };
+    }
+}
+
+/// # Safety
+/// The CPU has AVX2, FMA and F16C; `gate` and `up` point to `n` values.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn geglu_avx2(n: usize, gate: *mut f32, up: *const f32) {
+    let table = gelu_table();
+    let nv = n & !7;
+    let mut i = 0;
+    while i < nv {
+        // SAFETY: i + 8 <= n; loads and stores are unaligned.
+        unsafe {
+            let (v, low) = gelu_parts8(table, _mm256_loadu_ps(gate.add(i)));
+            // One product per lane, as the scalar twin: x * up at or above 10, the table's
+            // GELU * up below; then +0.0 at or below -10 whatever the product was.
+            let y = _mm256_mul_ps(v, _mm256_loadu_ps(up.add(i)));
+            _mm256_storeu_ps(gate.add(i), _mm256_andnot_ps(low, y));
+        }
+        i += 8;
+    }
+    for k in nv..n {
+        // SAFETY: k < n.
+        unsafe { *gate.add(k) = geglu_one(table, *gate.add(k), *up.add(k)) };
     }
 }
