@@ -94,6 +94,12 @@ fn ci() -> Result<()> {
             "warnings",
         ]),
     )?;
+    run(
+        "cargo doc (broken links are errors)",
+        cargo()
+            .args(["doc", "--workspace", "--no-deps"])
+            .env("RUSTDOCFLAGS", "-D warnings"),
+    )?;
     run("cargo test", cargo().args(["test", "--workspace"]))?;
     run(
         "benches in test mode",

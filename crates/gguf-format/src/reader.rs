@@ -547,7 +547,7 @@ impl<'a> GgufFile<'a> {
     }
 
     /// Whether every tensor starts exactly where the previous one ends, padded to the
-    /// alignment: the layout llama.cpp's loader requires and [`crate::GgufWriter`] produces.
+    /// alignment: the layout llama.cpp's loader requires and [`crate::GgufBuilder`] writes.
     pub fn has_canonical_layout(&self) -> bool {
         let mut expected = 0u64;
         for t in &self.tensors {

@@ -76,7 +76,7 @@ pub(crate) const ARCHITECTURES: &[Entry] = &[
     },
 ];
 
-/// The names in [`ARCHITECTURES`], in order.
+/// The architectures this crate runs (`general.architecture` values), in registry order.
 pub const SUPPORTED: &[&str] = &names::<{ ARCHITECTURES.len() }>();
 
 const fn names<const N: usize>() -> [&'static str; N] {
