@@ -12,6 +12,7 @@
 
 mod bpe;
 pub mod chat;
+pub mod chat_builtin;
 mod error;
 mod fasthash;
 mod hf_json;
