@@ -7,7 +7,7 @@
 //!
 //! | name | one turn | llama.cpp |
 //! |---|---|---|
-//! | `chatml` | `<\|im_start\|>ROLE\nCONTENT<\|im_end\|>\n` | the same text is its fallback Jinja template |
+//! | `chatml` | `<\|im_start\|>ROLE\nCONTENT<\|im_end\|>\n` | also what its fallback for files without a template renders |
 //! | `gemma` | `<start_of_turn>ROLE\nCONTENT<end_of_turn>\n`, `assistant` written `model` | system messages have no turn: they are joined and put before the next non-`model` turn's content, followed by a blank line |
 //! | `llama3` | `<\|start_header_id\|>ROLE<\|end_header_id\|>\n\nCONTENT<\|eot_id\|>` | |
 //! | `phi3` | `<\|ROLE\|>\nCONTENT<\|end\|>\n` | |
@@ -48,14 +48,12 @@ macro_rules! ascii_space {
     };
 }
 
-/// ChatML, the same text as llama.cpp's fallback template (`CHATML_TEMPLATE_SRC`).
+/// ChatML; llama.cpp's Jinja fallback for files without a template renders the same.
 const CHATML: &str = "\
 {%- for message in messages -%}
-  {{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' -}}
+  {{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' -}}
 {%- endfor -%}
-{%- if add_generation_prompt -%}
-  {{- '<|im_start|>assistant\\n' -}}
-{%- endif -%}";
+{{- '<|im_start|>assistant\\n' if add_generation_prompt else '' -}}";
 
 /// Gemma (google/gemma-7b-it and later): no system turn, `model` for the assistant.
 const GEMMA: &str = concat!(
