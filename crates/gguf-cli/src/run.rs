@@ -1,13 +1,14 @@
 //! The commands that run a model: `generate`, `chat`, `perplexity` and `bench`.
 
 use std::io::{BufRead, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::{bail, Result};
+use anyhow::{anyhow, bail, Result};
 use clap::Args;
 use gguf_model::{KvType, Model, SamplerConfig, SessionOptions, StopReason};
-use gguf_tokenizer::chat::ChatMessage;
+use gguf_tokenizer::chat::{ChatMessage, ChatTemplate};
+use gguf_tokenizer::chat_builtin::{self, Origin};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::models;
@@ -214,13 +215,72 @@ pub struct ChatArgs {
     /// A system message to start the conversation with.
     #[arg(long)]
     pub system: Option<String>,
+    /// A JSON file with the conversation so far, `[{"role": "user", "content": "..."}, ...]`,
+    /// which the lines read from stdin continue (after `--system`, if given).
+    #[arg(long, value_name = "FILE")]
+    pub history: Option<PathBuf>,
     /// Tokens per reply at most.
     #[arg(short = 'n', long, default_value_t = 512)]
     pub n_predict: usize,
+    /// The chat template: a built-in (chatml, gemma, llama3, phi3), a template of the file
+    /// (`tokenizer.chat_template.NAME`), or a file holding a Jinja template. Default: the
+    /// file's own, or for a file without one the built-in its vocabulary's turn markers call for.
+    #[arg(long, value_name = "NAME|FILE")]
+    pub chat_template: Option<String>,
     #[command(flatten)]
     pub sampling: SamplingOptions,
     #[command(flatten)]
     pub run: RunOptions,
+}
+
+/// The template `gguf chat` renders with (see [`ChatArgs::chat_template`]); a note on stderr
+/// when it is not the file's own.
+fn chat_template(model: &Model, file: &str, choice: Option<&str>) -> Result<ChatTemplate> {
+    let (template, origin) = match choice {
+        Some(choice) => match model.chat_template(Some(choice)) {
+            Ok(found) => found,
+            // Not a name: a template file.
+            Err(_) if Path::new(choice).exists() => {
+                let bytes = crate::output::read_input_file(Path::new(choice))?;
+                let source = String::from_utf8(bytes)
+                    .map_err(|_| anyhow!("{choice}: the chat template is not UTF-8 text"))?;
+                let mut template = ChatTemplate::with_name(Some(choice), &source)?;
+                chat_builtin::set_file_special_tokens(&mut template, model.file());
+                return Ok(template);
+            }
+            Err(e) => bail!("{file}: {e}, and there is no file `{choice}`"),
+        },
+        None => model
+            .chat_template(None)
+            .map_err(|e| anyhow!("{file}: {e} (--chat-template NAME|FILE chooses one)"))?,
+    };
+    if let Origin::Detected(name) = origin {
+        eprintln!(
+            "note: {file} has no chat template; using the built-in `{name}` template, whose turn \
+             markers are tokens of its vocabulary (--chat-template chooses another)"
+        );
+    }
+    Ok(template)
+}
+
+/// The messages of a `--history` file: a JSON list of `{"role": ..., "content": ...}` objects
+/// whose role and content are strings.
+fn read_history(path: &Path) -> Result<Vec<ChatMessage>> {
+    let json: serde_json::Value = serde_json::from_slice(&crate::output::read_input_file(path)?)
+        .map_err(|e| anyhow!("{}: not JSON: {e}", path.display()))?;
+    let Some(list) = json.as_array() else {
+        bail!("{}: expected a list of messages", path.display());
+    };
+    list.iter()
+        .enumerate()
+        .map(|(i, m)| match (m["role"].as_str(), m["content"].as_str()) {
+            (Some(role), Some(content)) => Ok(ChatMessage::new(role, content)),
+            _ => Err(anyhow!(
+                "{}: message {i} needs a string `role` and a string `content`",
+                path.display()
+            )),
+        })
+        .collect()
 }
 
 /// Runs `gguf chat`: reads a line per user turn from stdin, streams each reply.
@@ -228,10 +288,14 @@ pub fn chat(a: ChatArgs) -> Result<()> {
     let model = load(&a.file)?;
     let sampler = a.sampling.config();
     sampler.check()?;
+    let template = chat_template(&model, &a.file, a.chat_template.as_deref())?;
     let mut session = model.session(a.run.session_options())?;
     let mut messages = Vec::new();
     if let Some(system) = &a.system {
         messages.push(ChatMessage::new("system", system.as_str()));
+    }
+    if let Some(path) = &a.history {
+        messages.extend(read_history(path)?);
     }
     let stdin = std::io::stdin();
     let mut out = std::io::stdout().lock();
@@ -251,7 +315,7 @@ pub fn chat(a: ChatArgs) -> Result<()> {
         messages.push(ChatMessage::new("user", line));
         let mut reply = String::new();
         let mut reply_tokens = 0;
-        let mut generation = session.chat(&messages, &sampler, a.n_predict)?;
+        let mut generation = session.chat_with(&template, &messages, &sampler, a.n_predict)?;
         for token in &mut generation {
             let token = token?;
             reply_tokens += 1;

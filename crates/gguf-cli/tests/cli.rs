@@ -677,6 +677,8 @@ mod files {
         let mut child = gguf()
             .arg("chat")
             .arg(fixture("model-llama.gguf"))
+            // The fixture has no chat template (nor turn markers): name one to reach the prompt.
+            .args(["--chat-template", "chatml"])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -150,7 +150,25 @@ const ARGS: &[(&str, &[&[&str]])] = &[
         "generate",
         &[&["FILE", "-p", "hello", "-n", "4", "-t", "1", "-c", "64"]],
     ),
-    ("chat", &[&["FILE", "-n", "4", "-t", "1", "-c", "64"]]),
+    (
+        "chat",
+        &[
+            &["FILE", "-n", "4", "-t", "1", "-c", "64"],
+            &[
+                "FILE",
+                "--chat-template",
+                "chatml",
+                "--history",
+                "MESSAGES",
+                "-n",
+                "4",
+                "-t",
+                "1",
+                "-c",
+                "64",
+            ],
+        ],
+    ),
     (
         "perplexity",
         &[&["FILE", "-f", "TEXT", "-c", "16", "-t", "1", "--chunks", "2"]],

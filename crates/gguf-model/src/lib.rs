@@ -42,6 +42,7 @@ use std::sync::Arc;
 
 use gguf_format::split::SplitSet;
 use gguf_tokenizer::chat::{ChatMessage, ChatTemplate, RenderOptions};
+use gguf_tokenizer::chat_builtin::{self, Origin};
 
 use arch::Architecture;
 use forward::{Ctx, Pass, Scratch};
@@ -418,8 +419,9 @@ impl<'m> Session<'m> {
         })
     }
 
-    /// Renders `messages` with the file's chat template (with the assistant prompt appended)
-    /// and generates the reply.
+    /// Renders `messages` with the model's chat template ([`Model::chat_template`] without a
+    /// choice: the file's, or the built-in its vocabulary calls for), with the assistant prompt
+    /// appended, and generates the reply.
     pub fn chat(
         &mut self,
         messages: &[ChatMessage],
@@ -427,6 +429,27 @@ impl<'m> Session<'m> {
         max_tokens: usize,
     ) -> Result<Generation<'_, 'm>> {
         let prompt = self.model.chat_prompt(messages)?;
+        self.generate_chat_prompt(&prompt, sampler, max_tokens)
+    }
+
+    /// As [`Session::chat`] with a given template (see [`Model::chat_template`]).
+    pub fn chat_with(
+        &mut self,
+        template: &ChatTemplate,
+        messages: &[ChatMessage],
+        sampler: &SamplerConfig,
+        max_tokens: usize,
+    ) -> Result<Generation<'_, 'm>> {
+        let prompt = Model::render_chat(template, messages)?;
+        self.generate_chat_prompt(&prompt, sampler, max_tokens)
+    }
+
+    fn generate_chat_prompt(
+        &mut self,
+        prompt: &str,
+        sampler: &SamplerConfig,
+        max_tokens: usize,
+    ) -> Result<Generation<'_, 'm>> {
         let tokenizer = &self.model.tokenizer;
         // The template usually writes BOS itself; add it only if it did not.
         let starts_with_bos = tokenizer
@@ -440,10 +463,25 @@ impl<'m> Session<'m> {
 }
 
 impl Model {
-    /// The prompt the file's chat template renders for `messages`, ending with the
-    /// assistant's turn.
+    /// The chat template for this model's conversations, and where it comes from:
+    /// with `choice` `None`, the file's `tokenizer.chat_template`, or for a file without one
+    /// the built-in template whose turn markers are tokens of its vocabulary (Gemma's
+    /// `<start_of_turn>`, ChatML's `<|im_start|>`, ...); with `Some(NAME)`, the built-in `NAME`
+    /// or the file's `tokenizer.chat_template.NAME`. See
+    /// [`gguf_tokenizer::chat_builtin::for_file`]; when nothing fits, the error says so.
+    pub fn chat_template(&self, choice: Option<&str>) -> Result<(ChatTemplate, Origin)> {
+        Ok(chat_builtin::for_file(self.file(), choice)?)
+    }
+
+    /// The prompt the model's chat template ([`Model::chat_template`] without a choice)
+    /// renders for `messages`, ending with the assistant's turn.
     pub fn chat_prompt(&self, messages: &[ChatMessage]) -> Result<String> {
-        let template = ChatTemplate::from_gguf(self.file(), None)?;
+        let (template, _) = self.chat_template(None)?;
+        Model::render_chat(&template, messages)
+    }
+
+    /// `messages` rendered by `template`, ending with the assistant's turn.
+    pub fn render_chat(template: &ChatTemplate, messages: &[ChatMessage]) -> Result<String> {
         Ok(template.render(
             messages,
             &RenderOptions {

@@ -1,6 +1,8 @@
-//! SmolLM2 135M (llama architecture, Q4_1 + Q8_0) against llama.cpp 0c1e57098's own outputs on
-//! the same file (`tests/data/README.md` says how they were made): greedy completions token
-//! for token, the first step's logits, perplexity within 1%, and peak memory.
+//! SmolLM2 135M (llama architecture, Q4_1 + Q8_0) and Gemma 3 270M (gemma3, Q4_K_M) against
+//! llama.cpp 0c1e57098's own outputs on the same files (`tests/data/README.md` says how they were
+//! made): greedy completions token for token, the first step's logits, perplexity within 1%;
+//! for SmolLM2 also peak memory, prefix reuse and split files, for Gemma 3 the sliding-window
+//! ring.
 
 use std::path::{Path, PathBuf};
 
@@ -315,3 +317,287 @@ fn a_split_model_generates_what_the_merged_file_generates() {
     // Three maps, each with its own header.
     assert!(split_size > whole_size, "{split_size} vs {whole_size}");
 }
+
+// ------------------------------------------------------------------------------------------
+// Gemma 3 270M (gemma3 architecture, Q4_K_M: Q5_0, Q4_K, Q6_K and Q8_0 tensors, 262,144-token
+// vocabulary, sliding-window layers of 512 positions) against llama.cpp 0c1e57098 on the same
+// file: `tests/data/regenerate_gemma3.sh` made the `gemma3_*` files (see the README there).
+
+/// The little-endian f32 vector of a reference file.
+fn f32_file(name: &str) -> Vec<f32> {
+    std::fs::read(data(name))
+        .unwrap()
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+/// `log Σ exp(v)`, in f64.
+fn log_sum_exp(v: &[f32]) -> f64 {
+    let m = v.iter().copied().fold(f32::MIN, f32::max);
+    f64::from(m) + v.iter().map(|&x| f64::from(x - m).exp()).sum::<f64>().ln()
+}
+
+/// KL(reference || ours) of the next-token distributions the two logit vectors give.
+fn kl_divergence(reference: &[f32], ours: &[f32]) -> f64 {
+    let (lr, lo) = (log_sum_exp(reference), log_sum_exp(ours));
+    reference
+        .iter()
+        .zip(ours)
+        .map(|(&r, &o)| {
+            let lr = f64::from(r) - lr;
+            lr.exp() * (lr - (f64::from(o) - lo))
+        })
+        .sum()
+}
+
+/// Greedy ids of `steps` tokens after `prompt`, from a fresh cache, with every step's logits.
+fn greedy_with_logits(
+    session: &mut gguf_model::Session<'_>,
+    prompt: &[u32],
+    steps: usize,
+) -> (Vec<u32>, Vec<Vec<f32>>) {
+    session.clear();
+    session.eval(prompt).unwrap();
+    let (mut ids, mut logits) = (Vec::new(), Vec::new());
+    for step in 0..steps {
+        let id = gguf_model::argmax(session.logits());
+        logits.push(session.logits().to_vec());
+        ids.push(id);
+        if step + 1 < steps {
+            session.eval(&[id]).unwrap();
+        }
+    }
+    (ids, logits)
+}
+
+/// Below this gap between llama.cpp's two best logits, a Gemma 3 step is a near-tie, and ids are
+/// compared up to the first near-tie of each prompt: the same 0.1 as for SmolLM2. It is stricter
+/// than llama.cpp's own variation: its flash-attention-off and f32-KV configurations move that gap
+/// by up to 0.77 on these prompts and pick other tokens at 5 of the 7 (`gemma3_greedy.json`,
+/// `first_divergence_*`). Gemma 3 amplifies float rounding: its residual stream reaches 10^4 and
+/// is re-quantized to 8 bits before every matrix product, so a last-bit difference in a sum can
+/// move one quantized value by a whole step of a block whose scale an outlier sets (see
+/// `tests/data/README.md`, "Gemma 3 270M", for where ours and llama.cpp's sums differ).
+const GEMMA3_NEAR_TIE: f64 = 0.1;
+
+#[test]
+fn gemma3_greedy_completions_equal_llama_cpp() {
+    let Some(path) = real_model("gemma3-270m") else {
+        return;
+    };
+    let model = Model::load(&path).unwrap();
+    let reference = json("gemma3_greedy.json");
+    let n_ctx = reference["n_ctx"].as_u64().unwrap() as usize;
+    let mut session = model
+        .session(SessionOptions {
+            n_ctx,
+            threads: 2,
+            ..SessionOptions::default()
+        })
+        .unwrap();
+    let results = reference["results"].as_array().unwrap();
+    assert!(results.len() >= 6);
+    let (mut compared, mut whole) = (0, Vec::new());
+    let mut margin_moved = 0f64;
+    for r in results {
+        let name = r["name"].as_str().unwrap();
+        let prompt = r["prompt"].as_str().unwrap();
+        let prompt_ids = model.tokenizer().encode(prompt.as_bytes(), true, true);
+        assert_eq!(prompt_ids, ids(&r["prompt_ids"]), "{name}: prompt ids");
+        let expected = ids(&r["generated_ids"]);
+        let until = r["top1_margin"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .position(|m| m.as_f64().unwrap() < GEMMA3_NEAR_TIE)
+            .unwrap_or(expected.len());
+        let (generated, logits) = greedy_with_logits(&mut session, &prompt_ids, expected.len());
+        assert_eq!(
+            generated[..until],
+            expected[..until],
+            "{name}: the first {until} tokens (up to the first near-tie)"
+        );
+        // How far our gap between llama.cpp's two best tokens is from llama.cpp's, where the
+        // ids agree (reported, for comparison with llama.cpp's own 0.77).
+        for (step, top5) in r["top5"].as_array().unwrap().iter().enumerate() {
+            if generated[..=step] != expected[..=step] {
+                break;
+            }
+            let (a, b) = (&top5[0], &top5[1]);
+            let gap = |v: &[f32]| {
+                f64::from(v[a[0].as_u64().unwrap() as usize] - v[b[0].as_u64().unwrap() as usize])
+            };
+            let theirs = a[1].as_f64().unwrap() - b[1].as_f64().unwrap();
+            margin_moved = margin_moved.max((gap(&logits[step]) - theirs).abs());
+        }
+        compared += until;
+        if generated == expected {
+            whole.push(name);
+        }
+        if name == "past_window" {
+            ring_wraps_and_changes_nothing(&model, n_ctx, &prompt_ids, &logits);
+        }
+    }
+    eprintln!(
+        "{compared} tokens compared up to near-ties; whole completions: {whole:?}; \
+         largest change of llama.cpp's top-2 gap: {margin_moved:.4}"
+    );
+    // Four of the seven completions match all 32 tokens today, the one past the sliding window
+    // among them (through its near-tie of 0.0019 at step 5); the other three part at a near-tie
+    // (margins 0.024 to 0.083).
+    assert!(whole.len() >= 4, "{whole:?}");
+}
+
+/// Sliding-window layers keep a ring of `window + n_batch - 1` positions, not the context.
+/// `prompt` (over 512 tokens) run again with a batch size that makes the ring wrap gives the
+/// same logits, bit for bit, at every greedy step as `unwrapped` (n_batch 512, a ring of 1023
+/// slots that the 692 positions never fill).
+fn ring_wraps_and_changes_nothing(
+    model: &Model,
+    n_ctx: usize,
+    prompt: &[u32],
+    unwrapped: &[Vec<f32>],
+) {
+    let hp = model.hparams();
+    assert_eq!(hp.sliding_window, Some(512));
+    let windowed = hp.layer_windows.iter().filter(|w| w.is_some()).count();
+    assert_eq!((windowed, hp.n_layer), (15, 18));
+    let (n, steps) = (prompt.len(), unwrapped.len());
+    // Every prompt batch has 64 tokens or more, so both runs take the same attention arithmetic
+    // (f32 from 64 queries on, as ggml's tiled flash attention), and the ring of 511 + n_batch
+    // slots is shorter than the positions used.
+    let n_batch = (64..).find(|b| n % b == 0 || n % b >= 64).unwrap();
+    let ring = 511 + n_batch;
+    assert!(
+        ring < n + steps - 1,
+        "a ring of {ring} slots would not wrap"
+    );
+    let mut session = model
+        .session(SessionOptions {
+            n_ctx,
+            threads: 2,
+            n_batch,
+            ..SessionOptions::default()
+        })
+        .unwrap();
+    let (_, wrapped) = greedy_with_logits(&mut session, prompt, steps);
+    for (step, (a, b)) in wrapped.iter().zip(unwrapped).enumerate() {
+        assert!(a == b, "step {step}: the logits differ when the ring wraps");
+    }
+    // f16 keys and values of 256 dimensions: the 3 global layers hold n_ctx positions, the 15
+    // sliding-window layers only their ring.
+    let per_position = 2 * 256 * 2;
+    assert_eq!(
+        session.kv_cache_bytes(),
+        (3 * n_ctx + 15 * ring) * per_position
+    );
+    eprintln!(
+        "ring of {ring} slots (n_batch {n_batch}) over {} positions: KV cache {} KB, \
+         {} KB for a full cache",
+        n + steps - 1,
+        session.kv_cache_bytes() >> 10,
+        (18 * n_ctx * per_position) >> 10
+    );
+}
+
+#[test]
+fn gemma3_first_logits_are_close_to_llama_cpp() {
+    let Some(path) = real_model("gemma3-270m") else {
+        return;
+    };
+    let model = Model::load(&path).unwrap();
+    let reference = json("gemma3_greedy.json");
+    let expected = f32_file("gemma3_first_logits_france.f32");
+    let mut session = model
+        .session(SessionOptions {
+            n_ctx: 64,
+            threads: 1,
+            ..SessionOptions::default()
+        })
+        .unwrap();
+    let prompt = model
+        .tokenizer()
+        .encode(b"The capital of France is", true, true);
+    session.eval(&prompt).unwrap();
+    let logits = session.logits();
+    assert_eq!(logits.len(), expected.len());
+    // llama.cpp's own spread on this step (`llama_cpp_spread` in the JSON): its flash-attention-
+    // off configuration (same f16 KV cache) and its f32-KV one are at KL 0.0076 and 0.0081 from
+    // its default, their logits moved by up to 0.90 and 1.14 besides a common shift, their
+    // log-probabilities of its 100 most likely tokens by up to 0.56 and 0.57. Ours must be
+    // within that, on each measure.
+    let spread = &reference["first_logits_file"]["llama_cpp_spread"];
+    let bound = |key: &str| {
+        ["nofa", "kvf32_nofa"]
+            .iter()
+            .map(|v| spread[v][key].as_f64().unwrap())
+            .fold(0f64, f64::max)
+    };
+    let kl = kl_divergence(&expected, logits);
+    let diff: Vec<f64> = expected
+        .iter()
+        .zip(logits)
+        .map(|(&r, &o)| f64::from(o) - f64::from(r))
+        .collect();
+    let mean = diff.iter().sum::<f64>() / diff.len() as f64;
+    let shifted = diff.iter().map(|d| (d - mean).abs()).fold(0f64, f64::max);
+    let (lr, lo) = (log_sum_exp(&expected), log_sum_exp(logits));
+    let mut top: Vec<usize> = (0..expected.len()).collect();
+    top.sort_by(|&a, &b| expected[b].total_cmp(&expected[a]));
+    let top100 = top[..100]
+        .iter()
+        .map(|&i| ((f64::from(logits[i]) - lo) - (f64::from(expected[i]) - lr)).abs())
+        .fold(0f64, f64::max);
+    eprintln!(
+        "KL(llama.cpp || ours) = {kl:.6} (llama.cpp's own: up to {:.6}); max |diff - mean| = \
+         {shifted:.4} ({:.4}), mean diff {mean:.4}; top-100 log-softmax max |diff| = {top100:.4} ({:.4})",
+        bound("kl_default_vs_this"),
+        bound("max_abs_diff_after_mean"),
+        bound("max_abs_logsoftmax_diff_top100"),
+    );
+    assert!(kl < bound("kl_default_vs_this"), "KL {kl}");
+    assert!(shifted < bound("max_abs_diff_after_mean"), "{shifted}");
+    assert!(top100 < bound("max_abs_logsoftmax_diff_top100"), "{top100}");
+    assert_eq!(gguf_model::argmax(logits), gguf_model::argmax(&expected));
+}
+
+#[test]
+fn gemma3_perplexity_is_within_one_percent_of_llama_cpp() {
+    let Some(path) = real_model("gemma3-270m") else {
+        return;
+    };
+    let model = Model::load(&path).unwrap();
+    let reference = json("gemma3_perplexity.json");
+    let tokens = json("gemma3_perplexity_tokens.json");
+    let text = std::fs::read(data("ppl_text.txt")).unwrap();
+    // The text is tokenized as llama-perplexity tokenizes it (BOS first).
+    assert_eq!(
+        model.tokenizer().encode(&text, true, false),
+        ids(&tokens["tokens"])
+    );
+    let mut session = model
+        .session(SessionOptions {
+            n_ctx: 128,
+            threads: 2,
+            n_batch: 128,
+            ..SessionOptions::default()
+        })
+        .unwrap();
+    // The first GEMMA3_PPL_CHUNKS chunks keep the test short; llama-perplexity's running value
+    // after them is the reference.
+    let chunks = GEMMA3_PPL_CHUNKS;
+    let result = gguf_model::perplexity(&mut session, &text, chunks, |_, _, _| {}).unwrap();
+    let expected = reference["running_ppl"][chunks - 1].as_f64().unwrap();
+    let rel = (result.ppl / expected - 1.0).abs();
+    eprintln!(
+        "PPL {:.4} vs llama.cpp {expected:.4} ({:.3}%) after {chunks} chunks",
+        result.ppl,
+        rel * 100.0
+    );
+    assert!(rel < 0.01, "PPL {} vs {expected}", result.ppl);
+    assert_eq!(result.scored, chunks * 63);
+}
+
+/// Chunks of `gemma3_perplexity_is_within_one_percent_of_llama_cpp`.
+const GEMMA3_PPL_CHUNKS: usize = 16;

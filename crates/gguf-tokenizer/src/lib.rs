@@ -14,6 +14,7 @@
 
 mod bpe;
 pub mod chat;
+pub mod chat_builtin;
 mod error;
 mod hf_json;
 mod pretok;
