@@ -178,14 +178,20 @@ impl Prepared {
     }
 
     /// Weight rows `first..first + outs[b].len()` against every activation row `b`, into
-    /// `outs[b]`. A batch takes a few weight rows at a time against every activation row, so
-    /// the weights are read from memory once and from L1 for the rest of the batch.
+    /// `outs[b]`. A batch runs on the type's GEMM kernel where the ISA has one; otherwise it
+    /// takes a few weight rows at a time against every activation row, so the weights are read
+    /// from memory once and from L1 for the rest of the batch.
     fn compute(&self, weights: &[u8], acts: &[u8], first: usize, outs: &mut [&mut [f32]]) {
         let rb = self.row_bytes;
         let count = outs[0].len();
         if let [out] = outs {
             let w = &weights[first * rb..(first + count) * rb];
             self.k.rows(self.cols, w, rb, &acts[..self.act_row], out);
+            return;
+        }
+        if let Some(gemm) = self.k.gemm {
+            let w = &weights[first * rb..(first + count) * rb];
+            gemm(self.cols, w, rb, acts, self.act_row, outs);
             return;
         }
         for i in (0..count).step_by(ROWS_PER_GROUP) {

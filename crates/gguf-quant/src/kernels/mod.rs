@@ -142,6 +142,22 @@ pub(crate) type DotFn = fn(n: usize, w: &[u8], a: &[u8]) -> f32;
 /// for that row, bit for bit.
 pub(crate) type RowsFn = fn(n: usize, w: &[u8], row_bytes: usize, a: &[u8], out: &mut [f32]);
 
+/// A kernel for the products of prompt processing: weight rows `r` of `w` (`row_bytes` apart,
+/// `n` elements each, `out[b].len()` of them) against every activation row `b` of `a`
+/// (`act_row` bytes apart, `out.len()` of them, at least 2), into `out[b][r]`. The kernel tiles
+/// the product as it likes (each weight block unpacked once for several activation rows); each
+/// result must not depend on the tiling: it is summed in one fixed order per (row, activation)
+/// pair, that of llama.cpp's batched product for the type on this ISA (tinyBLAS, a repacked
+/// GEMM, or its row-by-row `vec_dot`), so prompts give llama.cpp's numbers.
+pub(crate) type GemmFn = fn(
+    n: usize,
+    w: &[u8],
+    row_bytes: usize,
+    a: &[u8],
+    act_row: usize,
+    out: &mut [&mut [f32]],
+);
+
 /// Everything an instruction set's module offers. The module returns it only when the CPU has
 /// the instruction set, so every function reachable from it may run.
 #[derive(Clone, Copy)]
@@ -150,6 +166,9 @@ pub(crate) struct IsaKernels {
     pub(crate) dot: fn(GgmlType) -> Option<DotFn>,
     /// The several-rows kernel for weights of a type, if the ISA has one.
     pub(crate) rows: fn(GgmlType) -> Option<RowsFn>,
+    /// The batched (prompt) product for weights of a type, if the ISA has one; without it a
+    /// batch runs as [`RowsFn`] calls, a few weight rows against each activation row.
+    pub(crate) gemm: fn(GgmlType) -> Option<GemmFn>,
     /// The quantizer of an activation type, as llama.cpp's matrix products quantize on this
     /// ISA, if the ISA has one (else the reference quantizer runs).
     pub(crate) quantize: fn(GgmlType) -> Option<QuantFn>,
@@ -175,6 +194,7 @@ pub(crate) fn checked_blocks(w: GgmlType, n: usize, wb: &[u8], a: &[u8]) -> usiz
 pub(crate) struct Kernels {
     dot: DotFn,
     rows: Option<RowsFn>,
+    gemm: Option<GemmFn>,
     quantize: QuantFn,
 }
 
@@ -285,6 +305,7 @@ pub(crate) fn kernels(ty: GgmlType) -> Result<Kernels> {
                 Some(Kernels {
                     dot: kernel_for(ty, isa)?,
                     rows: simd(isa).and_then(|k| (k.rows)(ty)),
+                    gemm: simd(isa).and_then(|k| (k.gemm)(ty)),
                     quantize: activation_quantizer(vec_dot_type(ty), isa)?,
                 })
             })

@@ -43,6 +43,7 @@ pub(crate) fn kernels() -> Option<IsaKernels> {
     available().then_some(IsaKernels {
         dot,
         rows: |_| None,
+        gemm: |_| None,
         quantize: |_| None,
         vec: Some(vec::KERNELS),
     })

@@ -26,7 +26,7 @@ mod kquants;
 mod legacy;
 mod vec;
 
-use crate::kernels::{DotFn, IsaKernels, RowsFn};
+use crate::kernels::{DotFn, GemmFn, IsaKernels, RowsFn};
 use crate::quant::QuantFn;
 use crate::GgmlType;
 
@@ -42,6 +42,7 @@ pub(crate) fn kernels() -> Option<IsaKernels> {
     available().then_some(IsaKernels {
         dot,
         rows,
+        gemm,
         quantize,
         vec: Some(vec::KERNELS),
     })
@@ -77,6 +78,11 @@ fn rows(ty: GgmlType) -> Option<RowsFn> {
         GgmlType::Q6_K => kquants::q6_k_q8_k_rows,
         _ => return None,
     })
+}
+
+/// The batched (prompt) product for weights of type `ty`, if there is one.
+fn gemm(_ty: GgmlType) -> Option<GemmFn> {
+    None
 }
 
 /// The quantizer of activation type `act`, if there is one: Q8_0 and Q8_1 as ggml's x86 code
