@@ -1,8 +1,11 @@
 //! `cargo xtask bench-vs-llamacpp`: `gguf bench` and llama.cpp's `llama-bench` on the same
 //! files, interleaved over several rounds, as a table of ratios (ours / llama.cpp, the median
-//! over rounds) with the CPU it ran on, and the same as JSON.
+//! over rounds) with the CPU it ran on, and the same as JSON. Besides llama-bench's tests, two
+//! rows time a whole `gguf generate -n 1` against `llama-completion -n 1` (same prompt, context
+//! and threads): wall time from start to exit (load to first token) and the peak RSS of the
+//! process (`wait4`'s `ru_maxrss`).
 //!
-//! llama-bench is built once from the `llama-cpp-python` sdist (its `vendor/llama.cpp`: Release,
+//! llama-bench and llama-completion are built once from the `llama-cpp-python` sdist (its `vendor/llama.cpp`: Release,
 //! `GGML_NATIVE=ON`) into the cache beside the models, outside git; `--llama-bench PATH` uses
 //! another build. Ours is `cargo build --release -p gguf-cli`, a plain release build with no
 //! `target-cpu`.
@@ -23,6 +26,13 @@ const TESTS: &[(&str, &[&str])] = &[
     ("tg", &["-p", "0", "-n", "64"]),
     ("tg @ d1024", &["-p", "0", "-n", "64", "-d", "1024"]),
 ];
+
+/// The prompt and context of the load-to-first-token rows.
+const LOAD_PROMPT: &str = "The capital of France is";
+const LOAD_CTX: &str = "4096";
+/// The names of those rows; lower is better for both.
+const LOAD_TIME: &str = "load to 1st token (s)";
+const PEAK_RSS: &str = "peak RSS (MiB)";
 
 /// A row of the table: model, threads, test.
 type Row = (String, usize, String);
@@ -83,8 +93,14 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
     let o = parse(args, root)?;
     let llama_bench = match &o.llama_bench {
         Some(p) => p.clone(),
-        None => build_llama_bench()?,
+        None => build_llama_cpp()?,
     };
+    let llama_completion = llama_bench.with_file_name("llama-completion");
+    ensure!(
+        llama_completion.is_file(),
+        "{} is missing (it is built beside llama-bench)",
+        llama_completion.display()
+    );
     eprintln!("==> cargo build --release -p gguf-cli");
     let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .args(["build", "--release", "-p", "gguf-cli"])
@@ -121,6 +137,24 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
                         }
                     }
                 }
+                let ours_first = round % 2 == 0;
+                for ours in [ours_first, !ours_first] {
+                    for _ in 0..o.repetitions {
+                        let (secs, rss) = if ours {
+                            load_ours(&gguf, path, t)?
+                        } else {
+                            load_theirs(&llama_completion, path, t)?
+                        };
+                        for (test, value) in [(LOAD_TIME, secs), (PEAK_RSS, rss)] {
+                            let entry = rates.entry((name.clone(), t, test.into())).or_default();
+                            if ours {
+                                entry.0.push(value);
+                            } else {
+                                entry.1.push(value);
+                            }
+                        }
+                    }
+                }
                 eprintln!("round {}/{}: {name} -t {t} done", round + 1, o.rounds);
             }
         }
@@ -128,17 +162,31 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
 
     let cpu = cpu_description();
     println!("{cpu}");
-    println!("| model | threads | test | gguf t/s | llama.cpp t/s | ratio (median) |");
+    println!(
+        "ratio: gguf / llama.cpp for tokens per second, llama.cpp / gguf for time and memory \
+         (above 1: gguf ahead)"
+    );
+    println!("| model | threads | test | gguf | llama.cpp | ratio (median) |");
     println!("|---|---|---|---|---|---|");
     let mut rows = Vec::new();
     for ((model, threads, test), (ours, theirs)) in &rates {
-        let ratios: Vec<f64> = ours.iter().zip(theirs).map(|(a, b)| a / b).collect();
+        let lower_is_better = test == LOAD_TIME || test == PEAK_RSS;
+        let ratios: Vec<f64> = ours
+            .iter()
+            .zip(theirs)
+            .map(|(a, b)| if lower_is_better { b / a } else { a / b })
+            .collect();
         let (ours_m, theirs_m, ratio) = (median(ours), median(theirs), median(&ratios));
         println!("| {model} | {threads} | {test} | {ours_m:.2} | {theirs_m:.2} | {ratio:.2} |");
+        let unit = match test.as_str() {
+            LOAD_TIME => "s",
+            PEAK_RSS => "MiB",
+            _ => "tokens_per_s",
+        };
         rows.push(json!({
-            "model": model, "threads": threads, "test": test,
-            "gguf_tokens_per_s": ours, "llama_cpp_tokens_per_s": theirs,
-            "ratio_median": ratio,
+            "model": model, "threads": threads, "test": test, "unit": unit,
+            "gguf": ours, "llama_cpp": theirs,
+            "ratio_median": ratio, "ratio_is": if lower_is_better { "llama_cpp / gguf" } else { "gguf / llama_cpp" },
         }));
     }
     let report = json!({
@@ -259,6 +307,74 @@ fn run_theirs(
         .collect()
 }
 
+/// `gguf generate -n 1` on `model`: (seconds from start to exit, peak RSS in MiB).
+fn load_ours(gguf: &Path, model: &Path, threads: usize) -> Result<(f64, f64)> {
+    let mut cmd = Command::new(gguf);
+    cmd.arg("generate").arg(model).args([
+        "-p",
+        LOAD_PROMPT,
+        "-n",
+        "1",
+        "--temp",
+        "0",
+        "-c",
+        LOAD_CTX,
+        "-t",
+        &threads.to_string(),
+    ]);
+    measure(cmd, "gguf generate")
+}
+
+/// `llama-completion -n 1` on `model`, as [`load_ours`].
+fn load_theirs(llama_completion: &Path, model: &Path, threads: usize) -> Result<(f64, f64)> {
+    let mut cmd = Command::new(llama_completion);
+    cmd.arg("-m").arg(model).args([
+        "-p",
+        LOAD_PROMPT,
+        "-n",
+        "1",
+        "--temp",
+        "0",
+        "-c",
+        LOAD_CTX,
+        "-t",
+        &threads.to_string(),
+        "-no-cnv",
+    ]);
+    measure(cmd, "llama-completion")
+}
+
+/// Runs `cmd` with its output discarded: (wall seconds to exit, peak RSS in MiB).
+fn measure(mut cmd: Command, what: &str) -> Result<(f64, f64)> {
+    use std::process::Stdio;
+    let start = std::time::Instant::now();
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .with_context(|| format!("starting {what}"))?;
+    let pid = libc::pid_t::try_from(child.id()).context("pid")?;
+    let mut status = 0;
+    // SAFETY: an all-zero `rusage` is a valid value of that plain C struct.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `pid` is our own child, not yet waited for (`child` is never waited on, so std
+    // does not reap it twice); `status` and `usage` are valid for writes for the call.
+    let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    let secs = start.elapsed().as_secs_f64();
+    ensure!(
+        reaped == pid,
+        "waiting for {what}: {}",
+        std::io::Error::last_os_error()
+    );
+    ensure!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "{what} failed (wait status {status})"
+    );
+    // Linux reports ru_maxrss in KiB.
+    Ok((secs, usage.ru_maxrss as f64 / 1024.0))
+}
+
 fn median(xs: &[f64]) -> f64 {
     let mut v = xs.to_vec();
     v.sort_by(f64::total_cmp);
@@ -301,14 +417,15 @@ fn cpu_description() -> String {
     )
 }
 
-/// `llama-bench`, built once into `$GGUF_CACHE/llama.cpp-<version>/` from the sdist.
-fn build_llama_bench() -> Result<PathBuf> {
+/// `llama-bench` (and `llama-completion` beside it), built once into
+/// `$GGUF_CACHE/llama.cpp-<version>/` from the sdist; returns llama-bench's path.
+fn build_llama_cpp() -> Result<PathBuf> {
     let dir = gguf_hub::cache_dir().join(format!("llama.cpp-{LLAMA_CPP_PYTHON}"));
     let src = dir
         .join(format!("llama_cpp_python-{LLAMA_CPP_PYTHON}"))
         .join("vendor/llama.cpp");
     let bin = src.join("build/bin/llama-bench");
-    if bin.is_file() {
+    if bin.is_file() && bin.with_file_name("llama-completion").is_file() {
         return Ok(bin);
     }
     std::fs::create_dir_all(&dir)?;
@@ -373,11 +490,11 @@ fn build_llama_bench() -> Result<PathBuf> {
             ]),
     )?;
     step(
-        "build llama-bench (several minutes)",
+        "build llama-bench and llama-completion (several minutes)",
         Command::new("cmake")
             .arg("--build")
             .arg(src.join("build"))
-            .args(["--target", "llama-bench"]),
+            .args(["--target", "llama-bench", "llama-completion"]),
     )?;
     ensure!(bin.is_file(), "{} was not built", bin.display());
     Ok(bin)
