@@ -5,6 +5,7 @@
 // reader of stdout has gone (`gguf inspect M | head -1`).
 #![deny(clippy::print_stdout)]
 
+mod diff;
 mod edit;
 mod inspect;
 mod models;
@@ -47,6 +48,9 @@ enum Command {
     Split(edit::SplitArgs),
     /// Join a split set back into one file like `gguf-split --merge`.
     Merge(edit::MergeArgs),
+    /// What differs between two files: header, metadata, tensors, and with --values how far
+    /// apart their values are (exit status 0 equal, 1 different, 2 error, as diff's).
+    Diff(diff::DiffArgs),
     /// Tokenize text with the file's tokenizer (the ids llama.cpp's llama-tokenize prints).
     Tokenize(tokens::TokenizeArgs),
     /// Turn token ids back into text.
@@ -67,6 +71,17 @@ fn main() -> ExitCode {
     #[cfg(unix)]
     signals::remove_temp_files_on_signals();
     let cli = Cli::parse();
+    if let Command::Diff(a) = cli.command {
+        return match diff::diff(a) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::from(1),
+            Err(e) if output::is_broken_pipe(&e) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                ExitCode::from(2)
+            }
+        };
+    }
     let result = match cli.command {
         Command::Inspect(a) => inspect::inspect(a),
         Command::Validate(a) => validate::validate(a),
@@ -82,6 +97,7 @@ fn main() -> ExitCode {
         Command::Chat(a) => run::chat(a),
         Command::Perplexity(a) => run::perplexity(a),
         Command::Bench(a) => run::bench(a),
+        Command::Diff(_) => unreachable!("handled above"),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -135,6 +135,13 @@ const ARGS: &[(&str, &[&[&str]])] = &[
     ("split", &[&["FILE", "OUT", "--max-tensors", "3"]]),
     ("merge", &[&["FILE", "OUT"]]),
     (
+        "diff",
+        &[
+            &["FILE", "FILE", "--values"],
+            &["FILE", "FILE", "--json", "-t", "2"],
+        ],
+    ),
+    (
         "tokenize",
         &[&["FILE", "héllo <s> world"], &["FILE", "--file", "TEXT"]],
     ),
