@@ -320,10 +320,12 @@ impl Accumulator {
 
     fn finish(&self) -> Numbers {
         let n = self.n.max(1) as f64;
-        let relative = match (self.diff_sq, self.a_sq) {
-            (d, _) if d == 0.0 => 0.0,
-            (_, a) if a == 0.0 => f64::INFINITY,
-            (d, a) => (d / a).sqrt(),
+        let relative = if self.diff_sq == 0.0 {
+            0.0
+        } else if self.a_sq == 0.0 {
+            f64::INFINITY
+        } else {
+            (self.diff_sq / self.a_sq).sqrt()
         };
         let cosine = match (self.a_sq, self.b_sq) {
             // Equal values: exactly 1, not 1 within the rounding of the products below.
