@@ -73,7 +73,7 @@ pub struct MergeArgs {
 }
 
 /// A refused destination, with the flag that would allow it.
-fn with_force_hint(e: gguf_format::Error) -> anyhow::Error {
+pub(crate) fn with_force_hint(e: gguf_format::Error) -> anyhow::Error {
     match &e {
         gguf_format::Error::Refused {
             reason: Refusal::Exists,

@@ -10,6 +10,7 @@ mod edit;
 mod inspect;
 mod models;
 mod output;
+mod quantize;
 mod run;
 #[cfg(unix)]
 mod signals;
@@ -48,6 +49,8 @@ enum Command {
     Split(edit::SplitArgs),
     /// Join a split set back into one file like `gguf-split --merge`.
     Merge(edit::MergeArgs),
+    /// Quantize a model to a file type, as llama-quantize does (byte for byte).
+    Quantize(quantize::QuantizeArgs),
     /// What differs between two files: header, metadata, tensors, and with --values how far
     /// apart their values are (exit status 0 equal, 1 different, 2 error, as diff's).
     Diff(diff::DiffArgs),
@@ -97,6 +100,7 @@ fn main() -> ExitCode {
         Command::Chat(a) => run::chat(a),
         Command::Perplexity(a) => run::perplexity(a),
         Command::Bench(a) => run::bench(a),
+        Command::Quantize(a) => quantize::quantize(a),
         Command::Diff(_) => unreachable!("handled above"),
     };
     match result {

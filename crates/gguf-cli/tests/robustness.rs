@@ -135,6 +135,13 @@ const ARGS: &[(&str, &[&[&str]])] = &[
     ("split", &[&["FILE", "OUT", "--max-tensors", "3"]]),
     ("merge", &[&["FILE", "OUT"]]),
     (
+        "quantize",
+        &[
+            &["FILE", "OUT", "Q4_K_M", "--allow-requantize", "-t", "2"],
+            &["FILE", "OUT", "F16", "--dry-run"],
+        ],
+    ),
+    (
         "diff",
         &[
             &["FILE", "FILE", "--values"],

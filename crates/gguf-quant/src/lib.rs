@@ -21,6 +21,7 @@ mod error;
 mod fp;
 mod grids;
 mod kernels;
+pub mod mixture;
 mod pool;
 mod quant;
 pub mod vec;
@@ -32,7 +33,7 @@ pub use kernels::{
     isa, matmul, matmul_on, matvec, matvec_on, quantize_activations, vec_dot, vec_dot_type, Isa,
 };
 pub use pool::ThreadPool;
-pub use quant::quantize_row;
+pub use quant::{quantize_row, quantize_rows};
 
 /// Bytes of `elements` values of `ty`; an error unless they are a whole number of blocks.
 pub fn row_bytes(ty: GgmlType, elements: usize) -> Result<usize> {

@@ -716,6 +716,23 @@ fn iq4_nl(src: &[f32], dst: &mut [u8]) {
     }
 }
 
+/// IQ4_NL as ggml's `quantize_iq4_nl` quantizes whole rows (what `ggml_quantize_chunk`, and so
+/// llama-quantize, writes): 15 candidate scales (ntry = 7), then every level chosen again with
+/// the scale kept. The reference `quantize_row_iq4_nl_ref` above tries one.
+pub(super) fn iq4_nl_rows(src: &[f32], dst: &mut [u8]) {
+    let mut l = [0u8; 32];
+    for (x, y) in src.chunks_exact(32).zip(dst.chunks_exact_mut(18)) {
+        let d = iq4_group(x, &mut l, 7).unwrap_or(0.0);
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        for (lj, &xj) in l.iter_mut().zip(x) {
+            *lj = best_index_int8(id * xj);
+        }
+        let (dh, q4) = y.split_at_mut(2);
+        store_f16(dh, d);
+        pack_iq4(&l, q4);
+    }
+}
+
 // IQ4_XS: d, scales_h (u16), scales_l[4], qs[128]. ntry = 7.
 fn iq4_xs(src: &[f32], dst: &mut [u8]) {
     for (x, y) in src.chunks_exact(QK_K).zip(dst.chunks_exact_mut(136)) {

@@ -22,6 +22,19 @@ pub fn quantize_row(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<()> {
     Ok(())
 }
 
+/// Quantizes whole rows `src` (each a whole number of blocks of `ty`) into `dst` as ggml's
+/// `ggml_quantize_chunk` does without an importance matrix: what llama-quantize writes. That is
+/// [`quantize_row`]'s reference quantizer for every type but IQ4_NL, whose row quantizer
+/// searches 15 scales where its reference one tries one.
+pub fn quantize_rows(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<()> {
+    if ty == GgmlType::IQ4_NL {
+        check_lengths(ty, src.len(), dst.len())?;
+        kquants::iq4_nl_rows(src, dst);
+        return Ok(());
+    }
+    quantize_row(ty, src, dst)
+}
+
 /// The reference quantizer of `ty`, if ggml has one without an importance matrix.
 pub(crate) fn kernel(ty: GgmlType) -> Option<QuantFn> {
     basic::kernel(ty).or_else(|| kquants::kernel(ty))

@@ -1,0 +1,388 @@
+//! `gguf quantize IN OUT TYPE`: llama-quantize's tool. The type of each tensor comes from
+//! `gguf_quant::mixture` (llama.cpp's rules), the bytes from gguf-quant's reference quantizers
+//! (ggml's, bit for bit), and the file is laid out as llama-quantize lays it out (its tensor
+//! order, its metadata with `general.quantization_version` and `general.file_type` moved to the
+//! end), so that the output equals llama-quantize's byte for byte. Tensors stream through in
+//! slabs of rows, each slab quantized on all threads, so memory stays bounded by a slab.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use gguf_format::fsutil::{self, WriteMode};
+use gguf_format::{GgmlType, GgufBuilder, GgufFile, TensorInfo, TensorSpec, Value};
+use gguf_quant::mixture::{self, FileType, ModelFacts, PlanOptions, TensorDesc};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::edit::with_force_hint;
+use crate::models;
+
+/// `gguf quantize`.
+#[derive(Args)]
+pub struct QuantizeArgs {
+    /// The model to quantize (a .gguf path or a known model name).
+    #[arg(required_unless_present = "list")]
+    input: Option<String>,
+    /// The file to write.
+    #[arg(required_unless_present = "list")]
+    output: Option<PathBuf>,
+    /// The file type, by llama-quantize's name (Q4_K_M, Q8_0, IQ4_XS, F16, ...; `--list`).
+    #[arg(required_unless_present = "list")]
+    file_type: Option<String>,
+    /// Threads (default: all CPUs).
+    #[arg(short, long, default_value_t = 0)]
+    threads: usize,
+    /// Use this type for output.weight.
+    #[arg(long, value_name = "TYPE")]
+    output_tensor_type: Option<String>,
+    /// Use this type for the token embeddings.
+    #[arg(long, value_name = "TYPE")]
+    token_embedding_type: Option<String>,
+    /// Quantize the tensors whose names a regular expression finds to a type:
+    /// `PATTERN=TYPE` (the first match wins; may be repeated).
+    #[arg(long, value_name = "PATTERN=TYPE")]
+    tensor_type: Vec<String>,
+    /// No mixture rules: every quantizable tensor to the file type's default type.
+    #[arg(long)]
+    pure: bool,
+    /// Keep output.weight as it is.
+    #[arg(long)]
+    leave_output_tensor: bool,
+    /// Allow quantizing tensors that are already quantized (they are dequantized first).
+    #[arg(long)]
+    allow_requantize: bool,
+    /// An importance matrix (llama-imatrix's output).
+    #[arg(long, value_name = "FILE")]
+    imatrix: Option<PathBuf>,
+    /// Show the plan (each tensor's type and the sizes) without writing anything.
+    #[arg(long)]
+    dry_run: bool,
+    /// Overwrite an existing output file.
+    #[arg(long)]
+    force: bool,
+    /// List the file types and exit.
+    #[arg(long)]
+    list: bool,
+}
+
+/// Metadata keys llama-quantize sets last (moving them to the end) and removes.
+const QUANTIZATION_VERSION: &str = "general.quantization_version";
+const FILE_TYPE: &str = "general.file_type";
+const SPLIT_KEYS: [&str; 3] = ["split.no", "split.count", "split.tensors.count"];
+/// `GGML_QNT_VERSION`.
+const GGML_QNT_VERSION: u32 = 2;
+
+/// The most f32 values of one tensor held at once (256 MiB), plus their quantized bytes.
+const SLAB_VALUES: usize = 64 << 20;
+
+/// A ggml type by its name, any case (`q8_0`, `Q6_K`, `f16`).
+fn ggml_type_named(name: &str) -> Result<GgmlType> {
+    (0..64u32)
+        .filter_map(GgmlType::from_id_opt)
+        .find(|t| t.name().eq_ignore_ascii_case(name))
+        .with_context(|| format!("unknown ggml type '{name}'"))
+}
+
+/// The value of a count that may be per layer (then the first layer's).
+fn first_u32(v: Option<Value<'_>>) -> Option<u32> {
+    match v? {
+        Value::Array(a) => a.get(0)?.as_integer()?.try_into().ok(),
+        v => v.as_integer()?.try_into().ok(),
+    }
+}
+
+fn facts(file: &GgufFile<'_>) -> Result<ModelFacts> {
+    let arch = file.architecture()?.to_string();
+    let key = |suffix: &str| file.value(&format!("{arch}.{suffix}"));
+    let n_layer = first_u32(key("block_count"))
+        .with_context(|| format!("{arch}.block_count is missing or not a count"))?;
+    let n_head = first_u32(key("attention.head_count")).unwrap_or(0);
+    Ok(ModelFacts {
+        n_layer,
+        n_head,
+        n_head_kv: first_u32(key("attention.head_count_kv")).unwrap_or(n_head),
+        n_expert: first_u32(key("expert_count")).unwrap_or(0),
+        arch,
+    })
+}
+
+fn is_float(ty: GgmlType) -> bool {
+    matches!(ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16)
+}
+
+/// Runs `gguf quantize`.
+pub fn quantize(a: QuantizeArgs) -> Result<()> {
+    if a.list {
+        for name in FileType::names() {
+            let ft = FileType::from_name(name).expect("a listed name");
+            println_list(name, ft)?;
+        }
+        return Ok(());
+    }
+    let type_name = a.file_type.as_deref().unwrap_or_default();
+    let ft = FileType::from_name(type_name).with_context(|| {
+        format!(
+            "unknown file type '{type_name}' (one of: {})",
+            FileType::names().collect::<Vec<_>>().join(", ")
+        )
+    })?;
+    if a.imatrix.is_some() {
+        bail!("--imatrix: importance matrices are not supported yet");
+    }
+    let (Some(input), Some(output)) = (a.input.as_deref(), a.output.clone()) else {
+        bail!("quantize needs IN, OUT and TYPE");
+    };
+    let input = models::resolve(input)?;
+    let mode = if a.force {
+        WriteMode::Replace { force: true }
+    } else {
+        WriteMode::CreateNew
+    };
+    if !a.dry_run {
+        fsutil::check_destination(&output, mode).map_err(with_force_hint)?;
+        fsutil::refuse_inputs(&output, &[input.as_path()])?;
+    }
+    let mapped = GgufFile::open(&input)?;
+    let file = mapped.file();
+    let name = input.display().to_string();
+    if file.value("split.count").is_some() {
+        bail!("{name}: a part of a split set; merge it first (gguf merge)");
+    }
+    let facts = facts(file).with_context(|| name.clone())?;
+
+    let names: Vec<&str> = file.tensors().iter().map(|t| t.name).collect();
+    let order = mixture::quantize_order(&names);
+    let tensors: Vec<&TensorInfo<'_>> = order.iter().map(|&i| &file.tensors()[i]).collect();
+    let descs: Vec<TensorDesc<'_>> = tensors
+        .iter()
+        .map(|t| TensorDesc {
+            name: t.name,
+            ggml_type: t.ggml_type,
+            shape: t.shape(),
+        })
+        .collect();
+    let patterns = a
+        .tensor_type
+        .iter()
+        .map(|p| {
+            let (pattern, ty) = p
+                .split_once('=')
+                .with_context(|| format!("--tensor-type '{p}': expected PATTERN=TYPE"))?;
+            anyhow::ensure!(
+                !pattern.is_empty(),
+                "--tensor-type '{p}': missing tensor name"
+            );
+            // llama-quantize lowercases the pattern.
+            let re = regex::Regex::new(&pattern.to_lowercase())
+                .with_context(|| format!("--tensor-type '{p}'"))?;
+            Ok((re, ggml_type_named(ty)?))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let lookup = |tensor: &str| {
+        patterns
+            .iter()
+            .find(|(re, _)| re.is_match(tensor))
+            .map(|&(_, ty)| ty)
+    };
+    let options = PlanOptions {
+        output_tensor_type: a
+            .output_tensor_type
+            .as_deref()
+            .map(ggml_type_named)
+            .transpose()?,
+        token_embedding_type: a
+            .token_embedding_type
+            .as_deref()
+            .map(ggml_type_named)
+            .transpose()?,
+        tensor_type: (!patterns.is_empty()).then_some(&lookup as &dyn Fn(&str) -> Option<GgmlType>),
+        pure: a.pure,
+        leave_output_tensor: a.leave_output_tensor,
+        has_imatrix: false,
+    };
+    let plan = mixture::plan(ft, &facts, &descs, &options).with_context(|| name.clone())?;
+    for &(i, wanted, used) in &plan.fallbacks {
+        eprintln!(
+            "warning: {}: row length {} is not a multiple of {}'s block of {}; using {}",
+            tensors[i].name,
+            tensors[i].shape()[0],
+            wanted.name(),
+            wanted.block_size(),
+            used.name()
+        );
+    }
+    // Everything that would stop llama-quantize midway is refused before anything is written.
+    for (i, t) in tensors.iter().enumerate() {
+        let to = plan.types[i];
+        if to == t.ggml_type {
+            continue;
+        }
+        if plan.requires_imatrix[i] {
+            bail!(
+                "{name}: {} to {} needs an importance matrix (--imatrix), as llama-quantize requires for this type",
+                t.name,
+                to.name()
+            );
+        }
+        if !is_float(t.ggml_type) && !a.allow_requantize {
+            bail!(
+                "{name}: tensor {} is already quantized ({}); requantizing to {} needs --allow-requantize (quality suffers: quantize from F32, F16 or BF16 where you can)",
+                t.name,
+                t.ggml_type.name(),
+                to.name()
+            );
+        }
+        let probe = vec![0f32; to.block_size() as usize];
+        let mut out = vec![0u8; to.type_size() as usize];
+        if gguf_quant::quantize_row(to, &probe, &mut out).is_err() {
+            bail!(
+                "{name}: {} to {}: gguf-quant has no quantizer for this type yet (the i-quants below 4 bits: IQ1, IQ2, IQ3)",
+                t.name,
+                to.name()
+            );
+        }
+    }
+    if a.allow_requantize
+        && tensors
+            .iter()
+            .zip(&plan.types)
+            .any(|(t, &to)| to != t.ggml_type && !is_float(t.ggml_type))
+    {
+        eprintln!("note: requantizing: quantized tensors are dequantized to f32 first");
+    }
+
+    // llama-quantize's metadata: the input's keys in order, the quantization version and the
+    // file type set last (ggml's setters move a key to the end), the split keys removed.
+    let mut builder = GgufBuilder::from_file(file);
+    builder.byte_order(gguf_format::ByteOrder::Little);
+    builder.remove(QUANTIZATION_VERSION);
+    builder.set(QUANTIZATION_VERSION, GGML_QNT_VERSION);
+    builder.remove(FILE_TYPE);
+    builder.set(FILE_TYPE, ft.id());
+    for key in SPLIT_KEYS {
+        builder.remove(key);
+    }
+    let specs = tensors
+        .iter()
+        .zip(&plan.types)
+        .map(|(t, &ty)| TensorSpec::new(t.name, ty, t.shape()))
+        .collect::<gguf_format::Result<Vec<_>>>()?;
+    *builder.tensors_mut() = specs;
+
+    let size_in: u64 = tensors.iter().map(|t| t.size).sum();
+    let size_out: u64 = builder.tensors().iter().map(TensorSpec::size).sum();
+    let elements: u64 = tensors
+        .iter()
+        .map(|t| t.element_count())
+        .sum::<u64>()
+        .max(1);
+    if a.dry_run {
+        for (t, spec) in tensors.iter().zip(builder.tensors()) {
+            eprintln!(
+                "{:40} {:7} -> {:7} {:>10} -> {:>10}",
+                t.name,
+                t.ggml_type.name(),
+                spec.ggml_type().name(),
+                crate::inspect::human_bytes(t.size),
+                crate::inspect::human_bytes(spec.size())
+            );
+        }
+    }
+    eprintln!(
+        "{}: {} ({:.2} bits per weight) -> {} as {} ({:.2} bits per weight)",
+        name,
+        crate::inspect::human_bytes(size_in),
+        size_in as f64 * 8.0 / elements as f64,
+        crate::inspect::human_bytes(size_out),
+        ft.name(),
+        size_out as f64 * 8.0 / elements as f64,
+    );
+    if a.dry_run {
+        return Ok(());
+    }
+
+    let threads = match a.threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        t => t,
+    };
+    let bar = ProgressBar::new(tensors.len() as u64).with_style(
+        ProgressStyle::with_template("quantizing [{bar:30}] {pos}/{len} {msg}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    fsutil::write_atomic(&output, mode, |out| {
+        let mut w = builder.write(out)?;
+        for (t, spec) in tensors.iter().zip(builder.tensors()) {
+            bar.set_message(t.name.to_string());
+            let data = file.tensor_data(t);
+            if spec.ggml_type() == t.ggml_type {
+                w.write_tensor(data)?;
+            } else {
+                w.write_tensor_with(|sink| {
+                    convert(t, data, spec.ggml_type(), threads, sink)
+                        .map_err(|e| std::io::Error::other(format!("tensor '{}': {e:#}", t.name)))
+                })?;
+            }
+            bar.inc(1);
+        }
+        w.finish()?;
+        Ok(())
+    })
+    .map_err(with_force_hint)?;
+    bar.finish_and_clear();
+    eprintln!("wrote {}", output.display());
+    Ok(())
+}
+
+fn println_list(name: &str, ft: FileType) -> Result<()> {
+    use crate::output::outln;
+    outln!(
+        "{name:10} {:>2}  default tensor type {}",
+        ft.id(),
+        ft.default_type().name()
+    )?;
+    Ok(())
+}
+
+/// Converts one tensor's bytes from its type to `to`, slab by slab of whole rows: each slab is
+/// dequantized to f32, then quantized on `threads` threads (rows are independent, so the
+/// bytes do not depend on the split), and written.
+fn convert(
+    t: &TensorInfo<'_>,
+    data: &[u8],
+    to: GgmlType,
+    threads: usize,
+    sink: &mut dyn Write,
+) -> Result<()> {
+    let ne0 = t.shape().first().copied().unwrap_or(1).max(1) as usize;
+    let rows = (t.element_count() as usize) / ne0;
+    let row_in = gguf_quant::row_bytes(t.ggml_type, ne0)?;
+    let row_out = gguf_quant::row_bytes(to, ne0)?;
+    let slab_rows = (SLAB_VALUES / ne0).clamp(1, rows.max(1));
+    let mut values = vec![0f32; slab_rows * ne0];
+    let mut bytes = vec![0u8; slab_rows * row_out];
+    let mut r = 0;
+    while r < rows {
+        let n = slab_rows.min(rows - r);
+        let values = &mut values[..n * ne0];
+        let bytes = &mut bytes[..n * row_out];
+        gguf_quant::dequantize_row(t.ggml_type, &data[r * row_in..(r + n) * row_in], values)?;
+        let per_thread = n.div_ceil(threads.max(1));
+        std::thread::scope(|s| -> Result<()> {
+            let jobs: Vec<_> = values
+                .chunks(per_thread * ne0)
+                .zip(bytes.chunks_mut(per_thread * row_out))
+                .map(|(src, dst)| s.spawn(move || gguf_quant::quantize_rows(to, src, dst)))
+                .collect();
+            for job in jobs {
+                job.join()
+                    .map_err(|_| anyhow::anyhow!("a quantizing thread panicked"))??;
+            }
+            Ok(())
+        })?;
+        sink.write_all(bytes)?;
+        r += n;
+    }
+    Ok(())
+}
