@@ -23,7 +23,7 @@ use crate::grids::KVALUES_IQ4NL;
 use crate::kernels::kq_gemm::MIN_BATCH;
 use crate::kernels::RowsFn;
 
-/// Weight rows per tile: their unpacked blocks (`TILE_ROWS` × 832 bytes) stay in L1 while every
+/// Weight rows per tile: their unpacked blocks (`TILE_ROWS` × 864 bytes) stay in L1 while every
 /// activation row runs against them.
 const TILE_ROWS: usize = 16;
 /// Activation rows computed together: one lane each of the reduced sums and accumulators.
@@ -53,6 +53,8 @@ struct Unpacked {
     d: f32,
     dmin: f32,
 }
+
+const _: () = assert!(size_of::<Unpacked>() == 864);
 
 const EMPTY: Unpacked = Unpacked {
     codes: [0; QK_K],
