@@ -1,5 +1,7 @@
-//! `matvec` and `matmul` agree with row-by-row `vec_dot`, on 1 and 2 threads, and reject
-//! mismatched shapes.
+//! `matvec` and small batches of `matmul` agree with row-by-row `vec_dot`, on 1 and 2
+//! threads; larger batches of the K-quants, which sum in llama.cpp's tiled order (bit for bit
+//! against the scalar twins in the crate's `simd_tests`), give the same bits on any number of
+//! threads and stay close to `vec_dot`; mismatched shapes are errors.
 
 use gguf_quant::{
     matmul, matmul_on, matvec, matvec_on, quantize_activations, quantize_row, row_bytes, vec_dot,
@@ -18,6 +20,8 @@ fn values(n: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
+/// Batches below every GEMM kernel's floor (3 rows: llama.cpp's tiled K-quant product starts
+/// at 8) run the row-by-row kernels.
 #[test]
 fn matvec_and_matmul_equal_row_dots() {
     for ty in [
@@ -65,6 +69,64 @@ fn matvec_and_matmul_equal_row_dots() {
             let mut y = vec![0f32; rows * batch];
             matmul_on(&pool, ty, &w, cols, &x, batch, &mut y, &mut scratch).unwrap();
             assert_eq!(y, expected, "{ty} matmul_on, {threads} threads");
+        }
+    }
+}
+
+/// Batches from the tiled floor up: the same bits on 1, 2 and 3 threads, on rayon's pool and the
+/// spinning one, and within a float-reordering distance of row-by-row `vec_dot`.
+#[test]
+fn large_kquant_batches_do_not_depend_on_threads() {
+    for ty in [
+        GgmlType::Q6_K,
+        GgmlType::Q5_K,
+        GgmlType::Q4_K,
+        GgmlType::Q3_K,
+        GgmlType::Q2_K,
+        GgmlType::IQ4_XS,
+    ] {
+        let (cols, rows) = (768usize, 37usize);
+        let mut w = vec![0u8; row_bytes(ty, cols * rows).unwrap()];
+        quantize_row(ty, &values(cols * rows, 3), &mut w).unwrap();
+        let rb = row_bytes(ty, cols).unwrap();
+        for batch in [8usize, 9, 20] {
+            let x = values(cols * batch, 4 + batch as u64);
+            let mut first: Option<Vec<f32>> = None;
+            let mut check = |y: Vec<f32>, what: String| match &first {
+                None => first = Some(y),
+                Some(f) => {
+                    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(&y), bits(f), "{ty} batch {batch}: {what}");
+                }
+            };
+            for threads in [1, 2, 3] {
+                let pool = rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .build()
+                    .unwrap();
+                let mut y = vec![0f32; rows * batch];
+                pool.install(|| {
+                    matmul(ty, &w, cols, &x, batch, &mut y, &mut Vec::new()).unwrap();
+                });
+                check(y, format!("matmul, {threads} threads"));
+                let pool = ThreadPool::new(threads).unwrap();
+                let mut y = vec![0f32; rows * batch];
+                matmul_on(&pool, ty, &w, cols, &x, batch, &mut y, &mut Vec::new()).unwrap();
+                check(y, format!("matmul_on, {threads} threads"));
+            }
+            let y = first.unwrap();
+            for b in 0..batch {
+                let mut a = Vec::new();
+                quantize_activations(ty, &x[b * cols..(b + 1) * cols], &mut a).unwrap();
+                for r in 0..rows {
+                    let d = vec_dot(ty, cols, &w[r * rb..(r + 1) * rb], &a).unwrap();
+                    let got = y[b * rows + r];
+                    assert!(
+                        (got - d).abs() <= 1e-4 * d.abs().max(1.0),
+                        "{ty} batch {batch}, row {r} of activation {b}: {got} vs vec_dot {d}"
+                    );
+                }
+            }
         }
     }
 }

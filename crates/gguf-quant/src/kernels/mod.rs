@@ -117,6 +117,7 @@ macro_rules! vec_kernels {
 
 #[cfg(target_arch = "aarch64")]
 mod aarch64;
+mod kq_gemm;
 mod matmul;
 mod scalar;
 #[cfg(test)]

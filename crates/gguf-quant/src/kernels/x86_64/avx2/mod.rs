@@ -2,6 +2,7 @@
 //! - `legacy`: dot products of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (four rows per call for Q4_0, Q4_1,
 //!   Q8_0);
 //! - `kquants`: Q2_K, Q3_K, Q4_K, Q5_K, Q6_K;
+//! - `kq_gemm`: the prompt products (GEMM) of the K-quants and IQ4_XS, in llama.cpp's tiled order;
 //! - `iq`: IQ4_NL, IQ4_XS;
 //! - `vec`: the F16 dot product and the float kernels of [`crate::vec`];
 //! - `activations`: ggml's x86 activation quantizers (Q8_0, Q8_1; Q8_K);
@@ -22,6 +23,7 @@
 mod activations;
 mod common;
 mod iq;
+mod kq_gemm;
 mod kquants;
 mod legacy;
 mod vec;
@@ -81,8 +83,16 @@ fn rows(ty: GgmlType) -> Option<RowsFn> {
 }
 
 /// The batched (prompt) product for weights of type `ty`, if there is one.
-fn gemm(_ty: GgmlType) -> Option<GemmFn> {
-    None
+fn gemm(ty: GgmlType) -> Option<GemmFn> {
+    Some(match ty {
+        GgmlType::Q6_K => kq_gemm::q6_k_gemm,
+        GgmlType::Q5_K => kq_gemm::q5_k_gemm,
+        GgmlType::Q4_K => kq_gemm::q4_k_gemm,
+        GgmlType::Q3_K => kq_gemm::q3_k_gemm,
+        GgmlType::Q2_K => kq_gemm::q2_k_gemm,
+        GgmlType::IQ4_XS => kq_gemm::iq4_xs_gemm,
+        _ => return None,
+    })
 }
 
 /// The quantizer of activation type `act`, if there is one: Q8_0 and Q8_1 as ggml's x86 code
