@@ -21,6 +21,7 @@ mod error;
 mod fp;
 mod grids;
 mod kernels;
+mod packed;
 mod pool;
 mod quant;
 pub mod vec;
@@ -31,6 +32,7 @@ pub use gguf_format::GgmlType;
 pub use kernels::{
     isa, matmul, matmul_on, matvec, matvec_on, quantize_activations, vec_dot, vec_dot_type, Isa,
 };
+pub use packed::PackedMatrix;
 pub use pool::ThreadPool;
 pub use quant::quantize_row;
 
