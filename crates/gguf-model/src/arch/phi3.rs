@@ -120,8 +120,8 @@ pub(super) fn load(l: &Loader<'_>, arch: &'static str) -> Result<Box<dyn Archite
         .optional_matrix("output.weight", d, hp.n_vocab)?
         .map_or_else(|| l.packed(token_embd.clone()), Ok)?;
     let output_b = l.optional_vector("output.bias", hp.n_vocab)?;
-    let factors_long = rope_factors(&l, "rope_factors_long.weight", hp.n_rot / 2)?;
-    let factors_short = rope_factors(&l, "rope_factors_short.weight", hp.n_rot / 2)?;
+    let factors_long = rope_factors(l, "rope_factors_long.weight", hp.n_rot / 2)?;
+    let factors_short = rope_factors(l, "rope_factors_short.weight", hp.n_rot / 2)?;
     let mut rope = Rope::for_model(
         hp.n_rot,
         true,

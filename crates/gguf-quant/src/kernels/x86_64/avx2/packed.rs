@@ -80,6 +80,8 @@ pub(super) fn q4_k_x8_gemm4(n: usize, w: &[u8], a: [&[u8]; 4], out: [&mut [f32];
 /// The CPU has AVX2, FMA and F16C; `w` points to `blocks` tiles and each of `a` to `blocks`
 /// Q8_K blocks.
 #[target_feature(enable = "avx2,fma,f16c")]
+// `g` and `k` index the tile's and activations' offsets as well as the small arrays.
+#[allow(clippy::needless_range_loop)]
 unsafe fn q4_k_x8<const A: usize, const PER_GROUP: bool>(
     blocks: usize,
     w: *const u8,
