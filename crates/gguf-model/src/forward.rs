@@ -66,7 +66,9 @@ impl Ctx<'_> {
         &self.parts[m.part][m.start..m.start + m.len]
     }
 
-    /// `out[b] = M x[b]` for the batch rows of `x`.
+    /// `out[b] = M x[b]` for the batch rows of `x`: on its packed copy if it has one (as
+    /// llama.cpp's repacked kernels, GEMM for the rows in groups of four, GEMV for the rest),
+    /// else on the mapped bytes.
     pub fn matmul(
         &self,
         m: &Matrix,
@@ -76,7 +78,10 @@ impl Ctx<'_> {
     ) -> Result<()> {
         let batch = x.len() / m.cols;
         out.resize(batch * m.rows, 0.0);
-        matmul_on(self.pool, m.ty, self.data(m), m.cols, x, batch, out, quant)?;
+        match &m.packed {
+            Some(p) => p.matmul_on(self.pool, x, batch, out, quant)?,
+            None => matmul_on(self.pool, m.ty, self.data(m), m.cols, x, batch, out, quant)?,
+        }
         Ok(())
     }
 

@@ -53,6 +53,8 @@ use kv_cache::KvCache;
 pub struct Model {
     set: SplitSet,
     arch: Box<dyn Architecture>,
+    /// Bytes of the repacked copies of matrices (see [`Model::packed_bytes`]).
+    packed_bytes: usize,
     tokenizer: Tokenizer,
     name: String,
 }
@@ -95,7 +97,7 @@ impl Default for SessionOptions {
 /// it: its architecture is supported, its hyperparameters are usable and every tensor it
 /// needs is there with the right shape. Returns the hyperparameters.
 pub fn check(set: &SplitSet, name: &str) -> Result<Hparams> {
-    Ok(arch::load(set, name)?.hparams().clone())
+    Ok(arch::load(set, name, false)?.0.hparams().clone())
 }
 
 /// The most threads a session runs: the CPUs this process may use.
@@ -148,7 +150,7 @@ impl Model {
         let path = path.as_ref();
         let name = path.display().to_string();
         let set = SplitSet::open(path)?;
-        let arch = arch::load(&set, &name)?;
+        let (arch, packed_bytes) = arch::load(&set, &name, true)?;
         let tokenizer = Tokenizer::from_gguf(set.metadata())?;
         let n_vocab = arch.hparams().n_vocab;
         if tokenizer.vocab_size() > n_vocab {
@@ -163,9 +165,18 @@ impl Model {
         Ok(Model {
             set,
             arch,
+            packed_bytes,
             tokenizer,
             name,
         })
+    }
+
+    /// Bytes of the matrices repacked at load for this CPU's packed kernels (as llama.cpp
+    /// repacks them: on AVX2, Q4_K matrices whose row count is a multiple of 8). They are
+    /// memory of this process on top of the mapped file, whose pages of those matrices are no
+    /// longer read after the repacking.
+    pub fn packed_bytes(&self) -> usize {
+        self.packed_bytes
     }
 
     /// The hyperparameters.

@@ -1,14 +1,20 @@
 //! Finding tensors by name and checking their shapes. Matrices stay in the file (the maps of
-//! the file or of every part of a split set) in their stored type; only small vectors (norms,
-//! biases) are copied out as f32. Each architecture lists its tensors through a [`Loader`].
+//! the file or of every part of a split set) in their stored type, except those this CPU has
+//! packed kernels for, which are repacked at load as llama.cpp repacks them
+//! ([`Loader::packed`]); only small vectors (norms, biases) are copied out as f32. Each
+//! architecture lists its tensors through a [`Loader`].
+
+use std::cell::Cell;
+use std::sync::Arc;
 
 use gguf_format::split::SplitSet;
 use gguf_format::GgmlType;
+use gguf_quant::PackedMatrix;
 
 use crate::error::{ModelError, Result};
 
 /// A matrix in a mapped file: `rows` rows of `cols` elements of `ty`.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct Matrix {
     pub ty: GgmlType,
     pub cols: usize,
@@ -17,6 +23,8 @@ pub(crate) struct Matrix {
     pub part: usize,
     pub start: usize,
     pub len: usize,
+    /// Its repacked copy, which products use instead of the mapped bytes, if it has one.
+    pub packed: Option<Arc<PackedMatrix>>,
 }
 
 impl Matrix {
@@ -29,7 +37,7 @@ impl Matrix {
     /// Fused tensors (`attn_qkv`, Phi-3's gate-and-up `ffn_up`) are used through views: each
     /// output element is one weight row times the (quantized) input, so a product per view
     /// gives the numbers of one product over the whole tensor. `None` if the rows are not all
-    /// in the matrix.
+    /// in the matrix. A view is not packed (the loader packs what it returns).
     pub fn rows(&self, first: usize, n: usize) -> Option<Matrix> {
         if n == 0 || first.checked_add(n)? > self.rows {
             return None;
@@ -39,6 +47,7 @@ impl Matrix {
             rows: n,
             start: self.start + first * rb,
             len: n * rb,
+            packed: None,
             ..*self
         })
     }
@@ -80,9 +89,43 @@ pub(crate) enum Biases {
 pub(crate) struct Loader<'s> {
     pub set: &'s SplitSet,
     pub name: &'s str,
+    /// Whether matrices are repacked for this CPU's packed kernels ([`Loader::packed`]).
+    pack: bool,
+    /// Bytes of the packed copies made so far.
+    packed_bytes: Cell<usize>,
 }
 
-impl Loader<'_> {
+impl<'s> Loader<'s> {
+    /// A loader of `set`; with `pack`, it repacks the matrices it can ([`Loader::packed`]).
+    pub fn new(set: &'s SplitSet, name: &'s str, pack: bool) -> Loader<'s> {
+        Loader {
+            set,
+            name,
+            pack,
+            packed_bytes: Cell::new(0),
+        }
+    }
+
+    /// Bytes of the packed copies made so far.
+    pub fn packed_bytes(&self) -> usize {
+        self.packed_bytes.get()
+    }
+
+    /// `m` with a repacked copy when this CPU has packed kernels for its type and shape, as
+    /// llama.cpp repacks weights on the same CPU (on AVX2: Q4_K with a multiple of 8 rows);
+    /// products then run on the copy, in the orders of llama.cpp's repacked kernels.
+    pub fn packed(&self, mut m: Matrix) -> Result<Matrix> {
+        if !self.pack || m.packed.is_some() {
+            return Ok(m);
+        }
+        let bytes = &self.set.parts()[m.part].file().bytes()[m.start..m.start + m.len];
+        if let Some(p) = PackedMatrix::new(m.ty, bytes, m.rows, m.cols)? {
+            self.packed_bytes.set(self.packed_bytes.get() + p.bytes());
+            m.packed = Some(Arc::new(p));
+        }
+        Ok(m)
+    }
+
     fn shape_error(&self, tensor: &str, expected: &[u64], found: &[u64]) -> ModelError {
         ModelError::TensorShape {
             file: self.name.to_string(),
@@ -115,8 +158,17 @@ impl Loader<'_> {
         }
     }
 
-    /// A matrix of `rows` rows of `cols`.
+    /// A matrix of `rows` rows of `cols`, for products: repacked if it can be
+    /// ([`Loader::packed`]).
     pub fn matrix(&self, tensor: &str, cols: usize, rows: usize) -> Result<Matrix> {
+        let m = self.plain_matrix(tensor, cols, rows)?;
+        self.packed(m)
+    }
+
+    /// A matrix of `rows` rows of `cols` as it is in the file: the token embeddings, whose
+    /// rows are looked up (llama.cpp keeps them unpacked too; a tied output gets its own
+    /// packed copy through [`Loader::packed`]).
+    pub fn plain_matrix(&self, tensor: &str, cols: usize, rows: usize) -> Result<Matrix> {
         let (part, info, data) = self.find(tensor)?;
         let expected = [cols as u64, rows as u64];
         let shape = info.shape();
@@ -135,6 +187,7 @@ impl Loader<'_> {
             part,
             start: data.as_ptr() as usize - base,
             len: data.len(),
+            packed: None,
         })
     }
 

@@ -22,6 +22,7 @@ mod fp;
 mod grids;
 mod kernels;
 pub mod mixture;
+mod packed;
 mod pool;
 mod quant;
 pub mod vec;
@@ -32,6 +33,7 @@ pub use gguf_format::GgmlType;
 pub use kernels::{
     isa, matmul, matmul_on, matvec, matvec_on, quantize_activations, vec_dot, vec_dot_type, Isa,
 };
+pub use packed::PackedMatrix;
 pub use pool::ThreadPool;
 pub use quant::{quantize_row, quantize_rows};
 

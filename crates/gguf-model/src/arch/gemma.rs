@@ -15,7 +15,6 @@
 //! Queries are scaled before attention (`1/sqrt(head_dim)`, or `1/sqrt(n_embd / n_head)` for
 //! the 27B models, as llama.cpp picks by layer count), then rounded to f16 by flash attention.
 
-use gguf_format::split::SplitSet;
 use gguf_format::Value;
 
 use super::Architecture;
@@ -89,11 +88,8 @@ fn swa_layers(r: &Reader<'_, '_>, n_layer: usize, default_period: usize) -> Resu
         .collect())
 }
 
-pub(super) fn load(
-    set: &SplitSet,
-    name: &str,
-    arch: &'static str,
-) -> Result<Box<dyn Architecture>> {
+pub(super) fn load(l: &Loader<'_>, arch: &'static str) -> Result<Box<dyn Architecture>> {
+    let (set, name) = (l.set, l.name);
     let generation = match arch {
         "gemma2" => Generation::Gemma2,
         "gemma3" => Generation::Gemma3,
@@ -139,9 +135,8 @@ pub(super) fn load(
         1.0 / (hp.head_dim_k as f32).sqrt()
     };
 
-    let l = Loader { set, name };
     hp.n_vocab = l.rows_of("token_embd.weight", hp.n_embd)?;
-    let token_embd = l.matrix("token_embd.weight", hp.n_embd, hp.n_vocab)?;
+    let token_embd = l.plain_matrix("token_embd.weight", hp.n_embd, hp.n_vocab)?;
     let (q_out, k_out, v_out) = (
         hp.n_head * hp.head_dim_k,
         hp.n_head_kv * hp.head_dim_k,
@@ -172,7 +167,7 @@ pub(super) fn load(
         Generation::Gemma3 => l.optional_matrix("output.weight", hp.n_embd, hp.n_vocab)?,
         _ => None,
     }
-    .unwrap_or(token_embd);
+    .map_or_else(|| l.packed(token_embd.clone()), Ok)?;
     let output_norm = l.vector("output_norm.weight", hp.n_embd)?;
 
     let global = Rope::for_model(

@@ -3,8 +3,6 @@
 //! each head of Q and K; NeoX RoPE). Pre-norm blocks: RMSNorm, attention with RoPE, RMSNorm,
 //! SwiGLU feed-forward.
 
-use gguf_format::split::SplitSet;
-
 use super::Architecture;
 use crate::error::Result;
 use crate::forward::{gated_ffn, output_rows, rms_norm_rows, Gate, Heads, Pass, SelfAttention};
@@ -78,11 +76,8 @@ struct Llama {
     scores: Scores,
 }
 
-pub(super) fn load(
-    set: &SplitSet,
-    name: &str,
-    arch: &'static str,
-) -> Result<Box<dyn Architecture>> {
+pub(super) fn load(l: &Loader<'_>, arch: &'static str) -> Result<Box<dyn Architecture>> {
+    let (set, name) = (l.set, l.name);
     let variant = Variant::of(arch);
     let r = Reader {
         file: set.metadata(),
@@ -94,9 +89,8 @@ pub(super) fn load(
         hp.sliding_window = r.sliding_window()?;
         hp.layer_windows = vec![hp.sliding_window; hp.n_layer];
     }
-    let l = Loader { set, name };
     hp.n_vocab = l.rows_of("token_embd.weight", hp.n_embd)?;
-    let token_embd = l.matrix("token_embd.weight", hp.n_embd, hp.n_vocab)?;
+    let token_embd = l.plain_matrix("token_embd.weight", hp.n_embd, hp.n_vocab)?;
     let (q_out, k_out, v_out) = (
         hp.n_head * hp.head_dim_k,
         hp.n_head_kv * hp.head_dim_k,
@@ -134,7 +128,7 @@ pub(super) fn load(
     }
     let output = l
         .optional_matrix("output.weight", hp.n_embd, hp.n_vocab)?
-        .unwrap_or(token_embd);
+        .map_or_else(|| l.packed(token_embd.clone()), Ok)?;
     let output_norm = l.vector("output_norm.weight", hp.n_embd)?;
     let rope = Rope::for_model(
         hp.n_rot,

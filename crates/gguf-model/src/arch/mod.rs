@@ -15,6 +15,7 @@ use gguf_format::split::SplitSet;
 use crate::error::{ModelError, Result};
 use crate::forward::Pass;
 use crate::hparams::Hparams;
+use crate::weights::Loader;
 
 /// A loaded architecture: its hyperparameters and tensors, and how it computes a batch.
 pub(crate) trait Architecture: Send + Sync {
@@ -27,7 +28,7 @@ pub(crate) trait Architecture: Send + Sync {
 
 /// Reads an architecture's hyperparameters and tensors from a file (or split set) named
 /// `name` in errors; `arch` is the name it is registered under.
-type LoadFn = fn(set: &SplitSet, name: &str, arch: &'static str) -> Result<Box<dyn Architecture>>;
+type LoadFn = fn(l: &Loader<'_>, arch: &'static str) -> Result<Box<dyn Architecture>>;
 
 /// One registered architecture.
 pub(crate) struct Entry {
@@ -89,8 +90,14 @@ const fn names<const N: usize>() -> [&'static str; N] {
     out
 }
 
-/// The architecture `set`'s metadata names, loaded.
-pub(crate) fn load(set: &SplitSet, name: &str) -> Result<Box<dyn Architecture>> {
+/// The architecture `set`'s metadata names, loaded; with `pack`, its matrices of a type this
+/// CPU has packed kernels for are repacked (see [`Loader::packed`]), and the second value is
+/// the bytes the packed copies take.
+pub(crate) fn load(
+    set: &SplitSet,
+    name: &str,
+    pack: bool,
+) -> Result<(Box<dyn Architecture>, usize)> {
     let arch = set.metadata().architecture()?;
     let entry = ARCHITECTURES
         .iter()
@@ -99,5 +106,7 @@ pub(crate) fn load(set: &SplitSet, name: &str) -> Result<Box<dyn Architecture>> 
             file: name.to_string(),
             arch: arch.to_string(),
         })?;
-    (entry.load)(set, name, entry.name)
+    let l = Loader::new(set, name, pack);
+    let loaded = (entry.load)(&l, entry.name)?;
+    Ok((loaded, l.packed_bytes()))
 }

@@ -7,8 +7,6 @@
 //! `rope.dimension_count` dimensions of each head (Phi-2 rotates 32 of 80); queries are
 //! scaled by `1/sqrt(head_dim)` before attention, then rounded to f16 by flash attention.
 
-use gguf_format::split::SplitSet;
-
 use super::Architecture;
 use crate::error::Result;
 use crate::forward::{layer_norm_rows, output_rows, Heads, Pass, SelfAttention};
@@ -60,11 +58,8 @@ pub(super) fn check_heads(r: &Reader<'_, '_>, hp: &Hparams) -> Result<()> {
     Ok(())
 }
 
-pub(super) fn load(
-    set: &SplitSet,
-    name: &str,
-    arch: &'static str,
-) -> Result<Box<dyn Architecture>> {
+pub(super) fn load(l: &Loader<'_>, arch: &'static str) -> Result<Box<dyn Architecture>> {
+    let (set, name) = (l.set, l.name);
     let r = Reader {
         file: set.metadata(),
         name,
@@ -72,10 +67,9 @@ pub(super) fn load(
     };
     let mut hp = r.common("attention.layer_norm_epsilon")?;
     check_heads(&r, &hp)?;
-    let l = Loader { set, name };
     let d = hp.n_embd;
     hp.n_vocab = l.rows_of("token_embd.weight", d)?;
-    let token_embd = l.matrix("token_embd.weight", d, hp.n_vocab)?;
+    let token_embd = l.plain_matrix("token_embd.weight", d, hp.n_vocab)?;
     let (kv_k, kv_v) = hp.kv_widths();
     let mut layers = Vec::with_capacity(hp.n_layer);
     for i in 0..hp.n_layer {

@@ -13,8 +13,6 @@
 //! disabled"; the converters write windows that do not match how the models were trained), so
 //! every layer attends to the whole context here too.
 
-use gguf_format::split::SplitSet;
-
 use super::phi2::check_heads;
 use super::Architecture;
 use crate::error::{ModelError, Result};
@@ -71,11 +69,8 @@ fn rope_factors(l: &Loader<'_>, tensor: &str, n: usize) -> Result<Option<Vec<f32
     Ok(Some(f))
 }
 
-pub(super) fn load(
-    set: &SplitSet,
-    name: &str,
-    arch: &'static str,
-) -> Result<Box<dyn Architecture>> {
+pub(super) fn load(l: &Loader<'_>, arch: &'static str) -> Result<Box<dyn Architecture>> {
+    let (set, name) = (l.set, l.name);
     let r = Reader {
         file: set.metadata(),
         name,
@@ -90,10 +85,9 @@ pub(super) fn load(
     };
     let attn_factor = r.positive_or("rope.scaling.attn_factor", 1.0)?;
 
-    let l = Loader { set, name };
     let (d, ff) = (hp.n_embd, hp.n_ff);
     hp.n_vocab = l.rows_of("token_embd.weight", d)?;
-    let token_embd = l.matrix("token_embd.weight", d, hp.n_vocab)?;
+    let token_embd = l.plain_matrix("token_embd.weight", d, hp.n_vocab)?;
     let (kv_k, kv_v) = hp.kv_widths();
     let mut layers = Vec::with_capacity(hp.n_layer);
     for i in 0..hp.n_layer {
@@ -124,10 +118,10 @@ pub(super) fn load(
     let output_norm = l.vector("output_norm.weight", d)?;
     let output = l
         .optional_matrix("output.weight", d, hp.n_vocab)?
-        .unwrap_or(token_embd);
+        .map_or_else(|| l.packed(token_embd.clone()), Ok)?;
     let output_b = l.optional_vector("output.bias", hp.n_vocab)?;
-    let factors_long = rope_factors(&l, "rope_factors_long.weight", hp.n_rot / 2)?;
-    let factors_short = rope_factors(&l, "rope_factors_short.weight", hp.n_rot / 2)?;
+    let factors_long = rope_factors(l, "rope_factors_long.weight", hp.n_rot / 2)?;
+    let factors_short = rope_factors(l, "rope_factors_short.weight", hp.n_rot / 2)?;
     let mut rope = Rope::for_model(
         hp.n_rot,
         true,

@@ -119,6 +119,9 @@ macro_rules! vec_kernels {
 mod aarch64;
 mod kq_gemm;
 mod matmul;
+pub(crate) mod packed_scalar;
+#[cfg(test)]
+mod packed_tests;
 mod scalar;
 #[cfg(test)]
 mod simd_tests;
@@ -153,6 +156,25 @@ pub(crate) type RowsFn = fn(n: usize, w: &[u8], row_bytes: usize, a: &[u8], out:
 pub(crate) type GemmFn =
     fn(n: usize, w: &[u8], row_bytes: usize, a: &[u8], act_row: usize, out: &mut [&mut [f32]]);
 
+/// The products of a packed layout (`crate::packed`): `out.len() / 8` groups of eight
+/// interleaved weight rows (`w`, the groups' tiles one after another, `n` elements per row)
+/// against one activation row `a` (Q8_K blocks), in llama.cpp's GEMV order for the layout.
+pub(crate) type PackedGemvFn = fn(n: usize, w: &[u8], a: &[u8], out: &mut [f32]);
+
+/// As [`PackedGemvFn`] for four activation rows at once (`out[k]` for `a[k]`), in llama.cpp's
+/// GEMM order, which sums each output in another order than its GEMV.
+pub(crate) type PackedGemmFn = fn(n: usize, w: &[u8], a: [&[u8]; 4], out: [&mut [f32]; 4]);
+
+/// The kernels of one packed layout on one instruction set.
+#[derive(Clone, Copy)]
+pub(crate) struct PackedKernels {
+    /// One activation row (single-token decoding, and the rows of a batch past its last
+    /// whole group of four).
+    pub(crate) gemv: PackedGemvFn,
+    /// Four activation rows.
+    pub(crate) gemm4: PackedGemmFn,
+}
+
 /// Everything an instruction set's module offers. The module returns it only when the CPU has
 /// the instruction set, so every function reachable from it may run.
 #[derive(Clone, Copy)]
@@ -169,6 +191,9 @@ pub(crate) struct IsaKernels {
     pub(crate) quantize: fn(GgmlType) -> Option<QuantFn>,
     /// The float kernels of [`crate::vec`], if the ISA has them.
     pub(crate) vec: Option<VecKernels>,
+    /// The products on the packed layout of a weight type, if the ISA has them (llama.cpp
+    /// repacks that type on this ISA); `crate::packed` packs only when it does.
+    pub(crate) packed: fn(GgmlType) -> Option<PackedKernels>,
 }
 
 /// The blocks of `n` weights of type `w`, after asserting that `w` holds them and `a` their
@@ -190,7 +215,7 @@ pub(crate) struct Kernels {
     dot: DotFn,
     rows: Option<RowsFn>,
     gemm: Option<GemmFn>,
-    quantize: QuantFn,
+    pub(crate) quantize: QuantFn,
 }
 
 impl Kernels {
@@ -276,6 +301,11 @@ pub(crate) fn kernel_for(ty: GgmlType, isa: Isa) -> Option<DotFn> {
     simd(isa)
         .and_then(|k| (k.dot)(ty))
         .or_else(|| scalar::kernel(ty))
+}
+
+/// The packed-layout products for weights of type `ty` on this process's ISA, if it has them.
+pub(crate) fn packed_kernels(ty: GgmlType) -> Option<PackedKernels> {
+    simd(isa()).and_then(|k| (k.packed)(ty))
 }
 
 /// The quantizer of activation type `act` on `isa`: the ISA's, else the reference quantizer.

@@ -46,6 +46,8 @@ pub(crate) fn kernels() -> Option<IsaKernels> {
         gemm: |_| None,
         quantize: |_| None,
         vec: Some(vec::KERNELS),
+        // llama.cpp repacks for NEON with i8mm/dotprod kernels we do not have yet.
+        packed: |_| None,
     })
 }
 

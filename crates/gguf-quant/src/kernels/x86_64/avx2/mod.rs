@@ -6,6 +6,7 @@
 //! - `iq`: IQ4_NL, IQ4_XS;
 //! - `vec`: the F16 dot product and the float kernels of [`crate::vec`];
 //! - `activations`: ggml's x86 activation quantizers (Q8_0, Q8_1; Q8_K);
+//! - `packed`: the GEMV and GEMM of the row-interleaved Q4_K layout (`crate::packed`);
 //! - `common`: what the kernels share.
 //!
 //! Integer parts are exact, as in the scalar kernels; the float accumulation of the dot
@@ -26,9 +27,10 @@ mod iq;
 mod kq_gemm;
 mod kquants;
 mod legacy;
+mod packed;
 mod vec;
 
-use crate::kernels::{DotFn, GemmFn, IsaKernels, RowsFn};
+use crate::kernels::{DotFn, GemmFn, IsaKernels, PackedKernels, RowsFn};
 use crate::quant::QuantFn;
 use crate::GgmlType;
 
@@ -47,7 +49,20 @@ pub(crate) fn kernels() -> Option<IsaKernels> {
         gemm,
         quantize,
         vec: Some(vec::KERNELS),
+        packed: packed_kernels,
     })
+}
+
+/// The products on the packed layout of weight type `ty`: the types llama.cpp repacks for
+/// AVX2 (`Q4_K` into eight interleaved rows).
+fn packed_kernels(ty: GgmlType) -> Option<PackedKernels> {
+    match ty {
+        GgmlType::Q4_K => Some(PackedKernels {
+            gemv: packed::q4_k_x8_gemv,
+            gemm4: packed::q4_k_x8_gemm4,
+        }),
+        _ => None,
+    }
 }
 
 /// The kernel for weights of type `ty`, if there is one.
