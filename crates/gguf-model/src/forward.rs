@@ -431,10 +431,7 @@ fn tiled_attention<T: CacheValue + Send + Sync>(
     pool.run(|t, _| {
         let mut a = scratches[t].lock().unwrap_or_else(|e| e.into_inner());
         let tiled = &mut a.tiled;
-        loop {
-            let Some(&(kvh, h0, i0)) = tiles.get(next.fetch_add(1, Ordering::Relaxed)) else {
-                break;
-            };
+        while let Some(&(kvh, h0, i0)) = tiles.get(next.fetch_add(1, Ordering::Relaxed)) {
             let tile = QueryTile {
                 pos0: pos0 + i0,
                 tokens: TILE_Q.min(n - i0),

@@ -12,6 +12,9 @@ use std::sync::OnceLock;
 
 use half::f16;
 
+/// A [`gemm_f32`] kernel: `(c, a, b, m, k, n)`.
+pub(crate) type GemmF32Fn = fn(&mut [f32], &[f32], &[f32], usize, usize, usize);
+
 /// The kernels behind this module's functions, on one instruction set. Each takes slices of
 /// equal length (it reads only as many values as the shorter one holds).
 #[derive(Clone, Copy)]
@@ -29,7 +32,7 @@ pub(crate) struct VecKernels {
     /// See [`geglu`].
     pub(crate) geglu: fn(&mut [f32], &[f32]),
     /// See [`gemm_f32`]; the table's entry checks the lengths itself.
-    pub(crate) gemm_f32: fn(&mut [f32], &[f32], &[f32], usize, usize, usize),
+    pub(crate) gemm_f32: GemmF32Fn,
     /// See [`soft_max_f32`].
     pub(crate) soft_max_f32: fn(&mut [f32], f32) -> f64,
 }
