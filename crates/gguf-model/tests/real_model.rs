@@ -443,10 +443,12 @@ fn gemma3_greedy_completions_equal_llama_cpp() {
         "{compared} tokens compared up to near-ties; whole completions: {whole:?}; \
          largest change of llama.cpp's top-2 gap: {margin_moved:.4}"
     );
-    // Four of the seven completions match all 32 tokens today, the one past the sliding window
-    // among them (through its near-tie of 0.0019 at step 5); the other three part at a near-tie
-    // (margins 0.024 to 0.083).
-    assert!(whole.len() >= 4, "{whole:?}");
+    // Three of the seven completions match all 32 tokens today; the other four part at a
+    // near-tie (margins 0.0019 to 0.083). The one past the sliding window parts at its
+    // near-tie of 0.0019 at step 5 since its prompt's attention (the tiled path) equals
+    // ggml's kernel bit for bit; before, an approximation of it happened to fall on
+    // llama.cpp's side. What still differs there is the matrix products' summation order.
+    assert!(whole.len() >= 3, "{whole:?}");
 }
 
 /// Sliding-window layers keep a ring of `window + n_batch - 1` positions, not the context.
