@@ -229,14 +229,13 @@ impl Scores {
 /// The online softmax of ggml's flash attention over positions `first..=last` of a ring of
 /// `capacity` slots: `score(slot)` is the position's logit; `update(slot, rescale, weight)`
 /// multiplies the accumulated values by `rescale` (when a new maximum appears) and adds the
-/// position's value times `weight`. `fused_sum` says whether the weight sum is updated with a
-/// fused multiply-add (as ggml's one-query path is compiled) or not. Returns the reciprocal
-/// of the weight sum (0 when nothing was attended).
+/// position's value times `weight`. The weight sum is updated with a fused multiply-add, as
+/// GCC compiles ggml's one-query path. Returns the reciprocal of the weight sum (0 when
+/// nothing was attended).
 fn online_softmax(
     first: usize,
     last: usize,
     capacity: usize,
-    fused_sum: bool,
     mut score: impl FnMut(usize) -> f32,
     mut update: impl FnMut(usize, Option<f32>, f32),
 ) -> f32 {
@@ -254,11 +253,7 @@ fn online_softmax(
         };
         update(slot, rescale, weight);
         let ms = rescale.unwrap_or(1.0);
-        sum = if fused_sum {
-            sum.mul_add(ms, weight)
-        } else {
-            sum * ms + weight
-        };
+        sum = sum.mul_add(ms, weight);
         slot += 1;
         if slot == capacity {
             slot = 0;
@@ -296,7 +291,6 @@ pub(crate) fn attend_f16(
         first,
         last,
         kv.capacity,
-        true,
         |slot| scores.logit(vec::dot_f16(kv.key(slot, dk), q16)),
         |slot, rescale, weight| {
             if let Some(ms) = rescale {
@@ -310,51 +304,198 @@ pub(crate) fn attend_f16(
     }
 }
 
-/// As [`attend_f16`], but with f32 arithmetic throughout (the query not rounded, keys and
-/// values widened), as ggml's tiled flash-attention path computes batches of 64 queries or
-/// more over an f16 cache.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn attend_f16_wide(
-    q: &[f32],
-    kv: KvHead<'_, f16>,
-    first: usize,
-    last: usize,
-    scores: Scores,
-    row: &mut Vec<f32>,
-    acc: &mut Vec<f32>,
-    out: &mut [f32],
-) {
-    let (dk, dv) = (q.len(), out.len());
-    acc.clear();
-    acc.resize(dv, 0.0);
-    row.resize(dk + dv, 0.0);
-    let (key_row, value_row) = row.split_at_mut(dk);
-    let inv = online_softmax(
-        first,
-        last,
-        kv.capacity,
-        false,
-        |slot| {
-            vec::f16_to_f32(kv.key(slot, dk), key_row);
-            scores.logit(dot_f32(key_row, q))
-        },
-        |slot, rescale, weight| {
-            if let Some(ms) = rescale {
-                acc.iter_mut().for_each(|a| *a *= ms);
-            }
-            vec::f16_to_f32(kv.value(slot, dv), value_row);
-            for (a, &x) in acc.iter_mut().zip(value_row.iter()) {
-                *a += x * weight;
-            }
-        },
-    );
-    for (o, a) in out.iter_mut().zip(acc.iter()) {
-        *o = a * inv;
+/// ggml's tile sizes for flash attention over a batch of queries (`GGML_FA_TILE_Q`,
+/// `GGML_FA_TILE_KV`): a batch of at least `TILE_Q` tokens takes the tiled path, whose keys
+/// come in tiles of `TILE_KV` cache cells counted from cell 0.
+pub(crate) const TILE_Q: usize = 64;
+/// See [`TILE_Q`].
+pub(crate) const TILE_KV: usize = 64;
+
+/// A KV cache element that widens to f32 exactly.
+pub(crate) trait CacheValue: Copy {
+    /// `dst[i] = f32(src[i])`.
+    fn widen(src: &[Self], dst: &mut [f32]);
+}
+
+impl CacheValue for f16 {
+    fn widen(src: &[f16], dst: &mut [f32]) {
+        vec::f16_to_f32(src, dst);
     }
 }
 
-/// `Σ a[i] * b[i]` in eight interleaved partial sums (vectorisable; ggml's tiled path sums in
-/// its own order, so no order matches it exactly).
+impl CacheValue for f32 {
+    fn widen(src: &[f32], dst: &mut [f32]) {
+        dst.copy_from_slice(src);
+    }
+}
+
+/// Which queries a [`Tiled::attend`] call computes: `heads` query heads of one KV head, each
+/// for the `tokens` batch tokens at positions `pos0..pos0 + tokens`; row `r` of the tile is
+/// head `r / tokens`, token `r % tokens`. Each token at position `p` attends to positions
+/// `p - window + 1 ..= p` (from 0 without a window), all of which are in the cache.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct QueryTile {
+    pub pos0: usize,
+    pub tokens: usize,
+    pub heads: usize,
+    pub window: Option<usize>,
+}
+
+/// One thread's buffers for ggml's tiled flash attention (`ggml_compute_forward_flash_attn_ext_tiled`),
+/// which computes each query row as follows, over f32 queries and keys and values widened
+/// from the cache (no f16 rounding anywhere):
+///
+/// for each tile of [`TILE_KV`] positions `t0..t0 + 64` (`t0` a multiple of 64) that holds a
+/// position the row sees, in order:
+/// 1. `s[j] = q·k[t0 + j]`, one fused multiply-add chain over the head dimension in order
+///    (ggml's `simd_gemm`, [`vec::gemm_f32`]), times the scale, soft-capped (`cap · tanh`) when
+///    the model caps; `-inf` at the positions the row does not see;
+/// 2. `M' = max(M, max_j s[j])`; when `M' > M`, the accumulator and the sum `S` are multiplied
+///    by libm's `expf(M - M')`;
+/// 3. `s[j] = expf(s[j] - M')` with ggml's vectorised `expf`, and `S = f32(S + Σ s[j])`, the
+///    sum as `ggml_vec_soft_max_f32` forms it (in f64 over groups of eight, [`vec::soft_max_f32`]);
+/// 4. `acc[d] += Σ_j s[j] · v[t0 + j][d]`, one fused multiply-add chain over the 64 positions in
+///    order, continuing from `acc[d]` (masked positions add `0 · v`, which changes nothing);
+///
+/// and at the end `out = acc · (1 / S)` (0 when `S` is 0).
+///
+/// A row's result depends only on its own query and positions, not on which rows share its
+/// tile, so it is the same for any grouping of rows and any number of threads. The tiles are
+/// counted from position 0, where ggml counts them from cache cell 0: the two agree while
+/// position `p` is in cell `p`, as in one sequence decoded from an empty cache (llama-bench,
+/// llama-perplexity, any prompt that has not wrapped a sliding-window ring); llama.cpp's cells
+/// after a ring wraps are not ours to know, and keeping positions makes our result independent
+/// of where the ring stands.
+#[derive(Debug, Default)]
+pub(crate) struct Tiled {
+    /// Query rows, `dk` each.
+    q: Vec<f32>,
+    /// Scores, then softmax weights: `TILE_KV` per row.
+    kq: Vec<f32>,
+    /// Weighted sums of values: `dv` per row.
+    acc: Vec<f32>,
+    /// The key tile, transposed: row `d` holds element `d` of the `TILE_KV` keys.
+    keys: Vec<f32>,
+    /// The value tile: `TILE_KV` rows of `dv`.
+    values: Vec<f32>,
+    /// One key, widened.
+    key: Vec<f32>,
+    /// Per row: the running maximum `M` and sum `S`.
+    max: Vec<f32>,
+    sum: Vec<f32>,
+}
+
+impl Tiled {
+    /// The buffer of `rows` query rows of `dk`, for the caller to fill before [`Tiled::attend`].
+    pub(crate) fn queries(&mut self, rows: usize, dk: usize) -> &mut [f32] {
+        self.q.resize(rows * dk, 0.0);
+        &mut self.q[..rows * dk]
+    }
+
+    /// Attention of the query rows last put in [`Tiled::queries`] (`tile.heads * tile.tokens`
+    /// rows) over the KV head `kv`: the rows' outputs, `dv` each (see [`Tiled`] for the order).
+    pub(crate) fn attend<T: CacheValue>(
+        &mut self,
+        kv: KvHead<'_, T>,
+        tile: QueryTile,
+        scores: Scores,
+        dk: usize,
+        dv: usize,
+    ) -> &[f32] {
+        let rows = tile.heads * tile.tokens;
+        assert!(tile.tokens > 0 && self.q.len() >= rows * dk);
+        let first_of = |p: usize| tile.window.map_or(0, |w| (p + 1).saturating_sub(w));
+        let last = tile.pos0 + tile.tokens - 1;
+        // The positions some row sees; the cache holds each of them in its own slot.
+        let lo = first_of(tile.pos0);
+        self.kq.resize(rows * TILE_KV, 0.0);
+        self.acc.clear();
+        self.acc.resize(rows * dv, 0.0);
+        self.keys.resize(dk * TILE_KV, 0.0);
+        self.values.resize(TILE_KV * dv, 0.0);
+        self.key.resize(dk, 0.0);
+        self.max.clear();
+        self.max.resize(rows, f32::NEG_INFINITY);
+        self.sum.clear();
+        self.sum.resize(rows, 0.0);
+        for t0 in (lo / TILE_KV * TILE_KV..=last).step_by(TILE_KV) {
+            self.load_tile(kv, t0, lo..=last, dk, dv);
+            let kq = &mut self.kq[..rows * TILE_KV];
+            kq.fill(0.0);
+            vec::gemm_f32(kq, &self.q, &self.keys, rows, dk, TILE_KV);
+            for (r, s) in kq.chunks_exact_mut(TILE_KV).enumerate() {
+                let p = tile.pos0 + r % tile.tokens;
+                let first = first_of(p);
+                let mut tile_max = f32::NEG_INFINITY;
+                for (j, x) in s.iter_mut().enumerate() {
+                    let q = t0 + j;
+                    *x = if q < first || q > p {
+                        f32::NEG_INFINITY
+                    } else {
+                        scores.logit(*x)
+                    };
+                    if *x > tile_max {
+                        tile_max = *x;
+                    }
+                }
+                if tile_max == f32::NEG_INFINITY {
+                    // Nothing seen here: the row's weights are zero, its state unchanged.
+                    s.fill(0.0);
+                    continue;
+                }
+                let old = self.max[r];
+                let new = old.max(tile_max);
+                if new > old {
+                    let ms = (old - new).exp();
+                    self.acc[r * dv..(r + 1) * dv]
+                        .iter_mut()
+                        .for_each(|a| *a *= ms);
+                    self.sum[r] *= ms;
+                }
+                self.max[r] = new;
+                self.sum[r] = (f64::from(self.sum[r]) + vec::soft_max_f32(s, new)) as f32;
+            }
+            vec::gemm_f32(&mut self.acc, kq, &self.values, rows, TILE_KV, dv);
+        }
+        for (a, &s) in self.acc.chunks_exact_mut(dv).zip(&self.sum) {
+            let inv = if s == 0.0 { 0.0 } else { 1.0 / s };
+            a.iter_mut().for_each(|x| *x *= inv);
+        }
+        &self.acc[..rows * dv]
+    }
+
+    /// Widens the keys (transposed) and values of positions `t0..t0 + TILE_KV` into the tile
+    /// buffers: those in `seen`, from their slots; zeros for the others, which no row sees
+    /// (their weights are 0, and a zero value keeps `0 · v` zero whatever the slot holds).
+    fn load_tile<T: CacheValue>(
+        &mut self,
+        kv: KvHead<'_, T>,
+        t0: usize,
+        seen: std::ops::RangeInclusive<usize>,
+        dk: usize,
+        dv: usize,
+    ) {
+        for j in 0..TILE_KV {
+            let value = &mut self.values[j * dv..(j + 1) * dv];
+            if !seen.contains(&(t0 + j)) {
+                value.fill(0.0);
+                for d in 0..dk {
+                    self.keys[d * TILE_KV + j] = 0.0;
+                }
+                continue;
+            }
+            let slot = (t0 + j) % kv.capacity;
+            T::widen(kv.value(slot, dv), value);
+            T::widen(kv.key(slot, dk), &mut self.key);
+            for (d, &k) in self.key.iter().enumerate() {
+                self.keys[d * TILE_KV + j] = k;
+            }
+        }
+    }
+}
+
+/// `Σ a[i] * b[i]` in eight interleaved partial sums (vectorisable; ggml's one-query path over
+/// an f32 cache sums in its own order, which this does not follow).
 fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0f32; 8];
     let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
@@ -388,7 +529,6 @@ pub(crate) fn attend_f32(
         first,
         last,
         kv.capacity,
-        true,
         |slot| scores.logit(dot_f32(kv.key(slot, dk), q)),
         |slot, rescale, weight| {
             if let Some(ms) = rescale {

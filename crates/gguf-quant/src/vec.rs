@@ -12,6 +12,9 @@ use std::sync::OnceLock;
 
 use half::f16;
 
+/// A [`gemm_f32`] kernel: `(c, a, b, m, k, n)`.
+pub(crate) type GemmF32Fn = fn(&mut [f32], &[f32], &[f32], usize, usize, usize);
+
 /// The kernels behind this module's functions, on one instruction set. Each takes slices of
 /// equal length (it reads only as many values as the shorter one holds).
 #[derive(Clone, Copy)]
@@ -28,6 +31,10 @@ pub(crate) struct VecKernels {
     pub(crate) gelu: fn(&mut [f32]),
     /// See [`geglu`].
     pub(crate) geglu: fn(&mut [f32], &[f32]),
+    /// See [`gemm_f32`]; the table's entry checks the lengths itself.
+    pub(crate) gemm_f32: GemmF32Fn,
+    /// See [`soft_max_f32`].
+    pub(crate) soft_max_f32: fn(&mut [f32], f32) -> f64,
 }
 
 /// The scalar twins.
@@ -38,6 +45,8 @@ pub(crate) const SCALAR: VecKernels = VecKernels {
     swiglu: swiglu_scalar,
     gelu: gelu_scalar,
     geglu: geglu_scalar,
+    gemm_f32: gemm_f32_scalar,
+    soft_max_f32: soft_max_f32_scalar,
 };
 
 /// The kernels of this process's instruction set (chosen once).
@@ -263,6 +272,72 @@ fn geglu_scalar(gate: &mut [f32], up: &[f32]) {
     }
 }
 
+/// `c += a·b` for row-major `a` (`m × k`), `b` (`k × n`) and `c` (`m × n`), as ggml's
+/// `simd_gemm` (the products of its tiled flash attention): every `c[i][j]` is one chain of
+/// fused multiply-adds over `l = 0..k` in order, `c[i][j] = fma(a[i][l], b[l][j], c[i][j])`.
+/// Blocking changes only which elements are computed together, never an element's order, so
+/// any blocking gives these bits.
+///
+/// # Panics
+/// If a slice is shorter than its shape.
+pub fn gemm_f32(c: &mut [f32], a: &[f32], b: &[f32], m: usize, k: usize, n: usize) {
+    (kernels().gemm_f32)(c, a, b, m, k, n);
+}
+
+/// The lengths [`gemm_f32`]'s kernels need, checked.
+pub(crate) fn check_gemm(c: &[f32], a: &[f32], b: &[f32], m: usize, k: usize, n: usize) {
+    let (cn, an, bn) = (m.checked_mul(n), m.checked_mul(k), k.checked_mul(n));
+    assert!(
+        cn.is_some_and(|x| x <= c.len())
+            && an.is_some_and(|x| x <= a.len())
+            && bn.is_some_and(|x| x <= b.len()),
+        "gemm_f32: slices of {}, {}, {} for {m}x{k} times {k}x{n}",
+        c.len(),
+        a.len(),
+        b.len()
+    );
+}
+
+fn gemm_f32_scalar(c: &mut [f32], a: &[f32], b: &[f32], m: usize, k: usize, n: usize) {
+    check_gemm(c, a, b, m, k, n);
+    for i in 0..m {
+        for j in 0..n {
+            let mut acc = c[i * n + j];
+            for l in 0..k {
+                acc = a[i * k + l].mul_add(b[l * n + j], acc);
+            }
+            c[i * n + j] = acc;
+        }
+    }
+}
+
+/// `x[i] = expf(x[i] - max)`, returning `Σ x[i]`, as `ggml_vec_soft_max_f32` (AVX2): ggml's
+/// vectorised `expf` ([`ggml_expf`]) on the first `n & !7` values and each group of eight
+/// summed in f32 as the AVX2 horizontal add pairs them (lanes `i` and `i + 4`, then `i` and
+/// `i + 2`, then the two halves), the group sums accumulated in f64; the tail with libm's
+/// `expf`, each value added in f64. `-inf` inputs give +0.
+pub fn soft_max_f32(x: &mut [f32], max: f32) -> f64 {
+    (kernels().soft_max_f32)(x, max)
+}
+
+fn soft_max_f32_scalar(x: &mut [f32], max: f32) -> f64 {
+    let nv = x.len() & !7;
+    let (groups, tail) = x.split_at_mut(nv);
+    let mut sum = 0f64;
+    for g in groups.chunks_exact_mut(8) {
+        for v in g.iter_mut() {
+            *v = ggml_expf(*v - max);
+        }
+        let lanes = [g[0] + g[4], g[1] + g[5], g[2] + g[6], g[3] + g[7]];
+        sum += f64::from((lanes[0] + lanes[2]) + (lanes[1] + lanes[3]));
+    }
+    for v in tail {
+        *v = (*v - max).exp();
+        sum += f64::from(*v);
+    }
+    sum
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -286,6 +361,43 @@ mod tests {
         }
         assert_eq!(ggml_expf(-200.0), 0.0);
         assert!(ggml_expf(200.0).is_infinite());
+    }
+
+    /// The softmax's exponentials are ggml's `expf` of `x - max`, masked entries give +0, and
+    /// the returned sum is theirs (up to the grouping).
+    #[test]
+    fn soft_max_exponentiates_and_sums() {
+        let mut x: Vec<f32> = (0..21).map(|i| i as f32 * 0.25 - 3.0).collect();
+        x[5] = f32::NEG_INFINITY;
+        let max = 2.0;
+        let expected: Vec<f32> = x.iter().map(|&v| ggml_expf(v - max)).collect();
+        let sum = soft_max_f32(&mut x, max);
+        assert_eq!(x[5].to_bits(), 0);
+        for (i, (a, b)) in x.iter().zip(&expected).enumerate() {
+            // The tail (from 16) uses libm's expf, within an ulp of ggml's.
+            assert!((a - b).abs() <= 2e-7 * b, "{i}: {a} vs {b}");
+        }
+        let direct: f64 = x.iter().map(|&v| f64::from(v)).sum();
+        assert!((sum - direct).abs() < 1e-6 * direct, "{sum} vs {direct}");
+    }
+
+    /// Each element of `gemm_f32` is the fused multiply-add chain over `k`, added to `c`.
+    #[test]
+    fn gemm_is_one_fma_chain_per_element() {
+        let (m, k, n) = (7, 5, 19);
+        let a: Vec<f32> = (0..m * k).map(|i| (i as f32 * 0.37).sin()).collect();
+        let b: Vec<f32> = (0..k * n).map(|i| (i as f32 * 0.11).cos()).collect();
+        let mut c: Vec<f32> = (0..m * n).map(|i| i as f32 * 0.01).collect();
+        let c0 = c.clone();
+        gemm_f32(&mut c, &a, &b, m, k, n);
+        for i in 0..m {
+            for j in 0..n {
+                let chain = (0..k).fold(c0[i * n + j], |acc, l| {
+                    a[i * k + l].mul_add(b[l * n + j], acc)
+                });
+                assert_eq!(c[i * n + j].to_bits(), chain.to_bits(), "{i},{j}");
+            }
+        }
     }
 
     /// Entries of the GELU table against values made with numpy 2.4 (float32 arithmetic,

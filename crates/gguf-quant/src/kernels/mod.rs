@@ -75,12 +75,23 @@ macro_rules! safe_wrapper {
 
 /// Defines an ISA module's `KERNELS`, its table of [`crate::vec`]'s kernels, from its
 /// `unsafe fn`s `$dot(n, a, b) -> f32`, `$mad(n, acc, x, s)`, `$scale(n, acc, s)` and
-/// `$swiglu(n, gate, up)`, `$gelu(n, x)` and `$geglu(n, gate, up)` over `n` values behind each
-/// pointer. Like `safe_wrapper!`'s wrappers,
+/// `$swiglu(n, gate, up)`, `$gelu(n, x)`, `$geglu(n, gate, up)` and
+/// `$soft_max(n, x, max) -> f64` over `n` values behind each pointer, and
+/// `$gemm(m, k, n, c, a, b)` over row-major `m × n`, `m × k` and `k × n` values. Like
+/// `safe_wrapper!`'s wrappers,
 /// the table is visible inside its ISA folder only and handed out by its `kernels()` only after
 /// `available()`.
 macro_rules! vec_kernels {
-    ($dot:ident, $mad:ident, $scale:ident, $swiglu:ident, $gelu:ident, $geglu:ident) => {
+    (
+        $dot:ident,
+        $mad:ident,
+        $scale:ident,
+        $swiglu:ident,
+        $gelu:ident,
+        $geglu:ident,
+        $gemm:ident,
+        $soft_max:ident
+    ) => {
         pub(super) const KERNELS: crate::vec::VecKernels = crate::vec::VecKernels {
             dot_f16: |a, b| {
                 let n = a.len().min(b.len());
@@ -110,6 +121,16 @@ macro_rules! vec_kernels {
                 let n = gate.len().min(up.len());
                 // SAFETY: as for `dot_f16`.
                 unsafe { $geglu(n, gate.as_mut_ptr(), up.as_ptr()) }
+            },
+            gemm_f32: |c, a, b, m, k, n| {
+                crate::vec::check_gemm(c, a, b, m, k, n);
+                // SAFETY: as for `dot_f16`; the check above makes the slices hold `m * n`,
+                // `m * k` and `k * n` values.
+                unsafe { $gemm(m, k, n, c.as_mut_ptr(), a.as_ptr(), b.as_ptr()) }
+            },
+            soft_max_f32: |x, max| {
+                // SAFETY: as for `dot_f16`; the slice holds `x.len()` values.
+                unsafe { $soft_max(x.len(), x.as_mut_ptr(), max) }
             },
         };
     };

@@ -509,6 +509,50 @@ fn simd_vec_kernels_equal_their_scalar_twins_bit_for_bit() {
             assert_eq!(bits(&gate), bits(&theirs), "{name} swiglu {n}");
         }
         check_gelu_kernels(name, &simd, &twin, &mut Rng(0x6E1F_0000_0000_0011));
+        check_attention_kernels(name, &simd, &twin, &mut Rng(0xA77E_0000_0000_0013));
+    }
+}
+
+/// `gemm_f32` and `soft_max_f32` of `simd` equal the twins' bit for bit: products of every
+/// row count around the blockings (1, 4, 6 rows) and column counts around the vector widths,
+/// accumulating into non-zero `c`; softmax over lengths with and without tails, with `-inf`
+/// (masked) entries and differences large enough for `expf`'s saturating branches.
+fn check_attention_kernels(name: &str, simd: &VecKernels, twin: &VecKernels, rng: &mut Rng) {
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    for m in [0usize, 1, 2, 4, 5, 6, 7, 12, 13] {
+        for k in [0usize, 1, 3, 8, 64] {
+            for n in [0usize, 1, 3, 4, 7, 8, 9, 16, 17, 24, 33, 64] {
+                let a: Vec<f32> = (0..m * k).map(|_| rng.unit() * 3.0).collect();
+                let b: Vec<f32> = (0..k * n).map(|_| rng.unit() * 3.0).collect();
+                let c: Vec<f32> = (0..m * n).map(|_| rng.unit()).collect();
+                let (mut ours, mut theirs) = (c.clone(), c);
+                (simd.gemm_f32)(&mut ours, &a, &b, m, k, n);
+                (twin.gemm_f32)(&mut theirs, &a, &b, m, k, n);
+                assert_eq!(bits(&ours), bits(&theirs), "{name} gemm_f32 {m}x{k}x{n}");
+            }
+        }
+    }
+    for n in [0usize, 1, 7, 8, 9, 16, 63, 64, 65, 200] {
+        let x: Vec<f32> = (0..n)
+            .map(|i| match i % 11 {
+                3 => f32::NEG_INFINITY,
+                5 => -100.0 - rng.unit().abs() * 100.0,
+                7 => -86.0 - rng.unit().abs() * 2.0,
+                _ => rng.unit() * 8.0,
+            })
+            .collect();
+        let max = x.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+        let (mut ours, mut theirs) = (x.clone(), x);
+        let (s, t) = (
+            (simd.soft_max_f32)(&mut ours, max),
+            (twin.soft_max_f32)(&mut theirs, max),
+        );
+        assert_eq!(
+            s.to_bits(),
+            t.to_bits(),
+            "{name} soft_max_f32 {n}: {s} vs {t}"
+        );
+        assert_eq!(bits(&ours), bits(&theirs), "{name} soft_max_f32 {n}");
     }
 }
 

@@ -1,6 +1,7 @@
 //! NEON twins of the float kernels of [`crate::vec`]: the f16 dot product, multiply-add and
-//! scale of attention over an f16 KV cache, SwiGLU with ggml's vectorised `expf`, and GELU and
-//! GeGLU through ggml's f16 GELU table. Each
+//! scale of attention over an f16 KV cache, SwiGLU with ggml's vectorised `expf`, GELU and
+//! GeGLU through ggml's f16 GELU table, and the f32 product and softmax of tiled flash
+//! attention. Each
 //! performs the scalar twin's float operations in the scalar twin's order (which is ggml's AVX2
 //! order: eight-lane accumulators become two vectors of four), so the results are the same
 //! bits (tested by `kernels::simd_tests`).
@@ -21,7 +22,9 @@ vec_kernels!(
     scale_f16_neon,
     swiglu_neon,
     gelu_neon,
-    geglu_neon
+    geglu_neon,
+    gemm_f32_neon,
+    soft_max_f32_neon
 );
 
 /// Four f16 (their bits) as f32, exactly (`fcvtl`).
@@ -274,4 +277,135 @@ unsafe fn geglu_neon(n: usize, gate: *mut f32, up: *const f32) {
         // SAFETY: k < n.
         unsafe { *gate.add(k) = geglu_one(table, *gate.add(k), *up.add(k)) };
     }
+}
+
+/// `c += a·b` (row-major `m × k` times `k × n`), every element one chain of fused
+/// multiply-adds over `k` in order, as `vec::gemm_f32`: blocks of four rows by sixteen columns
+/// (sixteen accumulators), then four columns, then one at a time; leftover rows one by one.
+///
+/// # Safety
+/// `c`, `a` and `b` point to `m * n`, `m * k` and `k * n` values.
+#[target_feature(enable = "neon")]
+unsafe fn gemm_f32_neon(m: usize, k: usize, n: usize, c: *mut f32, a: *const f32, b: *const f32) {
+    let mut i = 0;
+    while i + 4 <= m {
+        // SAFETY: rows i..i + 4 of `c` and `a` are in bounds (caller).
+        unsafe { gemm_rows::<4>(k, n, c.add(i * n), a.add(i * k), b) };
+        i += 4;
+    }
+    while i < m {
+        // SAFETY: row i of `c` and `a` is in bounds (caller).
+        unsafe { gemm_rows::<1>(k, n, c.add(i * n), a.add(i * k), b) };
+        i += 1;
+    }
+}
+
+/// [`gemm_f32_neon`] for `R` rows.
+///
+/// # Safety
+/// `c`, `a` and `b` point to `R * n`, `R * k` and `k * n` values.
+#[inline]
+#[target_feature(enable = "neon")]
+unsafe fn gemm_rows<const R: usize>(k: usize, n: usize, c: *mut f32, a: *const f32, b: *const f32) {
+    let mut j = 0;
+    while j + 16 <= n {
+        // SAFETY: columns j..j + 16 of the R rows of `c` and of the k rows of `b`, and the
+        // R * k values of `a`, are in bounds (caller); loads and stores need only 4-byte
+        // alignment, which f32 has.
+        unsafe {
+            let mut acc = [[vdupq_n_f32(0.0); 4]; R];
+            for (r, acc) in acc.iter_mut().enumerate() {
+                for (q, acc) in acc.iter_mut().enumerate() {
+                    *acc = vld1q_f32(c.add(r * n + j + 4 * q));
+                }
+            }
+            for l in 0..k {
+                let bl = [0, 1, 2, 3].map(|q| vld1q_f32(b.add(l * n + j + 4 * q)));
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    let x = vdupq_n_f32(*a.add(r * k + l));
+                    for (acc, &bq) in acc.iter_mut().zip(&bl) {
+                        *acc = vfmaq_f32(*acc, x, bq);
+                    }
+                }
+            }
+            for (r, acc) in acc.iter().enumerate() {
+                for (q, acc) in acc.iter().enumerate() {
+                    vst1q_f32(c.add(r * n + j + 4 * q), *acc);
+                }
+            }
+        }
+        j += 16;
+    }
+    while j + 4 <= n {
+        // SAFETY: as above, for columns j..j + 4.
+        unsafe {
+            let mut acc = [vdupq_n_f32(0.0); R];
+            for (r, acc) in acc.iter_mut().enumerate() {
+                *acc = vld1q_f32(c.add(r * n + j));
+            }
+            for l in 0..k {
+                let bl = vld1q_f32(b.add(l * n + j));
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    *acc = vfmaq_f32(*acc, vdupq_n_f32(*a.add(r * k + l)), bl);
+                }
+            }
+            for (r, acc) in acc.iter().enumerate() {
+                vst1q_f32(c.add(r * n + j), *acc);
+            }
+        }
+        j += 4;
+    }
+    while j < n {
+        for r in 0..R {
+            // SAFETY: column j < n of row r < R of `c`, and the values of `a` and `b` read,
+            // are in bounds (caller).
+            unsafe {
+                let mut acc = *c.add(r * n + j);
+                for l in 0..k {
+                    acc = (*a.add(r * k + l)).mul_add(*b.add(l * n + j), acc);
+                }
+                *c.add(r * n + j) = acc;
+            }
+        }
+        j += 1;
+    }
+}
+
+/// `x[i] = expf(x[i] - max)` and their sum, as `vec::soft_max_f32`: ggml's `expf` four lanes
+/// at a time over the first `n & !7` values, each eight (two vectors) summed in the AVX2
+/// order (lanes `i` and `i + 4`, then `i` and `i + 2`, then the two halves) and added in f64;
+/// the tail with libm's.
+///
+/// # Safety
+/// `x` points to `n` values.
+#[target_feature(enable = "neon")]
+unsafe fn soft_max_f32_neon(n: usize, x: *mut f32, max: f32) -> f64 {
+    let nv = n & !7;
+    let vmax = vdupq_n_f32(max);
+    let mut sum = 0f64;
+    let mut i = 0;
+    while i < nv {
+        // SAFETY: i + 8 <= n; loads and stores need only 4-byte alignment, which f32 has.
+        unsafe {
+            let lo = expf4(vsubq_f32(vld1q_f32(x.add(i)), vmax));
+            let hi = expf4(vsubq_f32(vld1q_f32(x.add(i + 4)), vmax));
+            vst1q_f32(x.add(i), lo);
+            vst1q_f32(x.add(i + 4), hi);
+            let s = vaddq_f32(lo, hi);
+            let pair = (vgetq_lane_f32::<0>(s) + vgetq_lane_f32::<2>(s))
+                + (vgetq_lane_f32::<1>(s) + vgetq_lane_f32::<3>(s));
+            sum += f64::from(pair);
+        }
+        i += 8;
+    }
+    while i < n {
+        // SAFETY: i < n.
+        unsafe {
+            let v = (*x.add(i) - max).exp();
+            *x.add(i) = v;
+            sum += f64::from(v);
+        }
+        i += 1;
+    }
+    sum
 }

@@ -1,7 +1,8 @@
 //! AVX2 float kernels: the F16 weight dot product, and the kernels of [`crate::vec`] (the f16
 //! dot product, multiply-add and scale of attention over an f16 KV cache, SwiGLU with ggml's
-//! vectorised `expf`, GELU and GeGLU through ggml's f16 GELU table), each in ggml's AVX2 order,
-//! bit for bit as the scalar twins in `vec`.
+//! vectorised `expf`, GELU and GeGLU through ggml's f16 GELU table, the f32 product and the
+//! softmax of tiled flash attention), each in ggml's AVX2 order, bit for bit as the scalar
+//! twins in `vec`.
 
 use std::arch::x86_64::*;
 
@@ -18,7 +19,9 @@ vec_kernels!(
     scale_f16_avx2,
     swiglu_avx2,
     gelu_avx2,
-    geglu_avx2
+    geglu_avx2,
+    gemm_f32_avx2,
+    soft_max_f32_avx2
 );
 
 /// # Safety
@@ -301,4 +304,130 @@ unsafe fn geglu_avx2(n: usize, gate: *mut f32, up: *const f32) {
         // SAFETY: k < n.
         unsafe { *gate.add(k) = geglu_one(table, *gate.add(k), *up.add(k)) };
     }
+}
+
+/// `c += a·b` (row-major `m × k` times `k × n`), every element one chain of fused
+/// multiply-adds over `k` in order, as `vec::gemm_f32`: blocks of six rows (one at a time for
+/// the rest) by sixteen columns (then eight, then one at a time), as ggml's `simd_gemm`
+/// blocks them on AVX2. Twelve accumulators hide the multiply-adds' latency; a block reads
+/// each `b` row once for six rows of `a`.
+///
+/// # Safety
+/// The CPU has AVX2, FMA and F16C; `c`, `a` and `b` point to `m * n`, `m * k` and `k * n`
+/// values.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn gemm_f32_avx2(m: usize, k: usize, n: usize, c: *mut f32, a: *const f32, b: *const f32) {
+    let mut i = 0;
+    while i + 6 <= m {
+        // SAFETY: rows i..i + 6 of `c` and `a` are in bounds (caller).
+        unsafe { gemm_rows::<6>(k, n, c.add(i * n), a.add(i * k), b) };
+        i += 6;
+    }
+    while i < m {
+        // SAFETY: row i of `c` and `a` is in bounds (caller).
+        unsafe { gemm_rows::<1>(k, n, c.add(i * n), a.add(i * k), b) };
+        i += 1;
+    }
+}
+
+/// [`gemm_f32_avx2`] for `R` rows.
+///
+/// # Safety
+/// The CPU has AVX2, FMA and F16C; `c`, `a` and `b` point to `R * n`, `R * k` and `k * n`
+/// values.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn gemm_rows<const R: usize>(k: usize, n: usize, c: *mut f32, a: *const f32, b: *const f32) {
+    let mut j = 0;
+    while j + 16 <= n {
+        // SAFETY: columns j..j + 16 of the R rows of `c` and of the k rows of `b`, and the
+        // R * k values of `a`, are in bounds (caller); loads and stores are unaligned.
+        unsafe {
+            let mut acc = [[_mm256_setzero_ps(); 2]; R];
+            for (r, acc) in acc.iter_mut().enumerate() {
+                acc[0] = _mm256_loadu_ps(c.add(r * n + j));
+                acc[1] = _mm256_loadu_ps(c.add(r * n + j + 8));
+            }
+            for l in 0..k {
+                let b0 = _mm256_loadu_ps(b.add(l * n + j));
+                let b1 = _mm256_loadu_ps(b.add(l * n + j + 8));
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    let x = _mm256_set1_ps(*a.add(r * k + l));
+                    acc[0] = _mm256_fmadd_ps(x, b0, acc[0]);
+                    acc[1] = _mm256_fmadd_ps(x, b1, acc[1]);
+                }
+            }
+            for (r, acc) in acc.iter().enumerate() {
+                _mm256_storeu_ps(c.add(r * n + j), acc[0]);
+                _mm256_storeu_ps(c.add(r * n + j + 8), acc[1]);
+            }
+        }
+        j += 16;
+    }
+    while j + 8 <= n {
+        // SAFETY: as above, for columns j..j + 8.
+        unsafe {
+            let mut acc = [_mm256_setzero_ps(); R];
+            for (r, acc) in acc.iter_mut().enumerate() {
+                *acc = _mm256_loadu_ps(c.add(r * n + j));
+            }
+            for l in 0..k {
+                let b0 = _mm256_loadu_ps(b.add(l * n + j));
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    *acc = _mm256_fmadd_ps(_mm256_set1_ps(*a.add(r * k + l)), b0, *acc);
+                }
+            }
+            for (r, acc) in acc.iter().enumerate() {
+                _mm256_storeu_ps(c.add(r * n + j), *acc);
+            }
+        }
+        j += 8;
+    }
+    while j < n {
+        for r in 0..R {
+            // SAFETY: column j < n of row r < R of `c`, and the values of `a` and `b` read,
+            // are in bounds (caller).
+            unsafe {
+                let mut acc = *c.add(r * n + j);
+                for l in 0..k {
+                    acc = (*a.add(r * k + l)).mul_add(*b.add(l * n + j), acc);
+                }
+                *c.add(r * n + j) = acc;
+            }
+        }
+        j += 1;
+    }
+}
+
+/// `x[i] = expf(x[i] - max)` and their sum, as `vec::soft_max_f32` (`ggml_vec_soft_max_f32`):
+/// eight lanes at a time with ggml's `expf`, each eight summed across the lanes and added in
+/// f64; the tail with libm's.
+///
+/// # Safety
+/// The CPU has AVX2, FMA and F16C; `x` points to `n` values.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn soft_max_f32_avx2(n: usize, x: *mut f32, max: f32) -> f64 {
+    let nv = n & !7;
+    let vmax = _mm256_set1_ps(max);
+    let mut sum = 0f64;
+    let mut i = 0;
+    while i < nv {
+        // SAFETY: i + 8 <= n.
+        unsafe {
+            let v = expf8(_mm256_sub_ps(_mm256_loadu_ps(x.add(i)), vmax));
+            _mm256_storeu_ps(x.add(i), v);
+            sum += f64::from(hsum(v));
+        }
+        i += 8;
+    }
+    while i < n {
+        // SAFETY: i < n.
+        unsafe {
+            let v = (*x.add(i) - max).exp();
+            *x.add(i) = v;
+            sum += f64::from(v);
+        }
+        i += 1;
+    }
+    sum
 }
