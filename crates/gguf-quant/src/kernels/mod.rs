@@ -117,6 +117,8 @@ macro_rules! vec_kernels {
 
 #[cfg(target_arch = "aarch64")]
 mod aarch64;
+#[cfg(test)]
+mod gemm_scalar;
 mod matmul;
 mod scalar;
 #[cfg(test)]
@@ -149,14 +151,8 @@ pub(crate) type RowsFn = fn(n: usize, w: &[u8], row_bytes: usize, a: &[u8], out:
 /// result must not depend on the tiling: it is summed in one fixed order per (row, activation)
 /// pair, that of llama.cpp's batched product for the type on this ISA (tinyBLAS, a repacked
 /// GEMM, or its row-by-row `vec_dot`), so prompts give llama.cpp's numbers.
-pub(crate) type GemmFn = fn(
-    n: usize,
-    w: &[u8],
-    row_bytes: usize,
-    a: &[u8],
-    act_row: usize,
-    out: &mut [&mut [f32]],
-);
+pub(crate) type GemmFn =
+    fn(n: usize, w: &[u8], row_bytes: usize, a: &[u8], act_row: usize, out: &mut [&mut [f32]]);
 
 /// Everything an instruction set's module offers. The module returns it only when the CPU has
 /// the instruction set, so every function reachable from it may run.

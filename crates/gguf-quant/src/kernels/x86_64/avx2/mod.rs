@@ -4,6 +4,7 @@
 //! - `kquants`: Q2_K, Q3_K, Q4_K, Q5_K, Q6_K;
 //! - `iq`: IQ4_NL, IQ4_XS;
 //! - `vec`: the F16 dot product and the float kernels of [`crate::vec`];
+//! - `gemm`: the batched products of the legacy types and IQ4_NL, tiled;
 //! - `activations`: ggml's x86 activation quantizers (Q8_0, Q8_1; Q8_K);
 //! - `common`: what the kernels share.
 //!
@@ -21,6 +22,7 @@
 
 mod activations;
 mod common;
+mod gemm;
 mod iq;
 mod kquants;
 mod legacy;
@@ -80,9 +82,18 @@ fn rows(ty: GgmlType) -> Option<RowsFn> {
     })
 }
 
-/// The batched (prompt) product for weights of type `ty`, if there is one.
-fn gemm(_ty: GgmlType) -> Option<GemmFn> {
-    None
+/// The batched (prompt) product for weights of type `ty`, if there is one: the legacy types,
+/// in the order llama.cpp's batched products take on AVX2 (see `gemm`).
+fn gemm(ty: GgmlType) -> Option<GemmFn> {
+    Some(match ty {
+        GgmlType::Q8_0 => gemm::q8_0_gemm,
+        GgmlType::Q4_0 => gemm::q4_0_gemm,
+        GgmlType::Q5_0 => gemm::q5_0_gemm,
+        GgmlType::IQ4_NL => gemm::iq4_nl_gemm,
+        GgmlType::Q4_1 => gemm::q4_1_gemm,
+        GgmlType::Q5_1 => gemm::q5_1_gemm,
+        _ => return None,
+    })
 }
 
 /// The quantizer of activation type `act`, if there is one: Q8_0 and Q8_1 as ggml's x86 code
