@@ -18,10 +18,11 @@
 use std::arch::x86_64::*;
 use std::mem::offset_of;
 
-use super::common::{f16_splat, hsum, nibbles};
+use super::common::{hsum, nibbles};
 use super::iq::iq4nl_table;
 use super::legacy::bit_bytes;
 use crate::blocks::{BlockIq4Nl, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
+use crate::fp::f16_at;
 use crate::GgmlType;
 
 /// Weight rows per tile.
@@ -31,9 +32,10 @@ const NR: usize = 3;
 
 /// Defines the [`GemmFn`](crate::kernels::GemmFn) `$name` for weights of type `$w` from the
 /// tile kernel `$tile`:
-/// `unsafe fn $tile<const RM: usize, const RN: usize>(blocks, w, row_bytes, a, act_row)
+/// `unsafe fn $tile<const RM: usize, const RN: usize>(blocks, w, row_bytes, a, act_row, s)
 /// -> [[f32; RM]; RN]`, the products of weight rows `w + i * row_bytes` (`i < RM`) with
-/// activation rows `a + j * act_row` (`j < RN`), `blocks` blocks each, into `[j][i]`.
+/// activation rows `a + j * act_row` (`j < RN`), `blocks` blocks each, into `[j][i]`, given
+/// their scales `s` (a [`TileScales`]).
 ///
 /// Like `safe_wrapper!`'s wrappers, `$name` is visible inside this folder only and handed out
 /// by `kernels()` only after `available()` confirmed the instruction set.
@@ -47,15 +49,20 @@ macro_rules! gemm_wrapper {
             act_row: usize,
             out: &mut [&mut [f32]],
         ) {
-            let blocks = checked_tiles(GgmlType::$w, n, w, row_bytes, a, act_row, out);
-            let (w, a) = (w.as_ptr(), a.as_ptr());
+            const W: GgmlType = GgmlType::$w;
+            let blocks = checked_tiles(W, n, w, row_bytes, a, act_row, out);
+            let mut scales = Scales::new(W, blocks, a, act_row, out.len());
             for_each_tile(out, |r0, b0, rm, rn, out| {
+                if b0 == 0 {
+                    scales.weight_rows(W, &w[r0 * row_bytes..], row_bytes, rm);
+                }
+                let s = scales.tile(b0);
                 // SAFETY: the CPU has the instruction set (see above); `checked_tiles` asserted
                 // that every weight row `< out[0].len()` and activation row `< out.len()` holds
                 // `blocks` blocks, and the tile's rows `r0..r0 + rm`, `b0..b0 + rn` are among
-                // them (`for_each_tile`).
+                // them (`for_each_tile`); `s` holds the scales of all of those blocks.
                 unsafe {
-                    let (w, a) = (w.add(r0 * row_bytes), a.add(b0 * act_row));
+                    let (w, a) = (w.as_ptr().add(r0 * row_bytes), a.as_ptr().add(b0 * act_row));
                     tile_shapes!(
                         $tile,
                         rm,
@@ -63,7 +70,7 @@ macro_rules! gemm_wrapper {
                         out,
                         r0,
                         b0,
-                        (blocks, w, row_bytes, a, act_row)
+                        (blocks, w, row_bytes, a, act_row, s)
                     )
                 }
             });
@@ -71,11 +78,108 @@ macro_rules! gemm_wrapper {
     };
 }
 
+/// The f32 scales (and minimums) of a product's blocks, converted once: those of the activation
+/// rows for the whole product, those of the current group of weight rows for its tiles.
+struct Scales {
+    blocks: usize,
+    /// `d` of activation row `b`, block `l`, at `b * blocks + l`.
+    act_d: Vec<f32>,
+    /// Q8_1's `s` (`d * Σq`), likewise; empty for Q8_0.
+    act_s: Vec<f32>,
+    /// Per block, `d` of the group's weight rows in lanes `0..rm` (the others 0).
+    w_d: Vec<[f32; 4]>,
+    /// Per block, the group's `m` likewise; empty for the types without a minimum.
+    w_m: Vec<[f32; 4]>,
+}
+
+/// The scales a tile reads: its weight rows' (lane `i` of block `l` at `w_d[l]`) and its
+/// activation rows' (row `j`, block `l` at `act_d[j * stride + l]`).
+#[derive(Clone, Copy)]
+struct TileScales<'s> {
+    w_d: &'s [[f32; 4]],
+    w_m: &'s [[f32; 4]],
+    act_d: &'s [f32],
+    act_s: &'s [f32],
+    stride: usize,
+}
+
+impl Scales {
+    /// The activation scales of `batch` rows of `blocks` blocks (`act_row` bytes apart) for
+    /// weights of type `ty`.
+    fn new(ty: GgmlType, blocks: usize, a: &[u8], act_row: usize, batch: usize) -> Self {
+        let act = crate::kernels::vec_dot_type(ty);
+        let size = act.type_size() as usize;
+        let field = |at: usize| -> Vec<f32> {
+            (0..batch * blocks)
+                .map(|k| {
+                    let p = (k / blocks) * act_row + (k % blocks) * size + at;
+                    f16_at(&a[p..p + 2])
+                })
+                .collect()
+        };
+        let with_s = act == GgmlType::Q8_1;
+        const _: () = assert!(offset_of!(BlockQ8_0, d) == 0 && offset_of!(BlockQ8_1, d) == 0);
+        Scales {
+            blocks,
+            act_d: field(0),
+            act_s: if with_s {
+                field(offset_of!(BlockQ8_1, s))
+            } else {
+                Vec::new()
+            },
+            w_d: Vec::with_capacity(blocks),
+            w_m: Vec::with_capacity(if with_s { blocks } else { 0 }),
+        }
+    }
+
+    /// Converts the scales of `rm <= 4` weight rows of type `ty` (`row_bytes` apart from the
+    /// start of `w`), the group the next tiles compute.
+    fn weight_rows(&mut self, ty: GgmlType, w: &[u8], row_bytes: usize, rm: usize) {
+        let size = ty.type_size() as usize;
+        let lanes = |at: usize| {
+            (0..self.blocks).map(move |l| {
+                std::array::from_fn(|i| {
+                    let p = i * row_bytes + l * size + at;
+                    if i < rm {
+                        f16_at(&w[p..p + 2])
+                    } else {
+                        0.0
+                    }
+                })
+            })
+        };
+        const _: () = assert!(offset_of!(BlockQ4_1, m) == 2 && offset_of!(BlockQ5_1, m) == 2);
+        self.w_d.clear();
+        self.w_d.extend(lanes(0));
+        if matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_1) {
+            self.w_m.clear();
+            self.w_m.extend(lanes(2));
+        }
+    }
+
+    /// The scales of the tiles of the current weight group whose activation rows start at
+    /// `b0`.
+    fn tile(&self, b0: usize) -> TileScales<'_> {
+        let from = b0 * self.blocks;
+        TileScales {
+            w_d: &self.w_d,
+            w_m: &self.w_m,
+            act_d: &self.act_d[from..],
+            act_s: self.act_s.get(from..).unwrap_or(&[]),
+            stride: self.blocks,
+        }
+    }
+}
+
 /// Calls `$tile::<rm, rn>$args` for the run-time shape (`rm <= MR`, `rn <= NR`) and stores its
 /// results into `$out[b0 + j][r0 + i]`.
 macro_rules! tile_shapes {
     ($tile:ident, $rm:expr, $rn:expr, $out:expr, $r0:expr, $b0:expr, $args:tt) => {
         match ($rm, $rn) {
+            (4, 4) => store($out, $r0, $b0, tile_shapes!(@call $tile, 4, 4, $args)),
+            (3, 4) => store($out, $r0, $b0, tile_shapes!(@call $tile, 3, 4, $args)),
+            (2, 4) => store($out, $r0, $b0, tile_shapes!(@call $tile, 2, 4, $args)),
+            (1, 4) => store($out, $r0, $b0, tile_shapes!(@call $tile, 1, 4, $args)),
             (4, 3) => store($out, $r0, $b0, tile_shapes!(@call $tile, 4, 3, $args)),
             (4, 2) => store($out, $r0, $b0, tile_shapes!(@call $tile, 4, 2, $args)),
             (4, 1) => store($out, $r0, $b0, tile_shapes!(@call $tile, 4, 1, $args)),
@@ -134,7 +238,7 @@ fn checked_tiles(
 
 /// Calls `tile(r0, b0, rm, rn, out)` for tiles covering weight rows `0..out[0].len()` and
 /// activation rows `0..out.len()`, `MR` x `NR` where they fit: each group of `MR` weight rows
-/// runs against the whole batch before the next.
+/// runs against the whole batch before the next, starting with `b0 == 0`.
 #[inline(always)]
 fn for_each_tile(
     out: &mut [&mut [f32]],
@@ -161,60 +265,94 @@ fn store<const RM: usize, const RN: usize>(
     }
 }
 
-/// The tile of a type whose blocks start with their f16 scale and hold 32 signed values
-/// (`unpack(block)`, each in -127..=127 or, for Q8_0, -128..=127), against Q8_0 activations,
-/// in tinyBLAS's order (see the module's documentation).
+/// The tile of a type whose blocks hold 32 signed values (`unpack(block)`) against Q8_0
+/// activations, in tinyBLAS's order (see the module's documentation).
+///
+/// The byte products go through `maddubs`, which multiplies unsigned by signed bytes: one
+/// operand's magnitudes by the other's values with the first one's signs moved onto them. An
+/// activation is never -128 (ggml's quantizers round into -127..=127), so with `ABS_ACTS` the
+/// activations give the magnitudes (computed once per activation block, and each weight row
+/// needs one register); that needs weights in -127..=127 too. Otherwise, for Q8_0's -128, the
+/// weights give them, as tinyBLAS does. Either way every product and pair sum (at most
+/// 2 * 128 * 127) is exact, so the lanes are the same.
 ///
 /// # Safety
 /// Weight rows `w + i * row_bytes` (`i < RM`) hold `blocks` blocks of `w_size` bytes, and
-/// activation rows `a + j * act_row` (`j < RN`) `blocks` Q8_0 blocks.
+/// activation rows `a + j * act_row` (`j < RN`) `blocks` Q8_0 blocks; `s` holds their scales.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q0_tile<const RM: usize, const RN: usize>(
+#[allow(clippy::too_many_arguments)]
+unsafe fn q0_tile<const RM: usize, const RN: usize, const ABS_ACTS: bool>(
     blocks: usize,
     w: *const u8,
     row_bytes: usize,
     w_size: usize,
     a: *const u8,
     act_row: usize,
+    s: TileScales,
     unpack: impl Fn(*const u8) -> __m256i,
 ) -> [[f32; RM]; RN] {
     const A: usize = size_of::<BlockQ8_0>();
-    const _: () = assert!(offset_of!(BlockQ8_0, d) == 0);
     let ones = _mm256_set1_epi16(1);
     let mut acc = [[_mm256_setzero_ps(); RM]; RN];
-    for l in 0..blocks {
-        let mut x = [_mm256_setzero_si256(); RM];
-        let mut dw = [_mm256_setzero_ps(); RM];
-        for i in 0..RM {
-            // SAFETY: block l of weight row i is in bounds (caller) and starts with its scale.
-            unsafe {
-                let b = w.add(i * row_bytes + l * w_size);
-                x[i] = unpack(b);
-                dw[i] = f16_splat(b);
-            }
-        }
-        // |x| as unsigned bytes for maddubs; x's signs move onto the activations. An
-        // activation is never -128 (ggml's quantizers round into -127..=127), so the products
-        // and their pair sums (at most 2 * 128 * 127) are exact.
-        let ax: [__m256i; RM] = std::array::from_fn(|i| _mm256_sign_epi8(x[i], x[i]));
-        for (j, acc) in acc.iter_mut().enumerate() {
-            // SAFETY: block l of activation row j is in bounds (caller); loads are unaligned.
-            let (y, da) = unsafe {
-                let b = a.add(j * act_row + l * A);
-                (
-                    _mm256_loadu_si256(b.add(offset_of!(BlockQ8_0, qs)).cast()),
-                    f16_splat(b),
-                )
-            };
-            for i in 0..RM {
-                let pairs = _mm256_maddubs_epi16(ax[i], _mm256_sign_epi8(y, x[i]));
-                let lanes = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
-                acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(dw[i], da), lanes, acc[i]);
+    let mut d = [[[0f32; 4]; RN]; CHUNK];
+    for l0 in (0..blocks).step_by(CHUNK) {
+        let len = CHUNK.min(blocks - l0);
+        scale_products(&mut d[..len], s, l0);
+        for (l, d) in d[..len].iter().enumerate() {
+            let l = l0 + l;
+            // SAFETY: block l of weight row i is in bounds (caller).
+            let x: [__m256i; RM] =
+                std::array::from_fn(|i| unpack(unsafe { w.add(i * row_bytes + l * w_size) }));
+            let ax: [__m256i; RM] = std::array::from_fn(|i| _mm256_sign_epi8(x[i], x[i]));
+            for (j, acc) in acc.iter_mut().enumerate() {
+                // SAFETY: block l of activation row j is in bounds (caller); the load is
+                // unaligned.
+                let y = unsafe {
+                    let b = a.add(j * act_row + l * A + offset_of!(BlockQ8_0, qs));
+                    _mm256_loadu_si256(b.cast())
+                };
+                let ay = _mm256_sign_epi8(y, y);
+                for i in 0..RM {
+                    let pairs = if ABS_ACTS {
+                        _mm256_maddubs_epi16(ay, _mm256_sign_epi8(x[i], y))
+                    } else {
+                        _mm256_maddubs_epi16(ax[i], _mm256_sign_epi8(y, x[i]))
+                    };
+                    let lanes = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
+                    acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(d[j][i]), lanes, acc[i]);
+                }
             }
         }
     }
     acc.map(|row| row.map(|v| hsum(v)))
+}
+
+/// Blocks per pass of a tile: the scale products of that many blocks are computed ahead.
+const CHUNK: usize = 32;
+
+/// The scale products `d_w * d_a` of blocks `l0..l0 + d.len()`: `d[l][j][i]` for the tile's
+/// weight row `i` and activation row `j`. The tiles broadcast them from memory, which costs a
+/// load where a product of broadcast scales would cost an instruction per output.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn scale_products<const RN: usize>(d: &mut [[[f32; 4]; RN]], s: TileScales, l0: usize) {
+    for (l, d) in (l0..).zip(d.iter_mut()) {
+        let dw = load4(&s.w_d[l]);
+        for (j, d) in d.iter_mut().enumerate() {
+            let p = _mm_mul_ps(dw, _mm_set1_ps(s.act_d[j * s.stride + l]));
+            // SAFETY: `d` holds four f32; the store is unaligned.
+            unsafe { _mm_storeu_ps(d.as_mut_ptr(), p) };
+        }
+    }
+}
+
+/// Four f32 as a vector.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn load4(v: &[f32; 4]) -> __m128 {
+    // SAFETY: `v` holds four f32; the load is unaligned.
+    unsafe { _mm_loadu_ps(v.as_ptr()) }
 }
 
 /// # Safety
@@ -226,23 +364,14 @@ unsafe fn q8_0_tile<const RM: usize, const RN: usize>(
     row_bytes: usize,
     a: *const u8,
     act_row: usize,
+    s: TileScales,
 ) -> [[f32; RM]; RN] {
-    const _: () = assert!(offset_of!(BlockQ8_0, d) == 0);
     // SAFETY: `q0_tile` passes the start of a Q8_0 block in bounds (caller's guarantee).
     let unpack =
         |b: *const u8| unsafe { _mm256_loadu_si256(b.add(offset_of!(BlockQ8_0, qs)).cast()) };
+    const W: usize = size_of::<BlockQ8_0>();
     // SAFETY: the caller's guarantee.
-    unsafe {
-        q0_tile(
-            blocks,
-            w,
-            row_bytes,
-            size_of::<BlockQ8_0>(),
-            a,
-            act_row,
-            unpack,
-        )
-    }
+    unsafe { q0_tile::<RM, RN, false>(blocks, w, row_bytes, W, a, act_row, s, unpack) }
 }
 
 /// # Safety
@@ -254,26 +383,17 @@ unsafe fn q4_0_tile<const RM: usize, const RN: usize>(
     row_bytes: usize,
     a: *const u8,
     act_row: usize,
+    s: TileScales,
 ) -> [[f32; RM]; RN] {
-    const _: () = assert!(offset_of!(BlockQ4_0, d) == 0);
     let eight = _mm256_set1_epi8(8);
     // SAFETY: `q0_tile` passes the start of a Q4_0 block in bounds (caller's guarantee).
     let unpack = |b: *const u8| unsafe {
         let q = _mm_loadu_si128(b.add(offset_of!(BlockQ4_0, qs)).cast());
         _mm256_sub_epi8(nibbles(q), eight)
     };
+    const W: usize = size_of::<BlockQ4_0>();
     // SAFETY: the caller's guarantee.
-    unsafe {
-        q0_tile(
-            blocks,
-            w,
-            row_bytes,
-            size_of::<BlockQ4_0>(),
-            a,
-            act_row,
-            unpack,
-        )
-    }
+    unsafe { q0_tile::<RM, RN, true>(blocks, w, row_bytes, W, a, act_row, s, unpack) }
 }
 
 /// # Safety
@@ -285,8 +405,8 @@ unsafe fn q5_0_tile<const RM: usize, const RN: usize>(
     row_bytes: usize,
     a: *const u8,
     act_row: usize,
+    s: TileScales,
 ) -> [[f32; RM]; RN] {
-    const _: () = assert!(offset_of!(BlockQ5_0, d) == 0);
     let high = _mm256_set1_epi8(0xF0u8 as i8);
     // SAFETY: `q0_tile` passes the start of a Q5_0 block in bounds (caller's guarantee).
     let unpack = |b: *const u8| unsafe {
@@ -299,18 +419,9 @@ unsafe fn q5_0_tile<const RM: usize, const RN: usize>(
         let q = _mm_loadu_si128(b.add(offset_of!(BlockQ5_0, qs)).cast());
         _mm256_or_si256(nibbles(q), _mm256_andnot_si256(bit_bytes(qh), high))
     };
+    const W: usize = size_of::<BlockQ5_0>();
     // SAFETY: the caller's guarantee.
-    unsafe {
-        q0_tile(
-            blocks,
-            w,
-            row_bytes,
-            size_of::<BlockQ5_0>(),
-            a,
-            act_row,
-            unpack,
-        )
-    }
+    unsafe { q0_tile::<RM, RN, true>(blocks, w, row_bytes, W, a, act_row, s, unpack) }
 }
 
 /// # Safety
@@ -322,54 +433,31 @@ unsafe fn iq4_nl_tile<const RM: usize, const RN: usize>(
     row_bytes: usize,
     a: *const u8,
     act_row: usize,
+    s: TileScales,
 ) -> [[f32; RM]; RN] {
-    const _: () = assert!(offset_of!(BlockIq4Nl, d) == 0);
     let table = iq4nl_table();
     // SAFETY: `q0_tile` passes the start of an IQ4_NL block in bounds (caller's guarantee).
     let unpack = |b: *const u8| unsafe {
         let q = _mm_loadu_si128(b.add(offset_of!(BlockIq4Nl, qs)).cast());
         _mm256_shuffle_epi8(table, nibbles(q))
     };
+    const W: usize = size_of::<BlockIq4Nl>();
     // SAFETY: the caller's guarantee.
-    unsafe {
-        q0_tile(
-            blocks,
-            w,
-            row_bytes,
-            size_of::<BlockIq4Nl>(),
-            a,
-            act_row,
-            unpack,
-        )
-    }
+    unsafe { q0_tile::<RM, RN, true>(blocks, w, row_bytes, W, a, act_row, s, unpack) }
 }
 
-/// The f16 at `p + k * stride` for `k < RM` as f32 in lanes `k` of the result (the others 0).
-///
-/// # Safety
-/// Each of those addresses must hold 2 readable bytes.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn f16_lanes<const RM: usize>(p: *const u8, stride: usize) -> __m128 {
-    let mut bits = 0u64;
-    for k in 0..RM {
-        // SAFETY: the caller's guarantee; the read is unaligned.
-        let x = unsafe { p.add(k * stride).cast::<u16>().read_unaligned() };
-        bits |= u64::from(u16::from_le(x)) << (16 * k);
-    }
-    _mm_cvtph_ps(_mm_cvtsi64_si128(bits as i64))
-}
-
-/// The tile of a type with a minimum (`d * q + m`, blocks starting with the f16 `d` and `m`, 32
-/// unsigned values `q < 32` from `unpack(block)`) against Q8_1 activations, in the order of the
-/// one-row kernels (`legacy::q4_1_q8_1_avx2`): per output, `fma(d_w * d_a, lanes, acc)` block
-/// after block and `mins = fma(m_w, s_a, mins)` beside it, then `hsum(acc) + mins`.
+/// The tile of a type with a minimum (`d * q + m`, 32 unsigned values `q < 32` from
+/// `unpack(block)`) against Q8_1 activations, in the order of the one-row kernels
+/// (`legacy::q4_1_q8_1_avx2`): per output, `fma(d_w * d_a, lanes, acc)` block after block and
+/// `mins = fma(m_w, s_a, mins)` beside it, then `hsum(acc) + mins`.
 ///
 /// # Safety
 /// Weight rows `w + i * row_bytes` (`i < RM`) hold `blocks` blocks of `w_size` bytes, and
-/// activation rows `a + j * act_row` (`j < RN`) `blocks` Q8_1 blocks.
+/// activation rows `a + j * act_row` (`j < RN`) `blocks` Q8_1 blocks; `s` holds their scales
+/// and minimums.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
+#[allow(clippy::too_many_arguments)]
 unsafe fn q1_tile<const RM: usize, const RN: usize>(
     blocks: usize,
     w: *const u8,
@@ -377,45 +465,44 @@ unsafe fn q1_tile<const RM: usize, const RN: usize>(
     w_size: usize,
     a: *const u8,
     act_row: usize,
+    s: TileScales,
     unpack: impl Fn(*const u8) -> __m256i,
 ) -> [[f32; RM]; RN] {
     const A: usize = size_of::<BlockQ8_1>();
-    const _: () = assert!(offset_of!(BlockQ8_1, d) == 0 && offset_of!(BlockQ8_1, s) == 2);
-    const { assert!(RM <= 4) };
     let ones = _mm256_set1_epi16(1);
     let mut acc = [[_mm256_setzero_ps(); RM]; RN];
     // Lane i of mins[j]: the min terms of weight row i against activation row j, each lane
-    // summed on its own as the one-row kernel sums them.
+    // summed on its own as the one-row kernel sums them. They do not depend on the sums in
+    // `acc`, so they take a pass of their own and the main loop keeps its registers.
     let mut mins = [_mm_setzero_ps(); RN];
-    for l in 0..blocks {
-        let mut q = [_mm256_setzero_si256(); RM];
-        let mut dw = [_mm256_setzero_ps(); RM];
-        for i in 0..RM {
-            // SAFETY: block l of weight row i is in bounds (caller) and starts with its scale.
-            unsafe {
-                let b = w.add(i * row_bytes + l * w_size);
-                q[i] = unpack(b);
-                dw[i] = f16_splat(b);
-            }
+    for (l, m) in s.w_m[..blocks].iter().enumerate() {
+        let m = load4(m);
+        for (j, mins) in mins.iter_mut().enumerate() {
+            *mins = _mm_fmadd_ps(m, _mm_set1_ps(s.act_s[j * s.stride + l]), *mins);
         }
-        // SAFETY: the minimum follows the scale in each weight block (asserted by the callers).
-        let m = unsafe { f16_lanes::<RM>(w.add(l * w_size + 2), row_bytes) };
-        for j in 0..RN {
-            // SAFETY: block l of activation row j is in bounds (caller); loads are unaligned.
-            let (y, da, sa) = unsafe {
-                let b = a.add(j * act_row + l * A);
-                (
-                    _mm256_loadu_si256(b.add(offset_of!(BlockQ8_1, qs)).cast()),
-                    f16_splat(b),
-                    _mm256_castps256_ps128(f16_splat(b.add(offset_of!(BlockQ8_1, s)))),
-                )
-            };
-            mins[j] = _mm_fmadd_ps(m, sa, mins[j]);
-            for i in 0..RM {
-                // q < 32 and |y| <= 127: the pair sums are exact in i16.
-                let pairs = _mm256_maddubs_epi16(q[i], y);
-                let lanes = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
-                acc[j][i] = _mm256_fmadd_ps(_mm256_mul_ps(dw[i], da), lanes, acc[j][i]);
+    }
+    let mut d = [[[0f32; 4]; RN]; CHUNK];
+    for l0 in (0..blocks).step_by(CHUNK) {
+        let len = CHUNK.min(blocks - l0);
+        scale_products(&mut d[..len], s, l0);
+        for (l, d) in d[..len].iter().enumerate() {
+            let l = l0 + l;
+            // SAFETY: block l of weight row i is in bounds (caller).
+            let q: [__m256i; RM] =
+                std::array::from_fn(|i| unpack(unsafe { w.add(i * row_bytes + l * w_size) }));
+            for (j, acc) in acc.iter_mut().enumerate() {
+                // SAFETY: block l of activation row j is in bounds (caller); the load is
+                // unaligned.
+                let y = unsafe {
+                    let b = a.add(j * act_row + l * A + offset_of!(BlockQ8_1, qs));
+                    _mm256_loadu_si256(b.cast())
+                };
+                for i in 0..RM {
+                    // q < 32 and |y| <= 127: the pair sums are exact in i16.
+                    let pairs = _mm256_maddubs_epi16(q[i], y);
+                    let lanes = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
+                    acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(d[j][i]), lanes, acc[i]);
+                }
             }
         }
     }
@@ -440,23 +527,14 @@ unsafe fn q4_1_tile<const RM: usize, const RN: usize>(
     row_bytes: usize,
     a: *const u8,
     act_row: usize,
+    s: TileScales,
 ) -> [[f32; RM]; RN] {
-    const _: () = assert!(offset_of!(BlockQ4_1, d) == 0 && offset_of!(BlockQ4_1, m) == 2);
     // SAFETY: `q1_tile` passes the start of a Q4_1 block in bounds (caller's guarantee).
     let unpack =
         |b: *const u8| unsafe { nibbles(_mm_loadu_si128(b.add(offset_of!(BlockQ4_1, qs)).cast())) };
+    const W: usize = size_of::<BlockQ4_1>();
     // SAFETY: the caller's guarantee.
-    unsafe {
-        q1_tile(
-            blocks,
-            w,
-            row_bytes,
-            size_of::<BlockQ4_1>(),
-            a,
-            act_row,
-            unpack,
-        )
-    }
+    unsafe { q1_tile::<RM, RN>(blocks, w, row_bytes, W, a, act_row, s, unpack) }
 }
 
 /// # Safety
@@ -468,8 +546,8 @@ unsafe fn q5_1_tile<const RM: usize, const RN: usize>(
     row_bytes: usize,
     a: *const u8,
     act_row: usize,
+    s: TileScales,
 ) -> [[f32; RM]; RN] {
-    const _: () = assert!(offset_of!(BlockQ5_1, d) == 0 && offset_of!(BlockQ5_1, m) == 2);
     let fifth = _mm256_set1_epi8(0x10);
     // SAFETY: `q1_tile` passes the start of a Q5_1 block in bounds (caller's guarantee).
     let unpack = |b: *const u8| unsafe {
@@ -481,16 +559,7 @@ unsafe fn q5_1_tile<const RM: usize, const RN: usize>(
         let q = _mm_loadu_si128(b.add(offset_of!(BlockQ5_1, qs)).cast());
         _mm256_or_si256(nibbles(q), _mm256_and_si256(bit_bytes(qh), fifth))
     };
+    const W: usize = size_of::<BlockQ5_1>();
     // SAFETY: the caller's guarantee.
-    unsafe {
-        q1_tile(
-            blocks,
-            w,
-            row_bytes,
-            size_of::<BlockQ5_1>(),
-            a,
-            act_row,
-            unpack,
-        )
-    }
+    unsafe { q1_tile::<RM, RN>(blocks, w, row_bytes, W, a, act_row, s, unpack) }
 }
