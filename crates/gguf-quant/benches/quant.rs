@@ -1,7 +1,8 @@
 //! `cargo bench -p gguf-quant`: dequantize and dot-product throughput per type (GB/s of weight
 //! bytes), the feed-forward activations of `gguf_quant::vec` (SwiGLU, GeGLU, GELU) on a row of
-//! 2048, mat-vec at real model shapes on 1 and 2 threads, and a plain memory-read bandwidth
-//! figure measured in the same run, so each result can be read as a fraction of it.
+//! 2048, mat-vec at real model shapes on 1 and 2 threads, batched products of 128 activation
+//! rows (prompt processing) on 1 thread, and a plain memory-read bandwidth figure measured in
+//! the same run, so each result can be read as a fraction of it.
 //! `GGUF_FORCE_SCALAR=1` runs the scalar kernels instead of the CPU's SIMD ones.
 
 // `criterion_group!` defines a public function it cannot document.
@@ -12,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 use gguf_quant::{
-    dequantize_row, matvec_on, quantize_activations, quantize_row, vec_dot, GgmlType,
+    dequantize_row, matmul_on, matvec_on, quantize_activations, quantize_row, vec_dot, GgmlType,
 };
 
 const TYPES: &[GgmlType] = &[
@@ -187,6 +188,36 @@ fn bench(c: &mut Criterion) {
     for line in summary {
         eprintln!("{line}");
     }
+
+    // Prompt processing: a batch of 128 activation rows against real shapes, on one thread of
+    // the spinning pool (the GEMM kernels where the ISA has them). Throughput: multiply-adds.
+    let pool = gguf_quant::ThreadPool::new(1).unwrap();
+    let batch = 128;
+    let mut group = c.benchmark_group("matmul_128_1t");
+    for &ty in &[
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q8_0,
+        GgmlType::Q4_K,
+        GgmlType::Q6_K,
+    ] {
+        for &(cols, rows) in &[(576usize, 1536usize), (1536, 576), (640, 2048)] {
+            if !cols.is_multiple_of(ty.block_size() as usize) {
+                continue;
+            }
+            let w = weights(ty, cols * rows);
+            let x = values(cols * batch, 5);
+            let mut y = vec![0f32; rows * batch];
+            let mut scratch = Vec::new();
+            group.throughput(Throughput::Elements((cols * rows * batch) as u64));
+            let id = BenchmarkId::new(ty.name(), format!("{cols}x{rows}"));
+            group.bench_with_input(id, &(), |b, _| {
+                b.iter(|| matmul_on(&pool, ty, &w, cols, &x, batch, &mut y, &mut scratch).unwrap())
+            });
+        }
+    }
+    group.finish();
 }
 
 criterion_group!(benches, bench);

@@ -1,11 +1,11 @@
-//! `matvec` and small batches of `matmul` agree with row-by-row `vec_dot`, on 1 and 2
-//! threads; larger batches of the K-quants, which sum in llama.cpp's tiled order (bit for bit
-//! against the scalar twins in the crate's `simd_tests`), give the same bits on any number of
-//! threads and stay close to `vec_dot`; mismatched shapes are errors.
+//! `matvec` agrees with row-by-row `vec_dot` and `matmul` with llama.cpp's batched order, on 1 to
+//! 3 threads (batches of the K-quants from llama.cpp's tiled floor of 8 rows up sum in its tiled
+//! order: the same bits on any number of threads, close to `vec_dot`), and both reject
+//! mismatched shapes.
 
 use gguf_quant::{
-    matmul, matmul_on, matvec, matvec_on, quantize_activations, quantize_row, row_bytes, vec_dot,
-    GgmlType, QuantError, ThreadPool,
+    isa, matmul, matmul_on, matvec, matvec_on, quantize_activations, quantize_row, row_bytes,
+    vec_dot, GgmlType, Isa, QuantError, ThreadPool,
 };
 
 fn values(n: usize, seed: u64) -> Vec<f32> {
@@ -20,10 +20,20 @@ fn values(n: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
-/// Batches below every GEMM kernel's floor (3 rows: llama.cpp's tiled K-quant product starts
-/// at 8) run the row-by-row kernels.
+/// Whether a batched product of `ty` computes each output as `vec_dot` does on this CPU. A
+/// batch is computed in the order of llama.cpp's batched product for the type: its one-row
+/// `vec_dot` for most types, but with AVX2 llamafile's tinyBLAS for Q4_0, Q5_0 and Q8_0 (one
+/// accumulator rather than `vec_dot`'s several), whose last bits differ.
+fn batch_is_row_dots(ty: GgmlType) -> bool {
+    !(isa() == Isa::Avx2 && matches!(ty, GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0))
+}
+
+/// `matvec` equals row-by-row `vec_dot` bit for bit. `matmul` of a batch gives the same bits
+/// on every number of threads and pool, and for each activation row the same bits as a batch
+/// of two holding it; they equal `vec_dot`'s where llama.cpp's batched order is `vec_dot`'s
+/// ([`batch_is_row_dots`]) and lie within a reordering bound of them elsewhere.
 #[test]
-fn matvec_and_matmul_equal_row_dots() {
+fn matvec_equals_row_dots_and_matmul_its_batched_order() {
     for ty in [
         GgmlType::Q4_0,
         GgmlType::Q4_1,
@@ -38,13 +48,33 @@ fn matvec_and_matmul_equal_row_dots() {
         quantize_row(ty, &values(cols * rows, 1), &mut w).unwrap();
         let x = values(cols * batch, 2);
         let rb = row_bytes(ty, cols).unwrap();
-        let mut expected = vec![0f32; rows * batch];
+        let mut dots = vec![0f32; rows * batch];
         for b in 0..batch {
             let mut a = Vec::new();
             quantize_activations(ty, &x[b * cols..(b + 1) * cols], &mut a).unwrap();
             for r in 0..rows {
-                expected[b * rows + r] = vec_dot(ty, cols, &w[r * rb..(r + 1) * rb], &a).unwrap();
+                dots[b * rows + r] = vec_dot(ty, cols, &w[r * rb..(r + 1) * rb], &a).unwrap();
             }
+        }
+        // The batched product, each activation row in a batch of two with the last one.
+        let mut batched = vec![0f32; rows * batch];
+        let mut scratch = Vec::new();
+        for b in 0..batch - 1 {
+            let mut pair = x[b * cols..(b + 1) * cols].to_vec();
+            pair.extend_from_slice(&x[(batch - 1) * cols..]);
+            let mut y = vec![0f32; rows * 2];
+            matmul(ty, &w, cols, &pair, 2, &mut y, &mut scratch).unwrap();
+            batched[b * rows..(b + 1) * rows].copy_from_slice(&y[..rows]);
+            batched[(batch - 1) * rows..].copy_from_slice(&y[rows..]);
+        }
+        if batch_is_row_dots(ty) {
+            assert_eq!(batched, dots, "{ty}: batched products vs vec_dot");
+        }
+        for (y, d) in batched.iter().zip(&dots) {
+            assert!(
+                (y - d).abs() <= 1e-5 * (1.0 + d.abs()),
+                "{ty}: batched {y} vs vec_dot {d}"
+            );
         }
         for threads in [1, 2, 3] {
             let pool = rayon::ThreadPoolBuilder::new()
@@ -55,22 +85,47 @@ fn matvec_and_matmul_equal_row_dots() {
                 let mut scratch = Vec::new();
                 let mut y = vec![0f32; rows];
                 matvec(ty, &w, cols, &x[..cols], &mut y, &mut scratch).unwrap();
-                assert_eq!(y, expected[..rows], "{ty} matvec, {threads} threads");
+                assert_eq!(y, dots[..rows], "{ty} matvec, {threads} threads");
                 let mut y = vec![0f32; rows * batch];
                 matmul(ty, &w, cols, &x, batch, &mut y, &mut scratch).unwrap();
-                assert_eq!(y, expected, "{ty} matmul, {threads} threads");
+                assert_eq!(y, batched, "{ty} matmul, {threads} threads");
             });
             // The spinning pool: one share of rows per thread.
             let pool = ThreadPool::new(threads).unwrap();
             let mut scratch = Vec::new();
             let mut y = vec![0f32; rows];
             matvec_on(&pool, ty, &w, cols, &x[..cols], &mut y, &mut scratch).unwrap();
-            assert_eq!(y, expected[..rows], "{ty} matvec_on, {threads} threads");
+            assert_eq!(y, dots[..rows], "{ty} matvec_on, {threads} threads");
             let mut y = vec![0f32; rows * batch];
             matmul_on(&pool, ty, &w, cols, &x, batch, &mut y, &mut scratch).unwrap();
-            assert_eq!(y, expected, "{ty} matmul_on, {threads} threads");
+            assert_eq!(y, batched, "{ty} matmul_on, {threads} threads");
         }
     }
+}
+
+#[test]
+fn shape_mismatches_are_errors() {
+    let ty = GgmlType::Q8_0;
+    let w = vec![0u8; row_bytes(ty, 64 * 4).unwrap()];
+    let mut scratch = Vec::new();
+    let mut y = vec![0f32; 4];
+    assert!(matches!(
+        matvec(ty, &w, 64, &[0.0; 63], &mut y, &mut scratch),
+        Err(QuantError::Shape(_))
+    ));
+    assert!(matches!(
+        matvec(ty, &w, 48, &[0.0; 48], &mut y, &mut scratch),
+        Err(QuantError::PartialBlock { .. })
+    ));
+    let mut y5 = vec![0f32; 5];
+    assert!(matches!(
+        matvec(ty, &w, 64, &[0.0; 64], &mut y5, &mut scratch),
+        Err(QuantError::WrongLength { .. })
+    ));
+    assert!(matches!(
+        vec_dot(ty, 64, &w[..34], &[0u8; 68]),
+        Err(QuantError::WrongLength { .. })
+    ));
 }
 
 /// Batches from the tiled floor up: the same bits on 1, 2 and 3 threads, on rayon's pool and the
@@ -129,29 +184,4 @@ fn large_kquant_batches_do_not_depend_on_threads() {
             }
         }
     }
-}
-
-#[test]
-fn shape_mismatches_are_errors() {
-    let ty = GgmlType::Q8_0;
-    let w = vec![0u8; row_bytes(ty, 64 * 4).unwrap()];
-    let mut scratch = Vec::new();
-    let mut y = vec![0f32; 4];
-    assert!(matches!(
-        matvec(ty, &w, 64, &[0.0; 63], &mut y, &mut scratch),
-        Err(QuantError::Shape(_))
-    ));
-    assert!(matches!(
-        matvec(ty, &w, 48, &[0.0; 48], &mut y, &mut scratch),
-        Err(QuantError::PartialBlock { .. })
-    ));
-    let mut y5 = vec![0f32; 5];
-    assert!(matches!(
-        matvec(ty, &w, 64, &[0.0; 64], &mut y5, &mut scratch),
-        Err(QuantError::WrongLength { .. })
-    ));
-    assert!(matches!(
-        vec_dot(ty, 64, &w[..34], &[0u8; 68]),
-        Err(QuantError::WrongLength { .. })
-    ));
 }

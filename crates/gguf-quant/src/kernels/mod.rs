@@ -138,6 +138,8 @@ macro_rules! vec_kernels {
 
 #[cfg(target_arch = "aarch64")]
 mod aarch64;
+#[cfg(test)]
+mod gemm_scalar;
 mod kq_gemm;
 mod matmul;
 pub(crate) mod packed_scalar;

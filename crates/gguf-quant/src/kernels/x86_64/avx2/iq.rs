@@ -13,7 +13,7 @@ safe_wrapper!(iq4_xs_q8_k, iq4_xs_q8_k_avx2, IQ4_XS);
 /// `kvalues_iq4nl` in both 128-bit lanes, for `_mm256_shuffle_epi8` lookups by nibble.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn iq4nl_table() -> __m256i {
+pub(super) fn iq4nl_table() -> __m256i {
     // SAFETY: the table is a static of 16 i8; the load is unaligned.
     let t = unsafe { _mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast()) };
     _mm256_broadcastsi128_si256(t)

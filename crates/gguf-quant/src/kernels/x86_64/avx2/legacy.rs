@@ -84,7 +84,8 @@ unsafe fn q4_1_q8_1_avx2<const R: usize>(
     a: *const u8,
 ) -> [f32; R] {
     let mut acc = [_mm256_setzero_ps(); R];
-    let mut mins = [0f32; R];
+    // Lane 1: the min terms (see `min_terms`).
+    let mut mins = [_mm_setzero_ps(); R];
     for i in 0..blocks {
         // SAFETY: block i of each operand is in bounds (caller); loads are unaligned.
         unsafe {
@@ -94,10 +95,10 @@ unsafe fn q4_1_q8_1_avx2<const R: usize>(
             for r in 0..R {
                 let bw = ws[r].add(i * size_of::<BlockQ4_1>());
                 prefetch(bw, ahead);
-                // Lanes 0 and 1: d_w * d_a and m_w * s_a, from one conversion per operand.
-                let p = _mm_mul_ps(f16_pair(bw.add(offset_of!(BlockQ4_1, d))), ads);
-                mins[r] += _mm_cvtss_f32(_mm_movehdup_ps(p));
-                let d = _mm256_broadcastss_ps(p);
+                // Lanes 0 and 1: d_w, m_w times d_a, s_a, from one conversion per operand.
+                let wdm = f16_pair(bw.add(offset_of!(BlockQ4_1, d)));
+                mins[r] = _mm_fmadd_ps(wdm, ads, mins[r]);
+                let d = _mm256_broadcastss_ps(_mm_mul_ps(wdm, ads));
                 let q = nibbles(_mm_loadu_si128(bw.add(offset_of!(BlockQ4_1, qs)).cast()));
                 acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_u8_i8(q, y)), acc[r]);
             }
@@ -105,9 +106,19 @@ unsafe fn q4_1_q8_1_avx2<const R: usize>(
     }
     let mut sums = [0f32; R];
     for r in 0..R {
-        sums[r] = hsum(acc[r]) + mins[r];
+        sums[r] = hsum(acc[r]) + min_terms(mins[r]);
     }
     sums
+}
+
+/// The sum of the min terms `m_w * s_a` of a Q4_1/Q5_1 dot product from lane 1 of `mins`,
+/// where the kernels sum them with `mins = fma(m_w, s_a, mins)` block after block: ggml's AVX2
+/// `vec_dot` writes `summs += m * s`, and GCC fuses that into one FMA on FMA machines (the
+/// reference build's disassembly has a `vfmadd231ss` there).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn min_terms(mins: __m128) -> f32 {
+    _mm_cvtss_f32(_mm_movehdup_ps(mins))
 }
 
 /// The two consecutive little-endian f16 at `p` (Q4_1's and Q5_1's `d`, `m`; Q8_1's `d`, `s`)
@@ -134,7 +145,7 @@ const _: () = assert!(
 /// 0xFF in byte `j` where bit `j` of `bits` is set, else 0 (the fifth bits of Q5_0/Q5_1).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn bit_bytes(bits: u32) -> __m256i {
+pub(super) fn bit_bytes(bits: u32) -> __m256i {
     // Byte j takes byte j / 8 of `bits`: every dword holds all four, and each 128-bit lane
     // picks bytes 0, 1 (low lane) or 2, 3 (high lane) of its own copy.
     let spread = _mm256_shuffle_epi8(
@@ -188,18 +199,19 @@ unsafe fn q5_0_q8_0_avx2(blocks: usize, w: *const u8, a: *const u8) -> f32 {
 unsafe fn q5_1_q8_1_avx2(blocks: usize, w: *const u8, a: *const u8) -> f32 {
     let fifth = _mm256_set1_epi8(0x10);
     let mut acc = _mm256_setzero_ps();
-    let mut mins = 0f32;
+    // Lane 1: the min terms (see `min_terms`).
+    let mut mins = _mm_setzero_ps();
     for i in 0..blocks {
         // SAFETY: block i of each operand is in bounds (caller); loads are unaligned and stay
         // within the fields.
         unsafe {
             let bw = w.add(i * size_of::<BlockQ5_1>());
             let ba = a.add(i * size_of::<BlockQ8_1>());
-            // Lanes 0 and 1: d_w * d_a and m_w * s_a, from one conversion per operand.
+            // Lanes 0 and 1: d_w, m_w times d_a, s_a, from one conversion per operand.
             let wdm = f16_pair(bw.add(offset_of!(BlockQ5_1, d)));
-            let p = _mm_mul_ps(wdm, f16_pair(ba.add(offset_of!(BlockQ8_1, d))));
-            mins += _mm_cvtss_f32(_mm_movehdup_ps(p));
-            let d = _mm256_broadcastss_ps(p);
+            let ads = f16_pair(ba.add(offset_of!(BlockQ8_1, d)));
+            mins = _mm_fmadd_ps(wdm, ads, mins);
+            let d = _mm256_broadcastss_ps(_mm_mul_ps(wdm, ads));
             let qh = bw
                 .add(offset_of!(BlockQ5_1, qh))
                 .cast::<u32>()
@@ -214,5 +226,5 @@ unsafe fn q5_1_q8_1_avx2(blocks: usize, w: *const u8, a: *const u8) -> f32 {
             acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_u8_i8(q, y)), acc);
         }
     }
-    hsum(acc) + mins
+    hsum(acc) + min_terms(mins)
 }

@@ -5,6 +5,7 @@
 //! - `kq_gemm`: the prompt products (GEMM) of the K-quants and IQ4_XS, in llama.cpp's tiled order;
 //! - `iq`: IQ4_NL, IQ4_XS;
 //! - `vec`: the F16 dot product and the float kernels of [`crate::vec`];
+//! - `gemm`: the batched products of the legacy types and IQ4_NL, tiled;
 //! - `activations`: ggml's x86 activation quantizers (Q8_0, Q8_1; Q8_K);
 //! - `packed`: the GEMV and GEMM of the row-interleaved Q4_K layout (`crate::packed`);
 //! - `common`: what the kernels share.
@@ -23,6 +24,7 @@
 
 mod activations;
 mod common;
+mod gemm;
 mod iq;
 mod kq_gemm;
 mod kquants;
@@ -97,9 +99,17 @@ fn rows(ty: GgmlType) -> Option<RowsFn> {
     })
 }
 
-/// The batched (prompt) product for weights of type `ty`, if there is one.
+/// The batched (prompt) product for weights of type `ty`, if there is one: the legacy types in
+/// the order llama.cpp's batched products take on AVX2 (see `gemm`), the K-quants in that of
+/// its tiled K-quant product (see `kq_gemm`).
 fn gemm(ty: GgmlType) -> Option<GemmFn> {
     Some(match ty {
+        GgmlType::Q8_0 => gemm::q8_0_gemm,
+        GgmlType::Q4_0 => gemm::q4_0_gemm,
+        GgmlType::Q5_0 => gemm::q5_0_gemm,
+        GgmlType::IQ4_NL => gemm::iq4_nl_gemm,
+        GgmlType::Q4_1 => gemm::q4_1_gemm,
+        GgmlType::Q5_1 => gemm::q5_1_gemm,
         GgmlType::Q6_K => kq_gemm::q6_k_gemm,
         GgmlType::Q5_K => kq_gemm::q5_k_gemm,
         GgmlType::Q4_K => kq_gemm::q4_k_gemm,
