@@ -22,10 +22,10 @@ fn values(n: usize, seed: u64) -> Vec<f32> {
 
 /// Whether a batched product of `ty` computes each output as `vec_dot` does on this CPU. A
 /// batch is computed in the order of llama.cpp's batched product for the type: its one-row
-/// `vec_dot` for most types, but with AVX2 llamafile's tinyBLAS for Q4_0, Q5_0 and Q8_0 (one
-/// accumulator rather than `vec_dot`'s several), whose last bits differ.
+/// `vec_dot` for most types; with AVX2, llamafile's tinyBLAS for Q4_0, Q5_0, Q8_0 and IQ4_NL,
+/// whose order ggml's AVX2 `vec_dot` shares for all but IQ4_NL.
 fn batch_is_row_dots(ty: GgmlType) -> bool {
-    !(isa() == Isa::Avx2 && matches!(ty, GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0))
+    !(isa() == Isa::Avx2 && ty == GgmlType::IQ4_NL)
 }
 
 /// `matvec` equals row-by-row `vec_dot` bit for bit. `matmul` of a batch gives the same bits

@@ -245,11 +245,16 @@ fn simd_rows_kernels_equal_their_one_row_kernels_bit_for_bit() {
     }
 }
 
-/// Whether llama.cpp computes each output of a batched product of `ty` with its one-row
-/// `vec_dot` on every instruction set (no tinyBLAS or repacked kernel for the type), so that a
-/// GEMM kernel for it must equal the ISA's one-row kernel.
+/// Whether each output of llama.cpp's batched product of `ty` on this ISA is what its one-row
+/// `vec_dot` gives, so that a GEMM kernel for it must equal the ISA's one-row kernel: Q4_1 and
+/// Q5_1 (no tinyBLAS for them), and Q4_0, Q5_0 and Q8_0, whose AVX2 `vec_dot` sums in
+/// tinyBLAS's order (one accumulator, the same lane sum). Not IQ4_NL, whose `vec_dot` pairs
+/// its blocks into two accumulators.
 fn batch_follows_vec_dot(ty: GgmlType) -> bool {
-    matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_1)
+    matches!(
+        ty,
+        GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0
+    )
 }
 
 /// `rows` random weight rows of `n` values of `ty` and `batch` activation rows, each row

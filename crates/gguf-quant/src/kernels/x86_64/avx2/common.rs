@@ -143,37 +143,28 @@ pub(super) fn prefetch(p: *const u8, ahead: usize) {
     }
 }
 
-/// Sums `d * v` over the blocks of each of `R` rows (`block(row, i)`), two blocks per step into
-/// two accumulators per row, so consecutive fused multiply-adds do not wait on each other.
-/// Every row is summed in the same order whatever `R` is, so a row's result does not depend on
-/// the rows computed beside it.
+/// Sums `d * v` over the blocks of each of `R` rows (`block(row, i)`) into one accumulator per
+/// row, block after block, then adds its lanes: the order of ggml's AVX2 `vec_dot` for Q4_0,
+/// Q5_0 and Q8_0 (and of tinyBLAS, which llama.cpp's batched products use), so a row's result
+/// is llama.cpp's bit for bit. The `R` rows' chains run side by side, which hides the latency
+/// of each row's dependent fused multiply-adds. Every row is summed in the same order whatever
+/// `R` is, so a row's result does not depend on the rows computed beside it.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) fn two_accumulators<const R: usize>(
+pub(super) fn one_accumulator<const R: usize>(
     blocks: usize,
     block: impl Fn(usize, usize) -> (__m256, __m256),
 ) -> [f32; R] {
-    let mut acc0 = [_mm256_setzero_ps(); R];
-    let mut acc1 = [_mm256_setzero_ps(); R];
-    let mut i = 0;
-    while i + 1 < blocks {
-        for r in 0..R {
-            let (d0, v0) = block(r, i);
-            let (d1, v1) = block(r, i + 1);
-            acc0[r] = _mm256_fmadd_ps(d0, v0, acc0[r]);
-            acc1[r] = _mm256_fmadd_ps(d1, v1, acc1[r]);
-        }
-        i += 2;
-    }
-    if i < blocks {
-        for (r, acc) in acc0.iter_mut().enumerate() {
-            let (d0, v0) = block(r, i);
-            *acc = _mm256_fmadd_ps(d0, v0, *acc);
+    let mut acc = [_mm256_setzero_ps(); R];
+    for i in 0..blocks {
+        for (r, acc) in acc.iter_mut().enumerate() {
+            let (d, v) = block(r, i);
+            *acc = _mm256_fmadd_ps(d, v, *acc);
         }
     }
     let mut sums = [0f32; R];
     for r in 0..R {
-        sums[r] = hsum(_mm256_add_ps(acc0[r], acc1[r]));
+        sums[r] = hsum(acc[r]);
     }
     sums
 }
@@ -199,16 +190,18 @@ unsafe fn f16_products4(w: *const u8, w_size: usize, a: *const u8, a_size: usize
 }
 
 /// Sums `d_i * v_i` over the blocks, where `d_i` is the product of the f16 scales that start
-/// block i of `w` and `a` and `v_i` the eight i32 lane sums `block(i)`. Four blocks per step
-/// share one f16 conversion per operand for their scales (7% faster for Q5_0 than converting
-/// each block's pair on its own) and feed two accumulators.
+/// block i of `w` and `a` and `v_i` the eight i32 lane sums `block(i)`, in the order of ggml's
+/// AVX2 `vec_dot` for the type: one accumulator (`PAIRED` false: Q5_0), or, for IQ4_NL
+/// (`PAIRED` true), even blocks into one and odd blocks into another, added before the lanes.
+/// Four blocks per step share one f16 conversion per operand for their scales (7% faster for
+/// Q5_0 than converting each block's pair on its own).
 ///
 /// # Safety
 /// `w` and `a` must point to `blocks` blocks of `w_size` and `a_size` bytes, each starting
 /// with its f16 scale.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn scaled_blocks(
+pub(super) unsafe fn scaled_blocks<const PAIRED: bool>(
     blocks: usize,
     w: *const u8,
     w_size: usize,
@@ -222,21 +215,34 @@ pub(super) unsafe fn scaled_blocks(
     while i + 4 <= blocks {
         // SAFETY: blocks i..i + 4 of each operand are in bounds (caller).
         let d = unsafe { f16_products4(w.add(i * w_size), w_size, a.add(i * a_size), a_size) };
-        acc0 = _mm256_fmadd_ps(_mm256_broadcastss_ps(d), v(i), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(d)), v(i + 1), acc1);
-        acc0 = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehl_ps(d, d)), v(i + 2), acc0);
-        acc1 = _mm256_fmadd_ps(
+        let ds = [
+            _mm256_broadcastss_ps(d),
+            _mm256_broadcastss_ps(_mm_movehdup_ps(d)),
+            _mm256_broadcastss_ps(_mm_movehl_ps(d, d)),
             _mm256_broadcastss_ps(_mm_shuffle_ps::<0xFF>(d, d)),
-            v(i + 3),
-            acc1,
-        );
+        ];
+        for (k, d) in ds.into_iter().enumerate() {
+            if PAIRED && k % 2 == 1 {
+                acc1 = _mm256_fmadd_ps(d, v(i + k), acc1);
+            } else {
+                acc0 = _mm256_fmadd_ps(d, v(i + k), acc0);
+            }
+        }
         i += 4;
     }
     while i < blocks {
         // SAFETY: block i of each operand is in bounds (caller).
         let d = unsafe { f16_product(w.add(i * w_size), a.add(i * a_size)) };
-        acc0 = _mm256_fmadd_ps(d, v(i), acc0);
+        if PAIRED && i % 2 == 1 {
+            acc1 = _mm256_fmadd_ps(d, v(i), acc1);
+        } else {
+            acc0 = _mm256_fmadd_ps(d, v(i), acc0);
+        }
         i += 1;
     }
-    hsum(_mm256_add_ps(acc0, acc1))
+    if PAIRED {
+        hsum(_mm256_add_ps(acc0, acc1))
+    } else {
+        hsum(acc0)
+    }
 }

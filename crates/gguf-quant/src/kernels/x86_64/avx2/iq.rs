@@ -41,7 +41,7 @@ unsafe fn iq4_nl_q8_0_avx2(blocks: usize, w: *const u8, a: *const u8) -> f32 {
     };
     const _: () = assert!(offset_of!(BlockIq4Nl, d) == 0 && offset_of!(BlockQ8_0, d) == 0);
     // SAFETY: the caller's guarantee, and both block types start with their f16 scale.
-    unsafe { scaled_blocks(blocks, w, W, a, A, block) }
+    unsafe { scaled_blocks::<true>(blocks, w, W, a, A, block) }
 }
 
 /// # Safety

@@ -5,7 +5,7 @@ use std::arch::x86_64::*;
 use std::mem::offset_of;
 
 use super::common::{
-    dot_i8, dot_u8_i8, f16_product, hsum, nibbles, prefetch, scaled_blocks, two_accumulators,
+    dot_i8, dot_u8_i8, f16_product, hsum, nibbles, one_accumulator, prefetch, scaled_blocks,
 };
 use crate::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
 
@@ -27,7 +27,7 @@ unsafe fn q8_0_q8_0_avx2<const R: usize>(
     const SIZE: usize = size_of::<BlockQ8_0>();
     const D: usize = offset_of!(BlockQ8_0, d);
     const QS: usize = offset_of!(BlockQ8_0, qs);
-    // SAFETY: `two_accumulators` calls this only for r < R and i < blocks, so block i of each
+    // SAFETY: `one_accumulator` calls this only for r < R and i < blocks, so block i of each
     // operand is in bounds (caller); loads are unaligned.
     let block = |r: usize, i: usize| unsafe {
         let (bw, ba) = (ws[r].add(i * SIZE), a.add(i * SIZE));
@@ -39,7 +39,7 @@ unsafe fn q8_0_q8_0_avx2<const R: usize>(
             _mm256_cvtepi32_ps(dot_i8(x, y)),
         )
     };
-    two_accumulators(blocks, block)
+    one_accumulator(blocks, block)
 }
 
 /// # Safety
@@ -52,7 +52,7 @@ unsafe fn q4_0_q8_0_avx2<const R: usize>(
     a: *const u8,
 ) -> [f32; R] {
     let eight = _mm256_set1_epi8(8);
-    // SAFETY: `two_accumulators` calls this only for r < R and i < blocks, so block i of each
+    // SAFETY: `one_accumulator` calls this only for r < R and i < blocks, so block i of each
     // operand is in bounds (caller); loads are unaligned.
     let block = |r: usize, i: usize| unsafe {
         let bw = ws[r].add(i * size_of::<BlockQ4_0>());
@@ -71,7 +71,7 @@ unsafe fn q4_0_q8_0_avx2<const R: usize>(
         let (dw, da) = (offset_of!(BlockQ4_0, d), offset_of!(BlockQ8_0, d));
         (f16_product(bw.add(dw), ba.add(da)), _mm256_cvtepi32_ps(v))
     };
-    two_accumulators(blocks, block)
+    one_accumulator(blocks, block)
 }
 
 /// # Safety
@@ -190,7 +190,7 @@ unsafe fn q5_0_q8_0_avx2(blocks: usize, w: *const u8, a: *const u8) -> f32 {
     };
     const _: () = assert!(offset_of!(BlockQ5_0, d) == 0 && offset_of!(BlockQ8_0, d) == 0);
     // SAFETY: the caller's guarantee, and both block types start with their f16 scale.
-    unsafe { scaled_blocks(blocks, w, W, a, A, block) }
+    unsafe { scaled_blocks::<false>(blocks, w, W, a, A, block) }
 }
 
 /// # Safety
