@@ -307,40 +307,29 @@ fn run_theirs(
         .collect()
 }
 
+/// The arguments both tools share for the load rows: one greedy token after the prompt.
+fn load_args(threads: usize) -> Vec<String> {
+    let mut args: Vec<String> = ["-p", LOAD_PROMPT, "-n", "1", "--temp", "0", "-c", LOAD_CTX]
+        .map(String::from)
+        .to_vec();
+    args.extend(["-t".to_string(), threads.to_string()]);
+    args
+}
+
 /// `gguf generate -n 1` on `model`: (seconds from start to exit, peak RSS in MiB).
 fn load_ours(gguf: &Path, model: &Path, threads: usize) -> Result<(f64, f64)> {
     let mut cmd = Command::new(gguf);
-    cmd.arg("generate").arg(model).args([
-        "-p",
-        LOAD_PROMPT,
-        "-n",
-        "1",
-        "--temp",
-        "0",
-        "-c",
-        LOAD_CTX,
-        "-t",
-        &threads.to_string(),
-    ]);
+    cmd.arg("generate").arg(model).args(load_args(threads));
     measure(cmd, "gguf generate")
 }
 
-/// `llama-completion -n 1` on `model`, as [`load_ours`].
+/// `llama-completion -n 1` on `model`, as [`load_ours`] (not in conversation mode).
 fn load_theirs(llama_completion: &Path, model: &Path, threads: usize) -> Result<(f64, f64)> {
     let mut cmd = Command::new(llama_completion);
-    cmd.arg("-m").arg(model).args([
-        "-p",
-        LOAD_PROMPT,
-        "-n",
-        "1",
-        "--temp",
-        "0",
-        "-c",
-        LOAD_CTX,
-        "-t",
-        &threads.to_string(),
-        "-no-cnv",
-    ]);
+    cmd.arg("-m")
+        .arg(model)
+        .args(load_args(threads))
+        .arg("-no-cnv");
     measure(cmd, "llama-completion")
 }
 

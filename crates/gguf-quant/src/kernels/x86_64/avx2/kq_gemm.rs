@@ -604,68 +604,25 @@ rows_of!(q3_k_rows, kquants::q3_k_q8_k);
 rows_of!(q2_k_rows, kquants::q2_k_q8_k);
 rows_of!(iq4_xs_rows, iq::iq4_xs_q8_k);
 
-pub(super) fn q6_k_gemm(
-    n: usize,
-    w: &[u8],
-    rb: usize,
-    a: &[u8],
-    ar: usize,
-    out: &mut [&mut [f32]],
-) {
-    gemm::<Q6K>(n, w, rb, a, ar, out, kquants::q6_k_q8_k_rows)
+/// Defines the [`GemmFn`](crate::kernels::GemmFn) `$name` for the format `$format`, whose
+/// batches below the tiled floor run `$rows`.
+macro_rules! kq_gemm {
+    ($name:ident, $format:ty, $rows:path) => {
+        pub(super) fn $name(
+            n: usize,
+            w: &[u8],
+            rb: usize,
+            a: &[u8],
+            ar: usize,
+            out: &mut [&mut [f32]],
+        ) {
+            gemm::<$format>(n, w, rb, a, ar, out, $rows)
+        }
+    };
 }
-
-pub(super) fn q5_k_gemm(
-    n: usize,
-    w: &[u8],
-    rb: usize,
-    a: &[u8],
-    ar: usize,
-    out: &mut [&mut [f32]],
-) {
-    gemm::<Q5K>(n, w, rb, a, ar, out, q5_k_rows)
-}
-
-pub(super) fn q4_k_gemm(
-    n: usize,
-    w: &[u8],
-    rb: usize,
-    a: &[u8],
-    ar: usize,
-    out: &mut [&mut [f32]],
-) {
-    gemm::<Q4K>(n, w, rb, a, ar, out, kquants::q4_k_q8_k_rows)
-}
-
-pub(super) fn q3_k_gemm(
-    n: usize,
-    w: &[u8],
-    rb: usize,
-    a: &[u8],
-    ar: usize,
-    out: &mut [&mut [f32]],
-) {
-    gemm::<Q3K>(n, w, rb, a, ar, out, q3_k_rows)
-}
-
-pub(super) fn q2_k_gemm(
-    n: usize,
-    w: &[u8],
-    rb: usize,
-    a: &[u8],
-    ar: usize,
-    out: &mut [&mut [f32]],
-) {
-    gemm::<Q2K>(n, w, rb, a, ar, out, q2_k_rows)
-}
-
-pub(super) fn iq4_xs_gemm(
-    n: usize,
-    w: &[u8],
-    rb: usize,
-    a: &[u8],
-    ar: usize,
-    out: &mut [&mut [f32]],
-) {
-    gemm::<Iq4Xs>(n, w, rb, a, ar, out, iq4_xs_rows)
-}
+kq_gemm!(q6_k_gemm, Q6K, kquants::q6_k_q8_k_rows);
+kq_gemm!(q5_k_gemm, Q5K, q5_k_rows);
+kq_gemm!(q4_k_gemm, Q4K, kquants::q4_k_q8_k_rows);
+kq_gemm!(q3_k_gemm, Q3K, q3_k_rows);
+kq_gemm!(q2_k_gemm, Q2K, q2_k_rows);
+kq_gemm!(iq4_xs_gemm, Iq4Xs, iq4_xs_rows);
