@@ -105,6 +105,16 @@ fn ci() -> Result<()> {
         "benches in test mode",
         cargo().args(["test", "--workspace", "--benches"]),
     )?;
+    // The kernels' crate again with the process told to use the scalar kernels: the dispatch,
+    // products and pool on the fallback path every CPU has (the SIMD tables are still tested
+    // against their twins). The model tests compare with llama.cpp's AVX2 build, whose
+    // activation rounding the scalar path does not follow, so they are not repeated here.
+    run(
+        "gguf-quant with the scalar kernels forced (GGUF_FORCE_SCALAR=1)",
+        cargo()
+            .args(["test", "-p", "gguf-quant"])
+            .env("GGUF_FORCE_SCALAR", "1"),
+    )?;
     aarch64_tests()
 }
 
