@@ -228,6 +228,17 @@ fn test_name(n_prompt: u64, n_gen: u64, depth: u64) -> String {
     }
 }
 
+/// The JSON a benchmark run printed, or why there is none.
+fn json_output(out: std::io::Result<std::process::Output>, what: &str) -> Result<Value> {
+    let out = out.with_context(|| format!("running {what}"))?;
+    ensure!(
+        out.status.success(),
+        "{what} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).with_context(|| format!("{what} printed no JSON"))
+}
+
 fn run_ours(
     gguf: &Path,
     model: &Path,
@@ -246,15 +257,8 @@ fn run_ours(
             &reps.to_string(),
             "--json",
         ])
-        .output()
-        .context("running gguf bench")?;
-    ensure!(
-        out.status.success(),
-        "gguf bench failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout)?;
-    v["results"]
+        .output();
+    json_output(out, "gguf bench")?["results"]
         .as_array()
         .context("gguf bench --json has no results")?
         .iter()
@@ -286,15 +290,9 @@ fn run_theirs(
             "-o",
             "json",
         ])
-        .output()
-        .context("running llama-bench")?;
-    ensure!(
-        out.status.success(),
-        "llama-bench failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout)?;
-    v.as_array()
+        .output();
+    json_output(out, "llama-bench")?
+        .as_array()
         .context("llama-bench -o json printed no array")?
         .iter()
         .map(|r| {

@@ -13,7 +13,7 @@ use gguf_format::{GgufFile, TensorInfo, Value};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{json, Value as Json};
 
-use crate::inspect::{value_json, value_text, ARRAY_PREVIEW};
+use crate::inspect::{float_json, value_json, value_text, ARRAY_PREVIEW};
 use crate::models;
 use crate::output::out;
 use crate::tensors::for_each_chunk;
@@ -380,14 +380,9 @@ fn tensor_json(t: &TensorInfo<'_>) -> Json {
     json!({ "type": t.ggml_type.name(), "shape": t.shape() })
 }
 
+/// An f64 as JSON, non-finite values as strings (as `inspect --json` writes them).
 fn float(v: f64) -> Json {
-    if v.is_finite() {
-        json!(v)
-    } else if v.is_nan() {
-        json!("NaN")
-    } else {
-        json!(if v > 0.0 { "inf" } else { "-inf" })
-    }
+    float_json(v, v.to_string())
 }
 
 impl Report<'_> {

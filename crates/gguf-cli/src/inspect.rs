@@ -70,7 +70,7 @@ pub const ARRAY_PREVIEW: usize = 16;
 
 /// A float as JSON: the shortest decimal that reads back to the same `f32`/`f64`; non-finite
 /// values as the strings `"NaN"`, `"inf"`, `"-inf"`.
-fn float_json(v: f64, shortest: String) -> Json {
+pub fn float_json(v: f64, shortest: String) -> Json {
     if v.is_finite() {
         shortest
             .parse::<f64>()

@@ -78,10 +78,7 @@ const SLAB_VALUES: usize = 64 << 20;
 
 /// A ggml type by its name, any case (`q8_0`, `Q6_K`, `f16`).
 fn ggml_type_named(name: &str) -> Result<GgmlType> {
-    (0..64u32)
-        .filter_map(GgmlType::from_id_opt)
-        .find(|t| t.name().eq_ignore_ascii_case(name))
-        .with_context(|| format!("unknown ggml type '{name}'"))
+    GgmlType::from_name(name).with_context(|| format!("unknown ggml type '{name}'"))
 }
 
 /// The value of a count that may be per layer (then the first layer's).
@@ -105,10 +102,6 @@ fn facts(file: &GgufFile<'_>) -> Result<ModelFacts> {
         n_expert: first_u32(key("expert_count")).unwrap_or(0),
         arch,
     })
-}
-
-fn is_float(ty: GgmlType) -> bool {
-    matches!(ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16)
 }
 
 /// Runs `gguf quantize`.
@@ -225,7 +218,7 @@ pub fn quantize(a: QuantizeArgs) -> Result<()> {
                 to.name()
             );
         }
-        if !is_float(t.ggml_type) && !a.allow_requantize {
+        if t.ggml_type.is_quantized() && !a.allow_requantize {
             bail!(
                 "{name}: tensor {} is already quantized ({}); requantizing to {} needs --allow-requantize (quality suffers: quantize from F32, F16 or BF16 where you can)",
                 t.name,
@@ -247,7 +240,7 @@ pub fn quantize(a: QuantizeArgs) -> Result<()> {
         && tensors
             .iter()
             .zip(&plan.types)
-            .any(|(t, &to)| to != t.ggml_type && !is_float(t.ggml_type))
+            .any(|(t, &to)| to != t.ggml_type && t.ggml_type.is_quantized())
     {
         eprintln!("note: requantizing: quantized tensors are dequantized to f32 first");
     }

@@ -272,20 +272,6 @@ fn requires_imatrix(name: &str, ty: GgmlType, ft: FileType) -> bool {
     }
 }
 
-fn is_quantized(ty: GgmlType) -> bool {
-    !matches!(
-        ty,
-        GgmlType::F32
-            | GgmlType::F16
-            | GgmlType::BF16
-            | GgmlType::F64
-            | GgmlType::I8
-            | GgmlType::I16
-            | GgmlType::I32
-            | GgmlType::I64
-    )
-}
-
 /// The counters the mixture rules keep while walking the tensors.
 struct State<'f> {
     ft: FileType,
@@ -359,7 +345,7 @@ fn choose(
     default: GgmlType,
     options: &PlanOptions<'_>,
 ) -> Result<GgmlType> {
-    if !is_quantized(default) {
+    if !default.is_quantized() {
         return Ok(default);
     }
     let manual = options.tensor_type.and_then(|f| f(t.name));
