@@ -10,6 +10,13 @@ use gguf_model::{Model, SamplerConfig, SessionOptions};
 use gguf_test_support::{real_model, token_ids as ids};
 use serde_json::Value;
 
+/// Whether this process's kernels sum in llama.cpp's AVX2 order: on AVX2, and with the scalar
+/// kernels, which keep that order for every type of the real models (`gguf_quant` docs, "The
+/// same numbers on every machine"); NEON keeps its own.
+fn keeps_avx2_order() -> bool {
+    gguf_quant::isa() != gguf_quant::Isa::Neon
+}
+
 fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data")
@@ -125,7 +132,7 @@ fn first_logits_are_close_to_llama_cpp() {
     eprintln!("KL(llama.cpp || ours) = {kl:.6}; {differing} logits differ from llama.cpp's");
     assert!(kl < 0.005, "KL {kl}");
     assert_eq!(gguf_model::argmax(logits), gguf_model::argmax(&expected));
-    if gguf_quant::isa() == gguf_quant::Isa::Avx2 {
+    if keeps_avx2_order() {
         // Every sum in llama.cpp's AVX2 order: its logits exactly.
         assert_eq!(differing, 0, "logits that differ from llama.cpp's");
     }
@@ -159,7 +166,7 @@ fn perplexity_is_within_one_percent_of_llama_cpp() {
         rel * 100.0
     );
     assert!(rel < 0.01, "PPL {} vs {expected}", result.ppl);
-    if gguf_quant::isa() == gguf_quant::Isa::Avx2 {
+    if keeps_avx2_order() {
         // The same logits as llama.cpp's: the same value to the 4 decimals it prints.
         assert!(
             (result.ppl - expected).abs() < 5e-5,
@@ -468,7 +475,7 @@ fn gemma3_greedy_completions_equal_llama_cpp() {
          largest change of llama.cpp's top-2 gap: {margin_moved:.4}; of its top-5 logits: \
          {top5_moved:e}"
     );
-    if gguf_quant::isa() == gguf_quant::Isa::Avx2 {
+    if keeps_avx2_order() {
         // The reference ran llama.cpp's AVX2 kernels, whose every sum ours follow: all seven
         // completions are llama.cpp's, and every logit of its top five at every step is its
         // float, bit for bit (through the near-tie of 0.0019 of the 660-token prompt).
@@ -598,7 +605,7 @@ fn gemma3_first_logits_are_close_to_llama_cpp() {
     assert!(shifted < bound("max_abs_diff_after_mean"), "{shifted}");
     assert!(top100 < bound("max_abs_logsoftmax_diff_top100"), "{top100}");
     assert_eq!(gguf_model::argmax(logits), gguf_model::argmax(&expected));
-    if gguf_quant::isa() == gguf_quant::Isa::Avx2 {
+    if keeps_avx2_order() {
         // Every product, norm and attention sum in llama.cpp's AVX2 order: its logits exactly.
         let differing = logits
             .iter()
@@ -643,7 +650,7 @@ fn gemma3_perplexity_is_within_one_percent_of_llama_cpp() {
         rel * 100.0
     );
     assert!(rel < 0.01, "PPL {} vs {expected}", result.ppl);
-    if gguf_quant::isa() == gguf_quant::Isa::Avx2 {
+    if keeps_avx2_order() {
         // The same logits as llama.cpp's: the same value to the 4 decimals it prints.
         assert!(
             (result.ppl - expected).abs() < 5e-5,

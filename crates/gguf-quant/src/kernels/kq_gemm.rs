@@ -1,7 +1,8 @@
 //! The order of llama.cpp's tiled K-quant matrix product (ggml-cpu's `tiled/`), which its x86
 //! builds use for the batched products of Q6_K, Q5_K, Q4_K, Q3_K, Q2_K and IQ4_XS weights (not
 //! repacked ones) against at least [`MIN_BATCH`] activation rows; below that they run the
-//! row-by-row `vec_dot`. Here: the floor, and the scalar twins of the AVX2 GEMM kernels.
+//! row-by-row `vec_dot`. Here: the floor, and the scalar twins of the AVX2 GEMM kernels (which
+//! the scalar ISA runs for Q6_K and Q4_K, see `lanes`).
 //!
 //! For one output (weight row, activation row) the tiled kernel keeps one f32 accumulator,
 //! starting at 0, and adds one term per super-block, in order:
@@ -17,9 +18,6 @@
 //! The stored result is `acc`. The kernel's tile sizes, its narrow path for batches of at most
 //! 16 rows and its thread split change where this runs, never this order, so results do not
 //! depend on them.
-
-// The twins run only in tests (`simd_tests`); the floor is read by the x86 kernels only.
-#![cfg_attr(not(test), allow(dead_code))]
 
 use super::GemmFn;
 use crate::blocks::field;
@@ -182,6 +180,20 @@ fn unpack_iq4_xs(x: &[u8]) -> Unpacked {
         u.scale[2 * ib + 1] = ls - 32;
     }
     u
+}
+
+/// The unpacker of a K-quant super-block (and IQ4_XS's), which `lanes` also builds on.
+pub(crate) fn unpacker(ty: GgmlType) -> Option<fn(&[u8]) -> Unpacked> {
+    use GgmlType::*;
+    Some(match ty {
+        Q6_K => unpack_q6_k,
+        Q5_K => unpack_q5_k,
+        Q4_K => unpack_q4_k,
+        Q3_K => unpack_q3_k,
+        Q2_K => unpack_q2_k,
+        IQ4_XS => unpack_iq4_xs,
+        _ => return None,
+    })
 }
 
 /// One output of the tiled product: weight row `w` (`blocks` super-blocks of `size` bytes)

@@ -138,14 +138,16 @@ macro_rules! vec_kernels {
 
 #[cfg(target_arch = "aarch64")]
 mod aarch64;
-#[cfg(test)]
-mod gemm_scalar;
+mod activations;
 mod kq_gemm;
+mod lanes;
 mod matmul;
 pub(crate) mod packed_scalar;
 #[cfg(test)]
 mod packed_tests;
 mod scalar;
+#[cfg(test)]
+mod scalar_tests;
 #[cfg(test)]
 mod simd_tests;
 #[cfg(target_arch = "x86_64")]
@@ -318,24 +320,41 @@ pub fn isa() -> Isa {
     *ISA.get_or_init(detect)
 }
 
-/// The kernel for weights of type `ty` on `isa`, if there is one (the scalar one where the ISA
-/// has none).
+/// The kernel for weights of type `ty` on `isa`, if there is one: the ISA's, else the portable
+/// one in AVX2's order (`lanes`), else ggml's generic one (`scalar`).
 pub(crate) fn kernel_for(ty: GgmlType, isa: Isa) -> Option<DotFn> {
     simd(isa)
         .and_then(|k| (k.dot)(ty))
+        .or_else(|| lanes::dot(ty))
         .or_else(|| scalar::kernel(ty))
 }
 
-/// The packed-layout products for weights of type `ty` on this process's ISA, if it has them.
-pub(crate) fn packed_kernels(ty: GgmlType) -> Option<PackedKernels> {
-    simd(isa()).and_then(|k| (k.packed)(ty))
+/// The batched product for weights of type `ty` on `isa`, if there is one: the ISA's, and on
+/// the scalar ISA the portable one in AVX2's order (NEON computes batches with its own
+/// several-rows kernels).
+fn gemm_for(ty: GgmlType, isa: Isa) -> Option<GemmFn> {
+    match simd(isa) {
+        Some(k) => (k.gemm)(ty),
+        None => lanes::gemm(ty),
+    }
 }
 
-/// The quantizer of activation type `act` on `isa`: the ISA's, else the reference quantizer.
+/// The packed-layout products for weights of type `ty` on this process's ISA, if it has them.
+/// The scalar ISA packs what AVX2 packs, with the portable twins, so that its products follow
+/// the same order.
+pub(crate) fn packed_kernels(ty: GgmlType) -> Option<PackedKernels> {
+    match simd(isa()) {
+        Some(k) => (k.packed)(ty),
+        None => (ty == GgmlType::Q4_K).then_some(packed_scalar::Q4_K_X8),
+    }
+}
+
+/// The quantizer of activation type `act` on `isa`: the ISA's, else the portable one (both
+/// write the same bytes, see `activations`).
 fn activation_quantizer(act: GgmlType, isa: Isa) -> Option<QuantFn> {
     simd(isa)
         .and_then(|k| (k.quantize)(act))
-        .or_else(|| crate::quant::kernel(act))
+        .or_else(|| activations::kernel(act))
 }
 
 fn kernel(ty: GgmlType) -> Result<DotFn> {
@@ -353,7 +372,7 @@ pub(crate) fn kernels(ty: GgmlType) -> Result<Kernels> {
                 Some(Kernels {
                     dot: kernel_for(ty, isa)?,
                     rows: simd(isa).and_then(|k| (k.rows)(ty)),
-                    gemm: simd(isa).and_then(|k| (k.gemm)(ty)),
+                    gemm: gemm_for(ty, isa),
                     quantize: activation_quantizer(vec_dot_type(ty), isa)?,
                 })
             })
@@ -370,10 +389,10 @@ pub(crate) fn kernels(ty: GgmlType) -> Result<Kernels> {
 }
 
 /// Quantizes activations `x` to `vec_dot_type(weight_type)` into `out` (resized as needed), as
-/// llama.cpp's matrix products do on this CPU: with AVX2, ggml's x86 `quantize_row_q8_0`/`q8_1`
-/// (inverse scale `127 / amax`, ties to even), which differ from the reference quantizer in a
-/// few values per thousand; otherwise (and for Q8_K, where ggml uses it everywhere) the
-/// reference quantizer, as ggml's generic code does.
+/// llama.cpp's matrix products do on an x86 machine, whatever this CPU is: Q8_0 and Q8_1 as
+/// ggml's x86 `quantize_row_q8_0`/`q8_1` (inverse scale `127 / amax`, ties to even), which
+/// differ from the reference quantizer in a few values per thousand; Q8_K with the reference
+/// quantizer, which ggml uses everywhere. The bytes do not depend on the instruction set.
 pub fn quantize_activations(weight_type: GgmlType, x: &[f32], out: &mut Vec<u8>) -> Result<()> {
     let act = vec_dot_type(weight_type);
     out.resize(crate::row_bytes(act, x.len())?, 0);

@@ -18,8 +18,7 @@ use crate::packed::{Q4K_X8_D, Q4K_X8_DMIN, Q4K_X8_MINS, Q4K_X8_QS, Q4K_X8_SCALES
 
 use super::PackedKernels;
 
-/// The scalar twins of the Q4_K layout's products.
-#[allow(dead_code)] // Used by the tests; the packed path runs only where a SIMD table has it.
+/// The scalar twins of the Q4_K layout's products, and the scalar ISA's kernels for it.
 pub(crate) const Q4_K_X8: PackedKernels = PackedKernels {
     gemv: q4_k_x8_gemv,
     gemm4: q4_k_x8_gemm4,

@@ -4,7 +4,7 @@
 //!
 //! Integer partial sums are exact, so they are formed in whatever order is convenient; every
 //! floating-point operation is the one ggml performs, in ggml's order, so the results are
-//! bit-identical (checked by `tests/dot_reference.rs`).
+//! bit-identical (checked by `scalar_tests.rs`).
 //!
 //! Fused multiply-adds: ggml is built with `-march=native` and GCC's default
 //! `-ffp-contract=fast`, and on an FMA machine GCC fuses some `a * b + c` of these kernels into

@@ -215,6 +215,37 @@ fn simd_dot_kernels_match_scalar_within_reordering_bound() {
     }
 }
 
+/// The AVX2 dot kernels equal the portable kernels in their order (`lanes`, which the scalar
+/// ISA runs) bit for bit, so a machine without AVX2 computes the same numbers for these types.
+/// (NEON's kernels keep their own order, within the bound above.)
+#[test]
+fn avx2_dot_kernels_equal_the_portable_ones_bit_for_bit() {
+    let mut rng = Rng(0x1A2E_5000_0000_0001);
+    let Some(k) = simd(Isa::Avx2) else {
+        eprintln!("skipping: no AVX2");
+        return;
+    };
+    let mut checked = 0;
+    for ty in all_types() {
+        let (Some(simd), Some(portable)) = ((k.dot)(ty), super::lanes::dot(ty)) else {
+            continue;
+        };
+        for_random_rows(ty, &mut rng, |n, w, a| {
+            let (s, p) = (simd(n, w, a), portable(n, w, a));
+            assert_eq!(
+                s.to_bits(),
+                p.to_bits(),
+                "{ty} n={n}: avx2 {s} vs portable {p}"
+            );
+        });
+        checked += 1;
+    }
+    assert_eq!(
+        checked, 12,
+        "Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL, Q2_K..Q6_K and IQ4_XS"
+    );
+}
+
 /// Every several-rows kernel equals its ISA's one-row kernel bit for bit, row by row, for
 /// counts of rows that fill the kernels' groups and leave a remainder.
 #[test]
@@ -296,7 +327,7 @@ fn run_gemm_legacy(
     out
 }
 
-/// Every SIMD GEMM kernel equals its scalar twin (`gemm_scalar`) bit for bit on random shapes:
+/// Every SIMD GEMM kernel equals its scalar twin (`lanes`) bit for bit on random shapes:
 /// 1 to 18 blocks per row, batches of 2 to 9 activation rows, row counts that do not fill the
 /// kernels' tiles, rows with and without padding. Its outputs do not depend on the tiling
 /// either: the product of a few of the weight rows with two of the activation rows gives the
@@ -312,7 +343,7 @@ fn simd_legacy_gemm_kernels_equal_their_twins_bit_for_bit() {
             if super::kq_gemm::tiled_twin(ty).is_some() {
                 continue; // the K-quants' test below
             }
-            let twin = super::gemm_scalar::twin(ty)
+            let twin = super::lanes::gemm(ty)
                 .unwrap_or_else(|| panic!("{name}: a {ty} GEMM kernel without a scalar twin"));
             let shapes = [
                 (1, 2),
@@ -415,8 +446,9 @@ fn run_gemm(
     out
 }
 
-/// Every GEMM kernel equals its scalar twin bit for bit from the twin's batch floor up, and
-/// the ISA's row-by-row kernels below it, on random shapes: batches of 2 to 20 activation
+/// Every K-quant GEMM kernel equals its scalar twin bit for bit from the twin's batch floor up,
+/// and the ISA's row-by-row kernels below it (AVX2's: the portable batched product at every
+/// batch), on random shapes: batches of 2 to 20 activation
 /// rows, weight rows that fill no tile evenly; and each result is the same whatever rows are
 /// computed with it (so the thread split cannot change it).
 #[test]
@@ -425,10 +457,13 @@ fn simd_gemm_kernels_equal_their_twins_bit_for_bit() {
     for (isa, k) in simd_isas() {
         for ty in all_types() {
             let Some(gemm) = (k.gemm)(ty) else { continue };
-            if super::gemm_scalar::twin(ty).is_some() {
+            if super::kq_gemm::tiled_twin(ty).is_none() {
                 continue; // the legacy types' test above
             }
             let (twin, floor) = gemm_twin(isa, ty);
+            // The scalar ISA's batched product, which must give the same bits at every batch.
+            let portable = super::lanes::gemm(ty)
+                .unwrap_or_else(|| panic!("{ty}: no portable batched product"));
             let per = ty.block_size() as usize;
             let act = vec_dot_type(ty);
             for (blocks, rows) in [(1, 1), (3, 5), (2, 17), (1, 35), (4, 9)] {
@@ -472,6 +507,10 @@ fn simd_gemm_kernels_equal_their_twins_bit_for_bit() {
                         "{} {ty}: {rows} rows of {n} x batch {batch}",
                         isa.name()
                     );
+                    if isa == Isa::Avx2 {
+                        let scalar = run_gemm(portable, n, &w, row_bytes, 0..rows, &a, act_row);
+                        assert_eq!(bits(&ours), bits(&scalar), "{ty}: portable, batch {batch}");
+                    }
                     // The rows from 1 on, computed without row 0, give the same bits.
                     if rows > 1 {
                         let rest = run_gemm(gemm, n, &w, row_bytes, 1..rows, &a, act_row);
@@ -489,50 +528,13 @@ fn simd_gemm_kernels_equal_their_twins_bit_for_bit() {
     }
 }
 
-/// ggml's x86 `quantize_row_q8_0` (`with_sum == false`) and `quantize_row_q8_1` in scalar
-/// code, lane for lane: the twin of the AVX2 activation quantizers. `maxps` returns its second
-/// operand unless the first is greater (so NaN wins only from the right), the conversion
-/// rounds to nearest even and turns NaN and out-of-range values into `i32::MIN`, and the packs
-/// saturate to i8; Q8_1's sum adds the unsaturated values with wrapping.
-fn ggml_x86_q8(x: &[f32], out: &mut [u8], with_sum: bool) {
-    let maxps = |a: f32, b: f32| if a > b { a } else { b };
-    let size = if with_sum { 36 } else { 34 };
-    for (xb, yb) in x.chunks_exact(32).zip(out.chunks_exact_mut(size)) {
-        let lanes: [f32; 8] =
-            std::array::from_fn(|l| (1..4).fold(xb[l].abs(), |m, k| maxps(m, xb[8 * k + l].abs())));
-        let m: [f32; 4] = std::array::from_fn(|j| maxps(lanes[4 + j], lanes[j]));
-        let amax = maxps(maxps(m[0], m[2]), maxps(m[1], m[3]));
-        let d = amax / 127.0;
-        let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
-        let q: Vec<i32> = xb
-            .iter()
-            .map(|&v| {
-                let r = (v * id).round_ties_even();
-                if (-2_147_483_648.0..2_147_483_648.0).contains(&r) {
-                    r as i32
-                } else {
-                    i32::MIN
-                }
-            })
-            .collect();
-        yb[..2].copy_from_slice(&crate::fp::f16_bytes(d));
-        if with_sum {
-            let sum = q.iter().fold(0i32, |s, &v| s.wrapping_add(v));
-            yb[2..4].copy_from_slice(&crate::fp::f16_bytes(d * sum as f32));
-        }
-        for (y, &v) in yb[size - 32..].iter_mut().zip(&q) {
-            *y = v.clamp(-128, 127) as i8 as u8;
-        }
-    }
-}
-
 /// The scalar twin of `isa`'s quantizer of activation type `act`. Panics for a quantizer
 /// without one, so that it cannot ship untested.
 fn quantizer_twin(isa: Isa, act: GgmlType) -> QuantFn {
     match (isa, act) {
-        (Isa::Avx2, GgmlType::Q8_0) => |x, out| ggml_x86_q8(x, out, false),
-        (Isa::Avx2, GgmlType::Q8_1) => |x, out| ggml_x86_q8(x, out, true),
-        (_, GgmlType::Q8_K) => crate::quant::kernel(act).expect("reference Q8_K quantizer"),
+        (Isa::Avx2, GgmlType::Q8_0 | GgmlType::Q8_1) | (_, GgmlType::Q8_K) => {
+            super::activations::kernel(act).expect("portable activation quantizer")
+        }
         _ => panic!("{}: a {act} quantizer without a scalar twin", isa.name()),
     }
 }

@@ -5,7 +5,8 @@
 //! - `common`: what the dot products share.
 //!
 //! Every other type, the activation quantizers and the several-rows products run the scalar
-//! code on aarch64 (activations are quantized with the reference quantizer).
+//! code on aarch64 (activations are quantized by the portable quantizers of
+//! `kernels::activations`, which write the bytes of ggml's x86 code).
 //!
 //! Plain NEON only, which every aarch64 CPU has: signed byte products widen to i16 with
 //! `vmull_s8`/`vmlal_s8` and then to i32, so integer parts are exact, as in the scalar kernels.

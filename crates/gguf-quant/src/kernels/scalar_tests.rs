@@ -1,4 +1,4 @@
-//! The scalar dot-product kernels against ggml's own: for every weight type, 64 rows of
+//! ggml's generic dot-product kernels (`scalar`) against ggml's own: for every weight type, 64 rows of
 //! pseudo-random weight blocks and ggml-quantized activations, with the results of ggml's
 //! `ggml_vec_dot_*_generic` kernels, in `tests/data/dot/` (see the README there). The quantized
 //! types must match bit for bit.
@@ -10,7 +10,13 @@
 
 use std::path::PathBuf;
 
-use gguf_quant::{isa, vec_dot, vec_dot_type, GgmlType, Isa};
+use super::{scalar, vec_dot_type};
+use crate::GgmlType;
+
+/// ggml's generic kernel for weights of `ty`.
+fn generic(ty: GgmlType, n: usize, w: &[u8], a: &[u8]) -> f32 {
+    scalar::kernel(ty).expect("a generic kernel")(n, w, a)
+}
 
 /// Types whose scalar kernel must reproduce ggml's generic kernel bit for bit.
 const EXACT: [GgmlType; 25] = [
@@ -115,18 +121,13 @@ fn float_at(ty: GgmlType, row: &[u8], i: usize) -> f32 {
 }
 
 #[test]
-fn scalar_dot_products_match_ggml() {
-    // The kernel choice is cached on first use: force the scalar kernels before any call. This
-    // is the only test of this binary, so nothing else reads the environment concurrently.
-    std::env::set_var("GGUF_FORCE_SCALAR", "1");
-    assert_eq!(isa(), Isa::Scalar);
-
+fn generic_dot_products_match_ggml() {
     let mut failures = Vec::new();
     for ty in EXACT {
         let case = load(ty);
         let mut bad = 0;
         for r in 0..case.rows() {
-            let got = vec_dot(ty, case.n, case.w(r), case.a(r)).unwrap();
+            let got = generic(ty, case.n, case.w(r), case.a(r));
             let want = case.expected[r];
             if got.to_bits() != want.to_bits() {
                 if bad < 3 {
@@ -162,7 +163,7 @@ fn scalar_dot_products_match_ggml() {
                 abs += p.abs();
             }
             let eps = f64::from(f32::EPSILON);
-            let got = f64::from(vec_dot(ty, case.n, w, a).unwrap());
+            let got = f64::from(generic(ty, case.n, w, a));
             // Ours: each product rounded to f32 (≤ eps/2 relative), the f64 sum, one final
             // rounding to f32 (≤ eps/2 of |result| ≤ abs).
             let ours = eps * abs;
