@@ -163,20 +163,21 @@ unsafe fn q6_k_q8_k_neon(blocks: usize, w: *const u8, a: *const u8) -> f32 {
 
 #[cfg(test)]
 mod tests {
+    use crate::kernels::scalar;
     use crate::kernels::simd_tests::{for_random_rows, Rng};
-    use crate::kernels::{kernel_for, Isa};
     use crate::GgmlType;
 
-    /// The K-quant kernels keep ggml's eight integer lanes and its float operations in order,
-    /// so they agree with the scalar twins bit for bit (beyond the reordering bound that
-    /// `simd_tests` checks for every kernel).
+    /// The K-quant kernels keep ggml's generic integer lanes and float operations in order, so
+    /// they agree with ggml's generic kernels (`scalar`) bit for bit (beyond the reordering
+    /// bound that `simd_tests` checks for every kernel against the portable ones in AVX2's
+    /// order, which the scalar ISA runs).
     #[test]
     fn neon_k_quants_match_scalar_bit_for_bit() {
         let neon = super::super::kernels().expect("every aarch64 CPU has NEON");
         let mut rng = Rng(0x0F1E_2D3C_4B5A_6978);
         for ty in [GgmlType::Q4_K, GgmlType::Q6_K] {
             let simd = (neon.dot)(ty).expect("NEON kernel");
-            let scalar = kernel_for(ty, Isa::Scalar).expect("scalar twin");
+            let scalar = scalar::kernel(ty).expect("generic twin");
             for_random_rows(ty, &mut rng, |n, w, a| {
                 let (s, v) = (scalar(n, w, a), simd(n, w, a));
                 assert_eq!(
