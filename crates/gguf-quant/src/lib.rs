@@ -35,7 +35,7 @@ pub use kernels::{
 };
 pub use packed::PackedMatrix;
 pub use pool::ThreadPool;
-pub use quant::{quantize_row, quantize_rows};
+pub use quant::{quantize_row, quantize_rows, quantize_rows_imatrix};
 
 /// Bytes of `elements` values of `ty`; an error unless they are a whole number of blocks.
 pub fn row_bytes(ty: GgmlType, elements: usize) -> Result<usize> {

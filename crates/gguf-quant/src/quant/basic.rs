@@ -147,7 +147,7 @@ fn q4_1(src: &[f32], dst: &mut [u8]) {
 }
 
 /// Packs 32 five-bit values: low nibbles into `qs`, fifth bits into the little-endian `qh`.
-fn pack_q5(q: &[u8; 32], qh: &mut [u8], qs: &mut [u8]) {
+pub(super) fn pack_q5(q: &[u8; 32], qh: &mut [u8], qs: &mut [u8]) {
     let mut bits = 0u32;
     for j in 0..16 {
         qs[j] = (q[j] & 0x0F) | ((q[j + 16] & 0x0F) << 4);

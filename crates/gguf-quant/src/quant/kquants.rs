@@ -33,12 +33,12 @@ pub(super) fn kernel(ty: GgmlType) -> Option<QuantFn> {
 }
 
 /// ggml's `GROUP_MAX_EPS`: groups whose largest magnitude is below it count as all zero.
-const GROUP_MAX_EPS: f32 = 1e-15;
+pub(super) const GROUP_MAX_EPS: f32 = 1e-15;
 
 /// ggml's `nearest_int`: adds 1.5 * 2^23 and reads the mantissa bits, which rounds to nearest
 /// (ties to even) for |x| < 2^22 and gives C's exact results outside that range too.
 #[inline(always)]
-fn nearest_int(fval: f32) -> i32 {
+pub(super) fn nearest_int(fval: f32) -> i32 {
     let val = fval + 12_582_912.0;
     (val.to_bits() as i32 & 0x007f_ffff) - 0x0040_0000
 }
@@ -46,13 +46,13 @@ fn nearest_int(fval: f32) -> i32 {
 /// Writes `v` as an f16 at `out[0..2]` and returns the stored value as f32, as ggml's
 /// `GGML_FP16_TO_FP32(y.d = GGML_FP32_TO_FP16(v))`.
 #[inline(always)]
-fn store_f16(out: &mut [u8], v: f32) -> f32 {
+pub(super) fn store_f16(out: &mut [u8], v: f32) -> f32 {
     out[..2].copy_from_slice(&f16_bytes(v));
     f16_at(out)
 }
 
 /// Packs four 2-bit planes of 32 values each (per 128 values) into `qs`, as Q2_K and Q3_K do.
-fn pack_2bit(l: &[u8; QK_K], qs: &mut [u8]) {
+pub(super) fn pack_2bit(l: &[u8; QK_K], qs: &mut [u8]) {
     for j in (0..QK_K).step_by(128) {
         for i in 0..32 {
             qs[j / 4 + i] =
@@ -61,15 +61,16 @@ fn pack_2bit(l: &[u8; QK_K], qs: &mut [u8]) {
     }
 }
 
-/// `make_qx_quants(n, nmax, x, L, rmse_type = 1, qw = NULL)`: a symmetric scale searched over
-/// 19 candidates, weighted by x²; `l` gets the levels offset by `nmax`.
-fn make_qx_quants(nmax: i32, x: &[f32], l: &mut [u8]) -> f32 {
+/// `make_qx_quants(n, nmax, x, L, rmse_type = 1, qw)`: a symmetric scale searched over 19
+/// candidates, weighted by `qw` (an importance matrix's weights) or, without it, by x²; `l` gets
+/// the levels offset by `nmax`.
+pub(super) fn make_qx_quants(nmax: i32, x: &[f32], l: &mut [u8], qw: Option<&[f32]>) -> f32 {
     let Some(max) = signed_max(x) else {
         l.fill(0);
         return 0.0;
     };
     let iscale = -(nmax as f32) / max;
-    let (sumlx, suml2) = weighted_levels(x, iscale, nmax, |i, li| l[i] = (li + nmax) as u8);
+    let (sumlx, suml2) = weighted_levels(x, qw, iscale, nmax, |i, li| l[i] = (li + nmax) as u8);
     let mut scale = if suml2 != 0.0 { sumlx / suml2 } else { 0.0 };
     let mut best = scale * sumlx;
     for is in -9i32..=9 {
@@ -77,7 +78,7 @@ fn make_qx_quants(nmax: i32, x: &[f32], l: &mut [u8]) -> f32 {
             continue;
         }
         let iscale = -(nmax as f32 + 0.1 * is as f32) / max;
-        let (sumlx, suml2) = weighted_levels(x, iscale, nmax, |_, _| {});
+        let (sumlx, suml2) = weighted_levels(x, qw, iscale, nmax, |_, _| {});
         if suml2 > 0.0 && sumlx * sumlx > best * suml2 {
             for i in 0..x.len() {
                 let li = nearest_int(iscale * x[i]).clamp(-nmax, nmax - 1);
@@ -93,7 +94,7 @@ fn make_qx_quants(nmax: i32, x: &[f32], l: &mut [u8]) -> f32 {
 /// The value of largest magnitude in `x` (the first, with its sign), as `make_qx_quants` and
 /// `make_q3_quants` search it; `None` when that magnitude is below `GROUP_MAX_EPS` (then ggml
 /// zeroes the levels and returns a zero scale).
-fn signed_max(x: &[f32]) -> Option<f32> {
+pub(super) fn signed_max(x: &[f32]) -> Option<f32> {
     let max = largest(x);
     // `|max|` is never NaN, so this is C's `!(amax < GROUP_MAX_EPS)`.
     (max.abs() >= GROUP_MAX_EPS).then_some(max)
@@ -101,7 +102,7 @@ fn signed_max(x: &[f32]) -> Option<f32> {
 
 /// The first value of largest magnitude in `x`, with its sign (0 if there is none above 0),
 /// as ggml's loops `if (ax > amax) { amax = ax; max = x[i]; }` find it.
-fn largest(x: &[f32]) -> f32 {
+pub(super) fn largest(x: &[f32]) -> f32 {
     let mut max = 0f32;
     let mut amax = 0f32;
     for &v in x {
@@ -115,10 +116,11 @@ fn largest(x: &[f32]) -> f32 {
 }
 
 /// The levels `nearest_int(iscale * x[i])`, clamped to `-nmax..nmax` and passed to `level(i, l)`,
-/// with their x²-weighted sums `(Σ w x l, Σ w l²)` in ggml's order.
+/// with their sums `(Σ w x l, Σ w l²)` in ggml's order, the weights `w` being `qw` or x².
 #[inline(always)]
 fn weighted_levels(
     x: &[f32],
+    qw: Option<&[f32]>,
     iscale: f32,
     nmax: i32,
     mut level: impl FnMut(usize, i32),
@@ -128,7 +130,10 @@ fn weighted_levels(
     for i in 0..x.len() {
         let li = nearest_int(iscale * x[i]).clamp(-nmax, nmax - 1);
         level(i, li);
-        let w = x[i] * x[i];
+        let w = match qw {
+            Some(qw) => qw[i],
+            None => x[i] * x[i],
+        };
         let lf = li as f32;
         sumlx += w * x[i] * lf;
         suml2 += w * lf * lf;
@@ -145,7 +150,7 @@ fn make_q3_quants(nmax: i32, x: &[f32], l: &mut [i8]) -> f32 {
         return 0.0;
     };
     let iscale = -(nmax as f32) / max;
-    let (mut sumlx, mut suml2) = weighted_levels(x, iscale, nmax, |i, li| l[i] = li as i8);
+    let (mut sumlx, mut suml2) = weighted_levels(x, None, iscale, nmax, |i, li| l[i] = li as i8);
     for _ in 0..5 {
         let mut n_changed = 0;
         for i in 0..n {
@@ -185,7 +190,7 @@ fn make_q3_quants(nmax: i32, x: &[f32], l: &mut [i8]) -> f32 {
 /// `make_qkx2_quants`: an asymmetric scale and min (`x ≈ scale * l - the_min`) searched over
 /// `nstep + 1` candidates by weighted least squares. Returns `(scale, the_min)`.
 #[allow(clippy::too_many_arguments)]
-fn make_qkx2_quants(
+pub(super) fn make_qkx2_quants(
     nmax: i32,
     x: &[f32],
     weights: &[f32],
@@ -275,7 +280,7 @@ fn make_qkx2_quants(
 
 /// `get_scale_min_k4`: the 6-bit scale and min of sub-block `j` of Q4_K/Q5_K.
 #[inline(always)]
-fn get_scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
+pub(super) fn get_scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
     if j < 4 {
         (q[j] & 63, q[j + 4] & 63)
     } else {
@@ -550,51 +555,57 @@ fn q6_k(src: &[f32], dst: &mut [u8]) {
         let mut scales = [0f32; QK_K / 16];
 
         for ib in 0..QK_K / 16 {
-            scales[ib] =
-                make_qx_quants(32, &x[16 * ib..16 * ib + 16], &mut l[16 * ib..16 * ib + 16]);
+            let (xs, ls) = (&x[16 * ib..16 * ib + 16], &mut l[16 * ib..16 * ib + 16]);
+            scales[ib] = make_qx_quants(32, xs, ls, None);
         }
-        let Some(max_scale) = signed_max(&scales) else {
-            y.fill(0);
+        q6_k_finish(x, &scales, &mut l, y);
+    }
+}
+
+/// The rest of a Q6_K super-block once its sub-block scales are known (with or without an
+/// importance matrix): the scales quantized to i8, the levels chosen again, and the packing.
+pub(super) fn q6_k_finish(x: &[f32], scales: &[f32; QK_K / 16], l: &mut [u8; QK_K], y: &mut [u8]) {
+    let Some(max_scale) = signed_max(scales) else {
+        y.fill(0);
+        return;
+    };
+
+    let (ql, rest) = y.split_at_mut(128);
+    let (qh, rest) = rest.split_at_mut(64);
+    let (sc, dd) = rest.split_at_mut(16);
+    let iscale = -128.0 / max_scale;
+    let d_all = store_f16(dd, 1.0 / iscale);
+    for ib in 0..QK_K / 16 {
+        sc[ib] = nearest_int(iscale * scales[ib]).min(127) as u8;
+    }
+
+    for j in 0..QK_K / 16 {
+        let d = d_all * f32::from(sc[j] as i8);
+        if d == 0.0 {
             continue;
-        };
-
-        let (ql, rest) = y.split_at_mut(128);
-        let (qh, rest) = rest.split_at_mut(64);
-        let (sc, dd) = rest.split_at_mut(16);
-        let iscale = -128.0 / max_scale;
-        let d_all = store_f16(dd, 1.0 / iscale);
-        for ib in 0..QK_K / 16 {
-            sc[ib] = nearest_int(iscale * scales[ib]).min(127) as u8;
         }
-
-        for j in 0..QK_K / 16 {
-            let d = d_all * f32::from(sc[j] as i8);
-            if d == 0.0 {
-                continue;
-            }
-            for ii in 0..16 {
-                let li = nearest_int(x[16 * j + ii] / d).clamp(-32, 31);
-                l[16 * j + ii] = (li + 32) as u8;
-            }
+        for ii in 0..16 {
+            let li = nearest_int(x[16 * j + ii] / d).clamp(-32, 31);
+            l[16 * j + ii] = (li + 32) as u8;
         }
+    }
 
-        for ((j, ql), qh) in (0..QK_K)
-            .step_by(128)
-            .zip(ql.chunks_exact_mut(64))
-            .zip(qh.chunks_exact_mut(32))
-        {
-            for i in 0..32 {
-                let q1 = l[j + i] & 0xF;
-                let q2 = l[j + i + 32] & 0xF;
-                let q3 = l[j + i + 64] & 0xF;
-                let q4 = l[j + i + 96] & 0xF;
-                ql[i] = q1 | (q3 << 4);
-                ql[i + 32] = q2 | (q4 << 4);
-                qh[i] = (l[j + i] >> 4)
-                    | ((l[j + i + 32] >> 4) << 2)
-                    | ((l[j + i + 64] >> 4) << 4)
-                    | ((l[j + i + 96] >> 4) << 6);
-            }
+    for ((j, ql), qh) in (0..QK_K)
+        .step_by(128)
+        .zip(ql.chunks_exact_mut(64))
+        .zip(qh.chunks_exact_mut(32))
+    {
+        for i in 0..32 {
+            let q1 = l[j + i] & 0xF;
+            let q2 = l[j + i + 32] & 0xF;
+            let q3 = l[j + i + 64] & 0xF;
+            let q4 = l[j + i + 96] & 0xF;
+            ql[i] = q1 | (q3 << 4);
+            ql[i + 32] = q2 | (q4 << 4);
+            qh[i] = (l[j + i] >> 4)
+                | ((l[j + i + 32] >> 4) << 2)
+                | ((l[j + i + 64] >> 4) << 4)
+                | ((l[j + i + 96] >> 4) << 6);
         }
     }
 }
@@ -624,7 +635,7 @@ fn q8_k(src: &[f32], dst: &mut [u8]) {
 
 /// ggml's `best_index_int8` over `kvalues_iq4nl`: the nearest level (the upper one on ties).
 #[inline(always)]
-fn best_index_int8(x: f32) -> u8 {
+pub(super) fn best_index_int8(x: f32) -> u8 {
     let val = &KVALUES_IQ4NL;
     if x <= f32::from(val[0]) {
         return 0;
@@ -648,15 +659,20 @@ fn best_index_int8(x: f32) -> u8 {
     }
 }
 
-/// The per-32-values part of ggml's `quantize_row_iq4_nl_impl` without importance weights
-/// (weights x²): the scale of `xb` searched over `2 * ntry + 1` candidates, levels in `lb`.
-/// `None` (and `lb` untouched) for an all-zero group.
-fn iq4_group(xb: &[f32], lb: &mut [u8], ntry: i32) -> Option<f32> {
-    let values = &KVALUES_IQ4NL;
+/// The weights of `quantize_row_iq4_nl_impl` without an importance matrix: x².
+fn squares(xb: &[f32]) -> [f32; 32] {
     let mut weight = [0f32; 32];
     for j in 0..32 {
         weight[j] = xb[j] * xb[j];
     }
+    weight
+}
+
+/// The per-32-values part of ggml's `quantize_row_iq4_nl_impl`: the scale of `xb` searched over
+/// `2 * ntry + 1` candidates under `weight`, levels in `lb`. `None` (and `lb` untouched) for an
+/// all-zero group.
+pub(super) fn iq4_group(xb: &[f32], weight: &[f32], lb: &mut [u8], ntry: i32) -> Option<f32> {
+    let values = &KVALUES_IQ4NL;
     let max = signed_max(xb)?;
     let v0 = f32::from(values[0]);
     let mut d = if ntry > 0 { -max / v0 } else { max / v0 };
@@ -695,7 +711,7 @@ fn iq4_group(xb: &[f32], lb: &mut [u8], ntry: i32) -> Option<f32> {
 }
 
 /// Packs 32 four-bit levels per 16 bytes: low nibbles the first 16, high nibbles the next 16.
-fn pack_iq4(l: &[u8], q4: &mut [u8]) {
+pub(super) fn pack_iq4(l: &[u8], q4: &mut [u8]) {
     for (lb, q) in l.chunks_exact(32).zip(q4.chunks_exact_mut(16)) {
         for j in 0..16 {
             q[j] = lb[j] | (lb[16 + j] << 4);
@@ -709,7 +725,7 @@ fn iq4_nl(src: &[f32], dst: &mut [u8]) {
     // the block before it (ggml's are uninitialized before the first block; ours are zeros).
     let mut l = [0u8; 32];
     for (x, y) in src.chunks_exact(32).zip(dst.chunks_exact_mut(18)) {
-        let d = iq4_group(x, &mut l, -1).unwrap_or(0.0);
+        let d = iq4_group(x, &squares(x), &mut l, -1).unwrap_or(0.0);
         let (dh, q4) = y.split_at_mut(2);
         store_f16(dh, d);
         pack_iq4(&l, q4);
@@ -722,7 +738,7 @@ fn iq4_nl(src: &[f32], dst: &mut [u8]) {
 pub(super) fn iq4_nl_rows(src: &[f32], dst: &mut [u8]) {
     let mut l = [0u8; 32];
     for (x, y) in src.chunks_exact(32).zip(dst.chunks_exact_mut(18)) {
-        let d = iq4_group(x, &mut l, 7).unwrap_or(0.0);
+        let d = iq4_group(x, &squares(x), &mut l, 7).unwrap_or(0.0);
         let id = if d != 0.0 { 1.0 / d } else { 0.0 };
         for (lj, &xj) in l.iter_mut().zip(x) {
             *lj = best_index_int8(id * xj);
@@ -736,39 +752,45 @@ pub(super) fn iq4_nl_rows(src: &[f32], dst: &mut [u8]) {
 // IQ4_XS: d, scales_h (u16), scales_l[4], qs[128]. ntry = 7.
 fn iq4_xs(src: &[f32], dst: &mut [u8]) {
     for (x, y) in src.chunks_exact(QK_K).zip(dst.chunks_exact_mut(136)) {
-        let mut l = [0u8; QK_K];
-        let mut scales = [0f32; QK_K / 32];
-        for ib in 0..QK_K / 32 {
-            let lb = &mut l[32 * ib..32 * ib + 32];
-            scales[ib] = iq4_group(&x[32 * ib..32 * ib + 32], lb, 7).unwrap_or(0.0);
-        }
-        let max_scale = largest(&scales);
-
-        let (dh, rest) = y.split_at_mut(2);
-        let (sh, rest) = rest.split_at_mut(2);
-        let (scales_l, q4) = rest.split_at_mut(4);
-        let mut scales_h = 0u16;
-        let d = -max_scale / 32.0;
-        store_f16(dh, d);
-        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-        for ib in 0..QK_K / 32 {
-            let mut ls = nearest_int(id * scales[ib]).clamp(-32, 31);
-            let dl = d * ls as f32;
-            let idl = if dl != 0.0 { 1.0 / dl } else { 0.0 };
-            for j in 0..32 {
-                l[32 * ib + j] = best_index_int8(idl * x[32 * ib + j]);
-            }
-            ls += 32;
-            let l_l = (ls & 0xf) as u8;
-            let l_h = (ls >> 4) as u16;
-            if ib % 2 == 0 {
-                scales_l[ib / 2] = l_l;
-            } else {
-                scales_l[ib / 2] |= l_l << 4;
-            }
-            scales_h |= l_h << (2 * (ib % 8));
-        }
-        sh.copy_from_slice(&scales_h.to_le_bytes());
-        pack_iq4(&l, q4);
+        iq4_xs_block(x, y, |_, xb| squares(xb));
     }
+}
+
+/// One IQ4_XS super-block: `weights(ib, xb)` gives the weights of its 32-value group `ib`.
+pub(super) fn iq4_xs_block(x: &[f32], y: &mut [u8], weights: impl Fn(usize, &[f32]) -> [f32; 32]) {
+    let mut l = [0u8; QK_K];
+    let mut scales = [0f32; QK_K / 32];
+    for ib in 0..QK_K / 32 {
+        let lb = &mut l[32 * ib..32 * ib + 32];
+        let xb = &x[32 * ib..32 * ib + 32];
+        scales[ib] = iq4_group(xb, &weights(ib, xb), lb, 7).unwrap_or(0.0);
+    }
+    let max_scale = largest(&scales);
+
+    let (dh, rest) = y.split_at_mut(2);
+    let (sh, rest) = rest.split_at_mut(2);
+    let (scales_l, q4) = rest.split_at_mut(4);
+    let mut scales_h = 0u16;
+    let d = -max_scale / 32.0;
+    store_f16(dh, d);
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    for ib in 0..QK_K / 32 {
+        let mut ls = nearest_int(id * scales[ib]).clamp(-32, 31);
+        let dl = d * ls as f32;
+        let idl = if dl != 0.0 { 1.0 / dl } else { 0.0 };
+        for j in 0..32 {
+            l[32 * ib + j] = best_index_int8(idl * x[32 * ib + j]);
+        }
+        ls += 32;
+        let l_l = (ls & 0xf) as u8;
+        let l_h = (ls >> 4) as u16;
+        if ib % 2 == 0 {
+            scales_l[ib / 2] = l_l;
+        } else {
+            scales_l[ib / 2] |= l_l << 4;
+        }
+        scales_h |= l_h << (2 * (ib % 8));
+    }
+    sh.copy_from_slice(&scales_h.to_le_bytes());
+    pack_iq4(&l, q4);
 }
