@@ -7,6 +7,7 @@
 
 mod diff;
 mod edit;
+mod imatrix;
 mod inspect;
 mod models;
 mod output;

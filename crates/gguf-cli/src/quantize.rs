@@ -11,11 +11,12 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use gguf_format::fsutil::{self, WriteMode};
-use gguf_format::{GgmlType, GgufBuilder, GgufFile, TensorInfo, TensorSpec, Value};
+use gguf_format::{GgmlType, GgufBuilder, GgufFile, OwnedValue, TensorInfo, TensorSpec, Value};
 use gguf_quant::mixture::{self, FileType, ModelFacts, PlanOptions, TensorDesc};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::edit::with_force_hint;
+use crate::imatrix::Imatrix;
 use crate::models;
 
 /// `gguf quantize`.
@@ -52,9 +53,15 @@ pub struct QuantizeArgs {
     /// Allow quantizing tensors that are already quantized (they are dequantized first).
     #[arg(long)]
     allow_requantize: bool,
-    /// An importance matrix (llama-imatrix's output).
+    /// An importance matrix (llama-imatrix's output, GGUF or the legacy .dat format).
     #[arg(long, value_name = "FILE")]
     imatrix: Option<PathBuf>,
+    /// Use the importance matrix only for the weights whose names contain this (repeatable).
+    #[arg(long, value_name = "NAME", conflicts_with = "exclude_weights")]
+    include_weights: Vec<String>,
+    /// Do not use the importance matrix for the weights whose names contain this (repeatable).
+    #[arg(long, value_name = "NAME")]
+    exclude_weights: Vec<String>,
     /// Show the plan (each tensor's type and the sizes) without writing anything.
     #[arg(long)]
     dry_run: bool,
@@ -72,6 +79,11 @@ const FILE_TYPE: &str = "general.file_type";
 const SPLIT_KEYS: [&str; 3] = ["split.no", "split.count", "split.tensors.count"];
 /// `GGML_QNT_VERSION`.
 const GGML_QNT_VERSION: u32 = 2;
+/// The keys llama-quantize writes when it uses an importance matrix.
+const IMATRIX_FILE: &str = "quantize.imatrix.file";
+const IMATRIX_DATASET: &str = "quantize.imatrix.dataset";
+const IMATRIX_ENTRIES: &str = "quantize.imatrix.entries_count";
+const IMATRIX_CHUNKS: &str = "quantize.imatrix.chunks_count";
 
 /// The most f32 values of one tensor held at once (256 MiB), plus their quantized bytes.
 const SLAB_VALUES: usize = 64 << 20;
@@ -120,9 +132,26 @@ pub fn quantize(a: QuantizeArgs) -> Result<()> {
             FileType::names().collect::<Vec<_>>().join(", ")
         )
     })?;
-    if a.imatrix.is_some() {
-        bail!("--imatrix: importance matrices are not supported yet");
-    }
+    let imatrix = match &a.imatrix {
+        Some(path) => {
+            let mut m = Imatrix::load(path)?;
+            m.filter(&a.include_weights, &a.exclude_weights);
+            eprintln!(
+                "{}: {} importance matrix entries, computed on {} chunks",
+                path.display(),
+                m.entries.len(),
+                m.chunk_count
+            );
+            // As llama-quantize: a matrix left empty by the filters is no matrix.
+            (!m.entries.is_empty()).then_some(m)
+        }
+        None => {
+            if !a.include_weights.is_empty() || !a.exclude_weights.is_empty() {
+                bail!("--include-weights and --exclude-weights need --imatrix");
+            }
+            None
+        }
+    };
     let (Some(input), Some(output)) = (a.input.as_deref(), a.output.clone()) else {
         bail!("quantize needs IN, OUT and TYPE");
     };
@@ -192,7 +221,7 @@ pub fn quantize(a: QuantizeArgs) -> Result<()> {
         tensor_type: (!patterns.is_empty()).then_some(&lookup as &dyn Fn(&str) -> Option<GgmlType>),
         pure: a.pure,
         leave_output_tensor: a.leave_output_tensor,
-        has_imatrix: false,
+        has_imatrix: imatrix.is_some(),
     };
     let plan = mixture::plan(ft, &facts, &descs, &options).with_context(|| name.clone())?;
     for &(i, wanted, used) in &plan.fallbacks {
@@ -206,14 +235,37 @@ pub fn quantize(a: QuantizeArgs) -> Result<()> {
         );
     }
     // Everything that would stop llama-quantize midway is refused before anything is written.
+    let mut weights: Vec<Option<&[f32]>> = vec![None; tensors.len()];
     for (i, t) in tensors.iter().enumerate() {
         let to = plan.types[i];
         if to == t.ggml_type {
             continue;
         }
-        if plan.requires_imatrix[i] {
+        if let Some(m) = &imatrix {
+            weights[i] = imatrix_for(m, t, &name)?;
+            if let Some(w) = weights[i] {
+                let ne0 = t.shape()[0] as usize;
+                let probe = vec![0f32; ne0];
+                let mut out = vec![0u8; gguf_quant::row_bytes(to, ne0)?];
+                if let Err(e) =
+                    gguf_quant::quantize_rows_imatrix(to, &probe, ne0, &w[..ne0], &mut out)
+                {
+                    bail!(
+                        "{name}: {} to {} with an importance matrix: {e}",
+                        t.name,
+                        to.name()
+                    );
+                }
+            }
+        }
+        if plan.requires_imatrix[i] && weights[i].is_none() {
+            let missing = if imatrix.is_some() {
+                "and the importance matrix has no entry for it"
+            } else {
+                "(--imatrix)"
+            };
             bail!(
-                "{name}: {} to {} needs an importance matrix (--imatrix), as llama-quantize requires for this type",
+                "{name}: {} to {} needs an importance matrix {missing}, as llama-quantize requires for this type",
                 t.name,
                 to.name()
             );
@@ -255,6 +307,20 @@ pub fn quantize(a: QuantizeArgs) -> Result<()> {
     builder.set(FILE_TYPE, ft.id());
     for key in SPLIT_KEYS {
         builder.remove(key);
+    }
+    if let (Some(m), Some(path)) = (&imatrix, &a.imatrix) {
+        // llama-quantize's keys, after the file type: strings cut to 127 bytes (`strncpy`),
+        // counts as u32.
+        let cut = |s: &[u8]| s[..s.len().min(127)].to_vec();
+        let file = path.as_os_str().as_encoded_bytes();
+        builder.set(IMATRIX_FILE, OwnedValue::String(cut(file)));
+        if let Some(dataset) = m.datasets.first() {
+            builder.set(IMATRIX_DATASET, OwnedValue::String(cut(dataset.as_bytes())));
+        }
+        builder.set(IMATRIX_ENTRIES, m.entries.len() as u32);
+        if m.chunk_count > 0 {
+            builder.set(IMATRIX_CHUNKS, m.chunk_count);
+        }
     }
     let specs = tensors
         .iter()
@@ -306,14 +372,14 @@ pub fn quantize(a: QuantizeArgs) -> Result<()> {
     );
     fsutil::write_atomic(&output, mode, |out| {
         let mut w = builder.write(out)?;
-        for (t, spec) in tensors.iter().zip(builder.tensors()) {
+        for (i, (t, spec)) in tensors.iter().zip(builder.tensors()).enumerate() {
             bar.set_message(t.name.to_string());
             let data = file.tensor_data(t);
             if spec.ggml_type() == t.ggml_type {
                 w.write_tensor(data)?;
             } else {
                 w.write_tensor_with(|sink| {
-                    convert(t, data, spec.ggml_type(), threads, sink)
+                    convert(t, data, spec.ggml_type(), weights[i], threads, sink)
                         .map_err(|e| std::io::Error::other(format!("tensor '{}': {e:#}", t.name)))
                 })?;
             }
@@ -338,23 +404,76 @@ fn println_list(name: &str, ft: FileType) -> Result<()> {
     Ok(())
 }
 
+/// The importance values of tensor `t` (`ne0` per expert) as llama-quantize finds them: none
+/// when the matrix has no entry for it; an error when the entry's size is not the tensor's
+/// (except for the token embeddings, which llama-quantize then quantizes without one).
+fn imatrix_for<'m>(m: &'m Imatrix, t: &TensorInfo<'_>, file: &str) -> Result<Option<&'m [f32]>> {
+    let Some(values) = m.entries.get(t.name) else {
+        eprintln!("note: no importance matrix entry for {}", t.name);
+        return Ok(None);
+    };
+    let shape = t.shape();
+    let expected = shape[0] * shape.get(2).copied().unwrap_or(1);
+    if values.len() as u64 == expected {
+        return Ok(Some(values));
+    }
+    if matches!(t.name, "token_embd.weight" | "per_layer_token_embd.weight") {
+        eprintln!(
+            "warning: the importance matrix of {} has {} values, not {expected}; quantizing it without",
+            t.name,
+            values.len()
+        );
+        return Ok(None);
+    }
+    bail!(
+        "{file}: the importance matrix of {} has {} values, the tensor {expected} columns (× experts): a matrix made for another model?",
+        t.name,
+        values.len()
+    )
+}
+
 /// Converts one tensor's bytes from its type to `to`, slab by slab of whole rows: each slab is
 /// dequantized to f32, then quantized on `threads` threads (rows are independent, so the
-/// bytes do not depend on the split), and written.
+/// bytes do not depend on the split), with the importance values `weights` when given (`ne0`
+/// per expert: row `r` takes those of expert `r / ne1`), and written.
 fn convert(
     t: &TensorInfo<'_>,
     data: &[u8],
     to: GgmlType,
+    weights: Option<&[f32]>,
     threads: usize,
     sink: &mut dyn Write,
 ) -> Result<()> {
-    let ne0 = t.shape().first().copied().unwrap_or(1).max(1) as usize;
+    let shape = t.shape();
+    let ne0 = shape.first().copied().unwrap_or(1).max(1) as usize;
+    let ne1 = shape.get(1).copied().unwrap_or(1).max(1) as usize;
     let rows = (t.element_count() as usize) / ne0;
     let row_in = gguf_quant::row_bytes(t.ggml_type, ne0)?;
     let row_out = gguf_quant::row_bytes(to, ne0)?;
     let slab_rows = (SLAB_VALUES / ne0).clamp(1, rows.max(1));
     let mut values = vec![0f32; slab_rows * ne0];
     let mut bytes = vec![0u8; slab_rows * row_out];
+    // Rows `first..first + n` (global numbers), in runs that stay within one expert.
+    let quantize = |first: usize, src: &[f32], dst: &mut [u8]| -> Result<()> {
+        let Some(w) = weights else {
+            return Ok(gguf_quant::quantize_rows(to, src, dst)?);
+        };
+        let n = src.len() / ne0;
+        let mut r = 0;
+        while r < n {
+            let expert = (first + r) / ne1;
+            let run = (ne1 - (first + r) % ne1).min(n - r);
+            gguf_quant::quantize_rows_imatrix(
+                to,
+                &src[r * ne0..(r + run) * ne0],
+                ne0,
+                &w[expert * ne0..(expert + 1) * ne0],
+                &mut dst[r * row_out..(r + run) * row_out],
+            )?;
+            r += run;
+        }
+        Ok(())
+    };
     let mut r = 0;
     while r < rows {
         let n = slab_rows.min(rows - r);
@@ -362,11 +481,13 @@ fn convert(
         let bytes = &mut bytes[..n * row_out];
         gguf_quant::dequantize_row(t.ggml_type, &data[r * row_in..(r + n) * row_in], values)?;
         let per_thread = n.div_ceil(threads.max(1));
+        let quantize = &quantize;
         std::thread::scope(|s| -> Result<()> {
             let jobs: Vec<_> = values
                 .chunks(per_thread * ne0)
                 .zip(bytes.chunks_mut(per_thread * row_out))
-                .map(|(src, dst)| s.spawn(move || gguf_quant::quantize_rows(to, src, dst)))
+                .enumerate()
+                .map(|(j, (src, dst))| s.spawn(move || quantize(r + j * per_thread, src, dst)))
                 .collect();
             for job in jobs {
                 job.join()

@@ -94,6 +94,23 @@ fn refusals_name_what_is_missing() {
     assert!(
         run(&["Q8_0", "--allow-requantize", "--tensor-type", "attn_q"]).contains("PATTERN=TYPE")
     );
+    // Importance matrices: one made for another model, a hostile one, filters without one.
+    let other = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/smollm2.imatrix.gguf");
+    let other = other.to_str().unwrap();
+    assert!(run(&["Q4_K_M", "--allow-requantize", "--imatrix", other])
+        .contains("a matrix made for another model"));
+    let bad = dir.path().join("bad.dat");
+    std::fs::write(&bad, [1, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0x7F]).unwrap();
+    let text = run(&[
+        "Q4_K_M",
+        "--allow-requantize",
+        "--imatrix",
+        bad.to_str().unwrap(),
+    ]);
+    assert!(text.contains("truncated at offset 8"), "{text}");
+    assert!(
+        run(&["Q8_0", "--allow-requantize", "--include-weights", "ffn"]).contains("need --imatrix")
+    );
     assert!(
         !dir.path().join("out.gguf").exists(),
         "a refused run writes nothing"
@@ -197,4 +214,62 @@ fn gemma3_requantized_equals_llama_quantize() {
         let out = quantize(&model, dir.path(), ty, &["--allow-requantize"]);
         assert_eq!(sha256(&out), r["gemma3"][ty].as_str().unwrap(), "{ty}");
     }
+}
+
+/// SmolLM2's F32 with the importance matrices llama-imatrix made (`data/smollm2.imatrix.*`, in
+/// both of its formats): llama-quantize's bytes (`data/quantize_imatrix.json`, made by
+/// `data/regenerate_quantize_imatrix.sh`), the `quantize.imatrix.*` keys included, and with
+/// `--exclude-weights` too.
+#[test]
+fn smollm2_with_an_importance_matrix_equals_llama_quantize() {
+    let Some(model) = real_model("smollm2-135m") else {
+        return;
+    };
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let r: Value =
+        serde_json::from_slice(&std::fs::read(data.join("quantize_imatrix.json")).unwrap())
+            .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let f32_dir = dir.path().join("f32");
+    std::fs::create_dir(&f32_dir).unwrap();
+    let f32 = quantize(&model, &f32_dir, "F32", &["--allow-requantize"]);
+    // llama-quantize writes the matrix's name as given: run where it lies, name it relatively.
+    let with = |file: &str, ty: &str, extra: &[&str]| {
+        let out = dir.path().join(format!("{ty}.gguf"));
+        run_ok(
+            gguf()
+                .current_dir(&data)
+                .arg("quantize")
+                .arg(&f32)
+                .arg(&out)
+                .arg(ty)
+                .args(["--imatrix", file, "--force", "-t", "2"])
+                .args(extra),
+        );
+        sha256(&out)
+    };
+    let mut compared = 0;
+    for (format, file) in [
+        ("gguf", "smollm2.imatrix.gguf"),
+        ("dat", "smollm2.imatrix.dat"),
+    ] {
+        for (ty, expected) in r[format].as_object().unwrap() {
+            assert_eq!(
+                with(file, ty, &[]),
+                expected.as_str().unwrap(),
+                "{format} {ty}"
+            );
+            compared += 1;
+        }
+    }
+    assert!(compared >= 3, "{compared}");
+    assert_eq!(
+        with(
+            "smollm2.imatrix.gguf",
+            "Q4_K_M",
+            &["--exclude-weights", "ffn_down"]
+        ),
+        r["gguf_exclude_ffn_down_Q4_K_M"].as_str().unwrap(),
+        "--exclude-weights ffn_down"
+    );
 }
