@@ -451,7 +451,22 @@ fn convert(
     let row_in = gguf_quant::row_bytes(t.ggml_type, ne0)?;
     let row_out = gguf_quant::row_bytes(to, ne0)?;
     let slab_rows = (SLAB_VALUES / ne0).clamp(1, rows.max(1));
-    let mut values = vec![0f32; slab_rows * ne0];
+    // F32 input is quantized straight from the mapped file (aligned, little-endian as the
+    // file is): no copy, and no slab of floats to allocate.
+    let mapped_f32: Option<&[f32]> =
+        if cfg!(target_endian = "little") && t.ggml_type == GgmlType::F32 {
+            bytemuck::try_cast_slice(&data[..rows * row_in]).ok()
+        } else {
+            None
+        };
+    let mut values = vec![
+        0f32;
+        if mapped_f32.is_some() {
+            0
+        } else {
+            slab_rows * ne0
+        }
+    ];
     let mut bytes = vec![0u8; slab_rows * row_out];
     // Rows `first..first + n` (global numbers), in runs that stay within one expert.
     let quantize = |first: usize, src: &[f32], dst: &mut [u8]| -> Result<()> {
@@ -477,9 +492,19 @@ fn convert(
     let mut r = 0;
     while r < rows {
         let n = slab_rows.min(rows - r);
-        let values = &mut values[..n * ne0];
         let bytes = &mut bytes[..n * row_out];
-        gguf_quant::dequantize_row(t.ggml_type, &data[r * row_in..(r + n) * row_in], values)?;
+        let values: &[f32] = match mapped_f32 {
+            Some(all) => &all[r * ne0..(r + n) * ne0],
+            None => {
+                let values = &mut values[..n * ne0];
+                gguf_quant::dequantize_row(
+                    t.ggml_type,
+                    &data[r * row_in..(r + n) * row_in],
+                    values,
+                )?;
+                values
+            }
+        };
         let per_thread = n.div_ceil(threads.max(1));
         let quantize = &quantize;
         std::thread::scope(|s| -> Result<()> {

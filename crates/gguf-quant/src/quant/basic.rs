@@ -100,14 +100,11 @@ pub(crate) fn roundf(x: f32) -> f32 {
         return x; // integers already (|x| >= 2^23), infinities and NaN
     }
     let t = (x as i32 as f32).copysign(x); // exact truncation in this range, sign of zero kept
-    let frac = x - t; // exact
-    if frac >= 0.5 {
-        t + 1.0
-    } else if frac <= -0.5 {
-        t - 1.0
-    } else {
-        t
-    }
+                                           // One away from zero when the (exact) fraction is at least a half: a select, not a branch,
+                                           // since quantized values fall on either side at random (the branch mispredicted half the
+                                           // time and made Q8_0 quantization 2x slower than llama-quantize's).
+    let step = f32::from(u8::from((x - t).abs() >= 0.5)).copysign(x);
+    t + step
 }
 
 fn inverse(d: f32) -> f32 {

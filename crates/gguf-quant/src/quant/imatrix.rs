@@ -196,8 +196,8 @@ fn q4_1(x: &[f32], qw: &[f32], y: &mut [u8]) {
         .zip(y.chunks_exact_mut(20))
     {
         let weight: [f32; 32] = weights(xb, qw, sigma2);
-        let (mut l, mut laux) = ([0u8; 32], [0u8; 32]);
-        let (d, min) = make_qkx3_quants(15, xb, &weight, &mut l, &mut laux, -0.9, 0.05, 36, false);
+        let mut l = [0u8; 32];
+        let (d, min) = make_qkx3_quants(15, xb, &weight, &mut l, -0.9, 0.05, 36, false);
         store_f16(&mut y[0..2], d);
         store_f16(&mut y[2..4], -min);
         for j in 0..16 {
@@ -232,8 +232,8 @@ fn q5_1(x: &[f32], qw: &[f32], y: &mut [u8]) {
         .zip(y.chunks_exact_mut(24))
     {
         let weight: [f32; 32] = weights(xb, qw, sigma2);
-        let (mut l, mut laux) = ([0u8; 32], [0u8; 32]);
-        let (d, min) = make_qkx3_quants(31, xb, &weight, &mut l, &mut laux, -0.9, 0.05, 36, false);
+        let mut l = [0u8; 32];
+        let (d, min) = make_qkx3_quants(31, xb, &weight, &mut l, -0.9, 0.05, 36, false);
         store_f16(&mut y[0..2], d);
         store_f16(&mut y[2..4], -min);
         let (qh, qs) = y[4..].split_at_mut(4);
@@ -249,7 +249,6 @@ fn q2_k(x: &[f32], qw: &[f32], y: &mut [u8]) {
         .zip(y.chunks_exact_mut(84))
     {
         let mut l = [0u8; QK_K];
-        let mut laux = [0u8; 16];
         let mut mins = [0f32; QK_K / 16];
         let mut scales = [0f32; QK_K / 16];
         let mut sw = [0f32; QK_K / 16];
@@ -259,8 +258,7 @@ fn q2_k(x: &[f32], qw: &[f32], y: &mut [u8]) {
             let weight: [f32; 16] = weights(xs, &qw[16 * j..], sigma2);
             sw[j] = sum(&weight);
             let ls = &mut l[16 * j..16 * j + 16];
-            (scales[j], mins[j]) =
-                make_qkx3_quants(3, xs, &weight, ls, &mut laux, -0.9, 0.05, 36, false);
+            (scales[j], mins[j]) = make_qkx3_quants(3, xs, &weight, ls, -0.9, 0.05, 36, false);
         }
         let (mut ls, mut lm) = ([0u8; QK_K / 16], [0u8; QK_K / 16]);
         let dm = make_qp_quants(15, &scales, &mut ls, &sw);
@@ -360,7 +358,6 @@ fn q45_k_levels(
     nmax: i32,
     clamp_63: bool,
 ) {
-    let mut laux = [0u8; 32];
     let mut mins = [0f32; QK_K / 32];
     let mut scales = [0f32; QK_K / 32];
     let mut sw = [0f32; QK_K / 32];
@@ -370,8 +367,7 @@ fn q45_k_levels(
         let weight: [f32; 32] = weights(xs, &qw[32 * j..], sigma2);
         sw[j] = sum(&weight);
         let ls = &mut l[32 * j..32 * j + 32];
-        (scales[j], mins[j]) =
-            make_qkx3_quants(nmax, xs, &weight, ls, &mut laux, -0.9, 0.05, 36, false);
+        (scales[j], mins[j]) = make_qkx3_quants(nmax, xs, &weight, ls, -0.9, 0.05, 36, false);
     }
     let (mut ls, mut lm) = ([0u8; QK_K / 32], [0u8; QK_K / 32]);
     let d_block = make_qp_quants(63, &scales, &mut ls, &sw);

@@ -64,29 +64,56 @@ pub(super) fn pack_2bit(l: &[u8; QK_K], qs: &mut [u8]) {
 /// `make_qx_quants(n, nmax, x, L, rmse_type = 1, qw)`: a symmetric scale searched over 19
 /// candidates, weighted by `qw` (an importance matrix's weights) or, without it, by x²; `l` gets
 /// the levels offset by `nmax`.
+///
+/// ggml sums the candidates one after another; here one pass over `x` sums all 19 side by side
+/// (each still in element order, so every sum is ggml's), which turns 19 dependent chains of
+/// additions into independent ones, and the candidates are then compared in ggml's order.
+/// `l` ends as ggml leaves it: the levels of the last candidate that won.
 pub(super) fn make_qx_quants(nmax: i32, x: &[f32], l: &mut [u8], qw: Option<&[f32]>) -> f32 {
+    const TRIALS: usize = 19;
     let Some(max) = signed_max(x) else {
         l.fill(0);
         return 0.0;
     };
-    let iscale = -(nmax as f32) / max;
-    let (sumlx, suml2) = weighted_levels(x, qw, iscale, nmax, |i, li| l[i] = (li + nmax) as u8);
-    let mut scale = if suml2 != 0.0 { sumlx / suml2 } else { 0.0 };
-    let mut best = scale * sumlx;
-    for is in -9i32..=9 {
-        if is == 0 {
-            continue;
+    // Candidate 0 is the plain scale; then is = -9..=9 without 0, in ggml's order.
+    let iscales: [f32; TRIALS] = std::array::from_fn(|t| {
+        let step = match t {
+            0 => return -(nmax as f32) / max,
+            1..=9 => t as i32 - 10,
+            _ => t as i32 - 9,
+        };
+        -(nmax as f32 + 0.1 * step as f32) / max
+    });
+    let level = |iscale: f32, v: f32| nearest_int(iscale * v).clamp(-nmax, nmax - 1);
+    let mut sumlx = [0f32; TRIALS];
+    let mut suml2 = [0f32; TRIALS];
+    for (i, &v) in x.iter().enumerate() {
+        let w = match qw {
+            Some(qw) => qw[i],
+            None => v * v,
+        };
+        for t in 0..TRIALS {
+            let lf = level(iscales[t], v) as f32;
+            sumlx[t] += w * v * lf;
+            suml2[t] += w * lf * lf;
         }
-        let iscale = -(nmax as f32 + 0.1 * is as f32) / max;
-        let (sumlx, suml2) = weighted_levels(x, qw, iscale, nmax, |_, _| {});
-        if suml2 > 0.0 && sumlx * sumlx > best * suml2 {
-            for i in 0..x.len() {
-                let li = nearest_int(iscale * x[i]).clamp(-nmax, nmax - 1);
-                l[i] = (nmax + li) as u8;
-            }
-            scale = sumlx / suml2;
-            best = scale * sumlx;
+    }
+    let mut chosen = 0;
+    let mut scale = if suml2[0] != 0.0 {
+        sumlx[0] / suml2[0]
+    } else {
+        0.0
+    };
+    let mut best = scale * sumlx[0];
+    for t in 1..TRIALS {
+        if suml2[t] > 0.0 && sumlx[t] * sumlx[t] > best * suml2[t] {
+            chosen = t;
+            scale = sumlx[t] / suml2[t];
+            best = scale * sumlx[t];
         }
+    }
+    for (li, &v) in l.iter_mut().zip(x) {
+        *li = (nmax + level(iscales[chosen], v)) as u8;
     }
     scale
 }
@@ -195,7 +222,6 @@ pub(super) fn make_qkx2_quants(
     x: &[f32],
     weights: &[f32],
     l: &mut [u8],
-    laux: &mut [u8],
     rmin: f32,
     rdelta: f32,
     nstep: i32,
@@ -224,7 +250,7 @@ pub(super) fn make_qkx2_quants(
         l.fill(0);
         return (0.0, -min);
     }
-    let mut iscale = nmax as f32 / (max - min);
+    let iscale = nmax as f32 / (max - min);
     let mut scale = 1.0 / iscale;
     let mut best_error = 0f32;
     for i in 0..n {
@@ -238,41 +264,80 @@ pub(super) fn make_qkx2_quants(
     if nstep < 1 {
         return (scale, -min);
     }
-    for is in 0..=nstep {
-        iscale = (rmin + rdelta * is as f32 + nmax as f32) / (max - min);
-        let mut sum_l = 0f32;
-        let mut sum_l2 = 0f32;
-        let mut sum_xl = 0f32;
-        for i in 0..n {
-            let li = nearest_int(iscale * (x[i] - min)).clamp(0, nmax);
-            laux[i] = li as u8;
-            let w = weights[i];
-            let lf = li as f32;
-            sum_l += w * lf;
-            sum_l2 += w * lf * lf;
-            sum_xl += w * lf * x[i];
+    // ggml tries the candidate scales one after another, and a winner's min moves the levels
+    // of the candidates after it. Here a window of `WIDTH` candidates is summed side by side
+    // in one pass over `x` per stage (each still in element order, so every value is ggml's:
+    // independent chains instead of one dependent chain per candidate) with the min they
+    // would see if none of them won, then compared in ggml's order; when one wins with another
+    // min, the next window starts after it (at most `WIDTH - 1` candidates summed in vain).
+    const MAX_TRIALS: usize = 40;
+    const WIDTH: usize = 8;
+    let trials = nstep as usize + 1;
+    assert!(trials <= MAX_TRIALS, "nstep {nstep}");
+    let iscale_for = |t: usize, min: f32| (rmin + rdelta * t as f32 + nmax as f32) / (max - min);
+    let level = |iscale: f32, v: f32, min: f32| nearest_int(iscale * (v - min)).clamp(0, nmax);
+    let mut chosen: Option<(usize, f32)> = None;
+    let mut start = 0;
+    'search: while start < trials {
+        let base = min;
+        let end = (start + WIDTH).min(trials);
+        let iscales: [f32; MAX_TRIALS] = std::array::from_fn(|t| iscale_for(t, base));
+        let (mut sum_l, mut sum_l2, mut sum_xl) =
+            ([0f32; MAX_TRIALS], [0f32; MAX_TRIALS], [0f32; MAX_TRIALS]);
+        for (&v, &w) in x.iter().zip(weights) {
+            for t in start..end {
+                let lf = level(iscales[t], v, base) as f32;
+                sum_l[t] += w * lf;
+                sum_l2[t] += w * lf * lf;
+                sum_xl[t] += w * lf * v;
+            }
         }
-        let d = sum_w * sum_l2 - sum_l * sum_l;
-        if d > 0.0 {
-            let mut this_scale = (sum_w * sum_xl - sum_x * sum_l) / d;
-            let mut this_min = (sum_l2 * sum_x - sum_l * sum_xl) / d;
-            if this_min > 0.0 {
-                this_min = 0.0;
-                this_scale = sum_xl / sum_l2;
+        let mut fit = [None; MAX_TRIALS];
+        for t in start..end {
+            let d = sum_w * sum_l2[t] - sum_l[t] * sum_l[t];
+            if d > 0.0 {
+                let mut this_scale = (sum_w * sum_xl[t] - sum_x * sum_l[t]) / d;
+                let mut this_min = (sum_l2[t] * sum_x - sum_l[t] * sum_xl[t]) / d;
+                if this_min > 0.0 {
+                    this_min = 0.0;
+                    this_scale = sum_xl[t] / sum_l2[t];
+                }
+                fit[t] = Some((this_scale, this_min));
             }
-            let mut cur_error = 0f32;
-            for i in 0..n {
-                let mut diff = this_scale * f32::from(laux[i]) + this_min - x[i];
-                diff = if use_mad { diff.abs() } else { diff * diff };
-                let w = weights[i];
-                cur_error += w * diff;
+        }
+        let mut error = [0f32; MAX_TRIALS];
+        for (&v, &w) in x.iter().zip(weights) {
+            for t in start..end {
+                if let Some((this_scale, this_min)) = fit[t] {
+                    let lf = level(iscales[t], v, base) as f32;
+                    let mut diff = this_scale * lf + this_min - v;
+                    diff = if use_mad { diff.abs() } else { diff * diff };
+                    error[t] += w * diff;
+                }
             }
-            if cur_error < best_error {
-                l[..n].copy_from_slice(&laux[..n]);
-                best_error = cur_error;
+        }
+        let window = start..end;
+        start = end;
+        for t in window {
+            let Some((this_scale, this_min)) = fit[t] else {
+                continue;
+            };
+            if error[t] < best_error {
+                best_error = error[t];
                 scale = this_scale;
+                chosen = Some((t, base));
                 min = this_min;
+                if min.to_bits() != base.to_bits() {
+                    start = t + 1;
+                    continue 'search;
+                }
             }
+        }
+    }
+    if let Some((t, base)) = chosen {
+        let iscale = iscale_for(t, base);
+        for (li, &v) in l.iter_mut().zip(x) {
+            *li = level(iscale, v, base) as u8;
         }
     }
     (scale, -min)
@@ -296,7 +361,6 @@ fn q2_k(src: &[f32], dst: &mut [u8]) {
     const Q4SCALE: f32 = 15.0;
     for (x, y) in src.chunks_exact(QK_K).zip(dst.chunks_exact_mut(84)) {
         let mut l = [0u8; QK_K];
-        let mut laux = [0u8; 16];
         let mut weights = [0f32; 16];
         let mut mins = [0f32; QK_K / 16];
         let mut scales = [0f32; QK_K / 16];
@@ -313,7 +377,6 @@ fn q2_k(src: &[f32], dst: &mut [u8]) {
                 xs,
                 &weights,
                 &mut l[16 * j..16 * j + 16],
-                &mut laux,
                 -0.5,
                 0.1,
                 15,
@@ -430,7 +493,6 @@ fn q3_k(src: &[f32], dst: &mut [u8]) {
 /// `make_qkx2_quants`, quantized against their maxima; writes d, dmin and scales[12] to
 /// `head` and returns the rounded levels in `l`.
 fn q45_k_levels(x: &[f32], head: &mut [u8], l: &mut [u8; QK_K], nmax: i32, rmin: f32, nstep: i32) {
-    let mut laux = [0u8; 32];
     let mut weights = [0f32; 32];
     let mut mins = [0f32; QK_K / 32];
     let mut scales = [0f32; QK_K / 32];
@@ -452,7 +514,6 @@ fn q45_k_levels(x: &[f32], head: &mut [u8], l: &mut [u8; QK_K], nmax: i32, rmin:
             xs,
             &weights,
             &mut l[32 * j..32 * j + 32],
-            &mut laux,
             rmin,
             0.1,
             nstep,
