@@ -18,7 +18,7 @@
 use super::basic::pack_q5;
 use super::kquants::{
     best_index_int8, get_scale_min_k4, iq4_group, iq4_xs_block, make_qx_quants, nearest_int,
-    pack_2bit, pack_iq4, store_f16, GROUP_MAX_EPS,
+    pack_2bit, pack_iq4, pack_q5_k, store_f16, GROUP_MAX_EPS,
 };
 use crate::blocks::QK_K;
 use crate::GgmlType;
@@ -434,27 +434,7 @@ fn q5_k(x: &[f32], qw: &[f32], y: &mut [u8]) {
         let mut l = [0u8; QK_K];
         let (head, rest) = y.split_at_mut(16);
         q45_k_levels(x, qw, head, &mut l, 31, true);
-        let (qh, ql) = rest.split_at_mut(32);
-        qh.fill(0);
-        let mut m1 = 1u8;
-        let mut m2 = 2u8;
-        for (n, ql) in (0..QK_K).step_by(64).zip(ql.chunks_exact_mut(32)) {
-            for j in 0..32 {
-                let mut l1 = l[n + j];
-                if l1 > 15 {
-                    l1 -= 16;
-                    qh[j] |= m1;
-                }
-                let mut l2 = l[n + j + 32];
-                if l2 > 15 {
-                    l2 -= 16;
-                    qh[j] |= m2;
-                }
-                ql[j] = l1 | (l2 << 4);
-            }
-            m1 <<= 2;
-            m2 <<= 2;
-        }
+        pack_q5_k(&l, rest);
     }
 }
 

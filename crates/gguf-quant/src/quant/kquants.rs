@@ -579,33 +579,39 @@ fn q4_k(src: &[f32], dst: &mut [u8]) {
     }
 }
 
+/// Packs Q5_K's 256 levels (0..32) into `rest` (the block after its 16-byte head): the fifth
+/// bits into `qh[32]`, two per 64 values, and the low four into the nibbles of `qs[128]`.
+pub(super) fn pack_q5_k(l: &[u8; QK_K], rest: &mut [u8]) {
+    let (qh, ql) = rest.split_at_mut(32);
+    qh.fill(0);
+    let mut m1 = 1u8;
+    let mut m2 = 2u8;
+    for (n, ql) in (0..QK_K).step_by(64).zip(ql.chunks_exact_mut(32)) {
+        for j in 0..32 {
+            let mut l1 = l[n + j];
+            if l1 > 15 {
+                l1 -= 16;
+                qh[j] |= m1;
+            }
+            let mut l2 = l[n + j + 32];
+            if l2 > 15 {
+                l2 -= 16;
+                qh[j] |= m2;
+            }
+            ql[j] = l1 | (l2 << 4);
+        }
+        m1 <<= 2;
+        m2 <<= 2;
+    }
+}
+
 // Q5_K: d, dmin, scales[12], qh[32], qs[128].
 fn q5_k(src: &[f32], dst: &mut [u8]) {
     for (x, y) in src.chunks_exact(QK_K).zip(dst.chunks_exact_mut(176)) {
         let mut l = [0u8; QK_K];
         let (head, rest) = y.split_at_mut(16);
         q45_k_levels(x, head, &mut l, 31, -0.5, 15);
-        let (qh, ql) = rest.split_at_mut(32);
-        qh.fill(0);
-        let mut m1 = 1u8;
-        let mut m2 = 2u8;
-        for (n, ql) in (0..QK_K).step_by(64).zip(ql.chunks_exact_mut(32)) {
-            for j in 0..32 {
-                let mut l1 = l[n + j];
-                if l1 > 15 {
-                    l1 -= 16;
-                    qh[j] |= m1;
-                }
-                let mut l2 = l[n + j + 32];
-                if l2 > 15 {
-                    l2 -= 16;
-                    qh[j] |= m2;
-                }
-                ql[j] = l1 | (l2 << 4);
-            }
-            m1 <<= 2;
-            m2 <<= 2;
-        }
+        pack_q5_k(&l, rest);
     }
 }
 
