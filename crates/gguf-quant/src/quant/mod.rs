@@ -4,6 +4,7 @@
 
 mod basic;
 mod imatrix;
+mod iq_grid;
 mod kquants;
 
 use crate::error::{QuantError, Result};
