@@ -189,8 +189,8 @@ fn build<const N: usize>(
     let mut neighbours = Vec::new();
     let mut d2 = vec![0usize; points.len()];
     let mut seen = vec![false; max_d2 + 1];
-    for index in 0..map_size {
-        if map[index] >= 0 {
+    for (index, entry) in map.iter_mut().enumerate() {
+        if *entry >= 0 {
             continue;
         }
         let pos: [i8; N] =
@@ -206,7 +206,7 @@ fn build<const N: usize>(
             seen[*d] = true;
         }
         let distances: Vec<usize> = (0..=max_d2).filter(|&d| seen[d]).take(nwant).collect();
-        map[index] = -(neighbours.len() as i32 + 1);
+        *entry = -(neighbours.len() as i32 + 1);
         let count_at = neighbours.len();
         neighbours.push(0);
         for &want in &distances {
