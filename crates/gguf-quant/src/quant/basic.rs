@@ -57,22 +57,65 @@ fn bf16_(src: &[f32], dst: &mut [u8]) {
 
 /// The value of largest magnitude (the first one on ties), as ggml's Q4_0/Q5_0 pick it.
 fn signed_absmax(x: &[f32]) -> f32 {
-    let (mut amax, mut max) = (0f32, 0f32);
-    for &v in x {
-        if amax < v.abs() {
-            amax = v.abs();
-            max = v;
+    // ggml keeps the first value of the largest magnitude (NaN never compares larger): the
+    // largest magnitude is found eight lanes at a time (any order gives the same maximum),
+    // then the first value that has it.
+    let mut lanes = [0f32; 8];
+    let chunks = x.chunks_exact(8);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for (a, &v) in lanes.iter_mut().zip(c) {
+            if *a < v.abs() {
+                *a = v.abs();
+            }
         }
     }
-    max
+    let amax = lanes
+        .iter()
+        .chain(rest.iter())
+        .fold(0f32, |a, &v| if a < v.abs() { v.abs() } else { a });
+    if amax == 0.0 {
+        return 0.0;
+    }
+    x.iter().copied().find(|v| v.abs() == amax).unwrap_or(0.0)
 }
 
 fn min_max(x: &[f32]) -> (f32, f32) {
+    // ggml's running `if (v < min) min = v` (NaN skipped) taken eight lanes at a time: every
+    // order gives the same extreme value, and equal values have equal bits, except a zero
+    // extreme, whose sign depends on which zero came first. That case is redone in order.
+    let (mut mins, mut maxs) = ([f32::MAX; 8], [-f32::MAX; 8]);
+    let chunks = x.chunks_exact(8);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for k in 0..8 {
+            if c[k] < mins[k] {
+                mins[k] = c[k];
+            }
+            if c[k] > maxs[k] {
+                maxs[k] = c[k];
+            }
+        }
+    }
+    let (min, max) = min_max_in_order(mins.iter().chain(rest), maxs.iter().chain(rest));
+    if min == 0.0 || max == 0.0 {
+        return min_max_in_order(x, x);
+    }
+    (min, max)
+}
+
+/// The smallest of `lows` and the largest of `highs`, in ggml's order.
+fn min_max_in_order<'a>(
+    lows: impl IntoIterator<Item = &'a f32>,
+    highs: impl IntoIterator<Item = &'a f32>,
+) -> (f32, f32) {
     let (mut min, mut max) = (f32::MAX, -f32::MAX);
-    for &v in x {
+    for &v in lows {
         if v < min {
             min = v;
         }
+    }
+    for &v in highs {
         if v > max {
             max = v;
         }
@@ -85,11 +128,43 @@ fn min_max(x: &[f32]) -> (f32, f32) {
 /// subnormal scale makes the inverse scale infinite, so matching it keeps those blocks exact.
 #[inline(always)]
 pub(crate) fn cvtt(x: f32) -> i32 {
+    // That instruction itself on x86_64 (SSE is part of the baseline): the portable form below
+    // costs a compare and a saturating conversion per value, which made Q5_1 twice as slow as
+    // ggml's.
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_cvttss_si32, _mm_set_ss};
+        // SAFETY: both need only SSE, which every x86_64 CPU has.
+        unsafe { _mm_cvttss_si32(_mm_set_ss(x)) }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
     if x.is_nan() || !(-2_147_483_648.0..2_147_483_648.0).contains(&x) {
         i32::MIN
     } else {
         x as i32
     }
+}
+
+/// [`cvtt`] of a whole block of 32 values, four at a time on x86_64 (`cvttps2dq`, same results
+/// as `cvttss2si` lane by lane), which is how GCC compiles ggml's block loops.
+#[inline(always)]
+fn cvtt32(v: &[f32; 32]) -> [i32; 32] {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_cvttps_epi32, _mm_loadu_ps, _mm_storeu_si128};
+        let mut out = [0i32; 32];
+        for (o, c) in out.chunks_exact_mut(4).zip(v.chunks_exact(4)) {
+            // SAFETY: SSE2 is part of x86_64's baseline, and both pointers address 4 valid
+            // lanes (chunks of exactly 4); the unaligned load and store need no alignment.
+            unsafe {
+                let q = _mm_cvttps_epi32(_mm_loadu_ps(c.as_ptr()));
+                _mm_storeu_si128(o.as_mut_ptr().cast(), q);
+            }
+        }
+        out
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    v.map(cvtt)
 }
 
 /// C's `roundf` (halfway cases away from zero), without the libm call `f32::round` becomes on
@@ -99,10 +174,11 @@ pub(crate) fn roundf(x: f32) -> f32 {
     if x.is_nan() || x.abs() >= 8_388_608.0 {
         return x; // integers already (|x| >= 2^23), infinities and NaN
     }
-    let t = (x as i32 as f32).copysign(x); // exact truncation in this range, sign of zero kept
-                                           // One away from zero when the (exact) fraction is at least a half: a select, not a branch,
-                                           // since quantized values fall on either side at random (the branch mispredicted half the
-                                           // time and made Q8_0 quantization 2x slower than llama-quantize's).
+    // Exact truncation in this range, sign of zero kept.
+    let t = (x as i32 as f32).copysign(x);
+    // One away from zero when the (exact) fraction is at least a half: a select, not a branch,
+    // since quantized values fall on either side at random (the branch mispredicted half the
+    // time and made Q8_0 quantization 2x slower than llama-quantize's).
     let step = f32::from(u8::from((x - t).abs() >= 0.5)).copysign(x);
     t + step
 }
@@ -120,9 +196,10 @@ fn q4_0(src: &[f32], dst: &mut [u8]) {
         let d = signed_absmax(x) / -8.0;
         let id = inverse(d);
         y[..2].copy_from_slice(&f16_bytes(d));
+        let q = cvtt32(&std::array::from_fn(|j| x[j] * id + 8.5));
         for j in 0..16 {
-            let xi0 = (cvtt(x[j] * id + 8.5) as i8).min(15) as u8;
-            let xi1 = (cvtt(x[j + 16] * id + 8.5) as i8).min(15) as u8;
+            let xi0 = (q[j] as i8).min(15) as u8;
+            let xi1 = (q[j + 16] as i8).min(15) as u8;
             y[2 + j] = xi0 | (xi1 << 4);
         }
     }
@@ -135,9 +212,10 @@ fn q4_1(src: &[f32], dst: &mut [u8]) {
         let id = inverse(d);
         y[..2].copy_from_slice(&f16_bytes(d));
         y[2..4].copy_from_slice(&f16_bytes(min));
+        let q = cvtt32(&std::array::from_fn(|j| (x[j] - min) * id + 0.5));
         for j in 0..16 {
-            let xi0 = (cvtt((x[j] - min) * id + 0.5) as i8).min(15) as u8;
-            let xi1 = (cvtt((x[j + 16] - min) * id + 0.5) as i8).min(15) as u8;
+            let xi0 = (q[j] as i8).min(15) as u8;
+            let xi1 = (q[j + 16] as i8).min(15) as u8;
             y[4 + j] = xi0 | (xi1 << 4);
         }
     }
@@ -159,10 +237,7 @@ fn q5_0(src: &[f32], dst: &mut [u8]) {
         let d = signed_absmax(x) / -16.0;
         let id = inverse(d);
         y[..2].copy_from_slice(&f16_bytes(d));
-        let mut q = [0u8; 32];
-        for (q, &v) in q.iter_mut().zip(x) {
-            *q = (cvtt(v * id + 16.5) as i8).min(31) as u8;
-        }
+        let q = cvtt32(&std::array::from_fn(|j| x[j] * id + 16.5)).map(|q| (q as i8).min(31) as u8);
         let (qh, qs) = y[2..].split_at_mut(4);
         pack_q5(&q, qh, qs);
     }
@@ -175,11 +250,8 @@ fn q5_1(src: &[f32], dst: &mut [u8]) {
         let id = inverse(d);
         y[..2].copy_from_slice(&f16_bytes(d));
         y[2..4].copy_from_slice(&f16_bytes(min));
-        let mut q = [0u8; 32];
-        for (q, &v) in q.iter_mut().zip(x) {
-            // No clamp here in ggml either: the value cannot exceed 31.
-            *q = cvtt((v - min) * id + 0.5) as u8;
-        }
+        // No clamp here in ggml either: the value cannot exceed 31.
+        let q = cvtt32(&std::array::from_fn(|j| (x[j] - min) * id + 0.5)).map(|q| q as u8);
         let (qh, qs) = y[4..].split_at_mut(4);
         pack_q5(&q, qh, qs);
     }
@@ -188,8 +260,26 @@ fn q5_1(src: &[f32], dst: &mut [u8]) {
 /// `amax = MAX(amax, fabsf(v))` with C's `MAX(a, b) = a > b ? a : b`: unlike `f32::max`, a NaN
 /// input resets the running maximum, and ggml's outputs depend on that.
 fn c_max_abs(x: &[f32]) -> f32 {
-    x.iter()
-        .fold(0f32, |amax, v| if amax > v.abs() { amax } else { v.abs() })
+    let in_order = |x: &[f32]| {
+        x.iter()
+            .fold(0f32, |amax, v| if amax > v.abs() { amax } else { v.abs() })
+    };
+    // Without NaN the largest magnitude does not depend on the order, so it is found eight
+    // lanes at a time; a block with a NaN is redone in order.
+    let mut lanes = [0f32; 8];
+    let mut nan = false;
+    let chunks = x.chunks_exact(8);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for (a, &v) in lanes.iter_mut().zip(c) {
+            nan |= v.is_nan();
+            *a = if *a > v.abs() { *a } else { v.abs() };
+        }
+    }
+    if nan || rest.iter().any(|v| v.is_nan()) {
+        return in_order(x);
+    }
+    in_order(&lanes).max(in_order(rest))
 }
 
 /// Q8_0's scale and its inverse: `max|x| / 127`.
@@ -203,10 +293,27 @@ fn q8_0(src: &[f32], dst: &mut [u8]) {
     for (x, y) in src.chunks_exact(32).zip(dst.chunks_exact_mut(34)) {
         let (d, id) = q8_scale(x);
         y[..2].copy_from_slice(&f16_bytes(d));
-        for (q, &v) in y[2..].iter_mut().zip(x) {
-            *q = cvtt(roundf(v * id)) as u8;
+        let q = round_block(&std::array::from_fn(|j| x[j] * id));
+        for (y, q) in y[2..].iter_mut().zip(q) {
+            *y = q as u8;
         }
     }
+}
+
+/// `(int) roundf(v)` of a block, as [`roundf`] and [`cvtt`] give it value by value. When every
+/// value is below 2^23 in magnitude (no NaN, no infinity), as a block scaled by its own
+/// maximum always is, it takes a few vector instructions: the truncation is exact there, and
+/// so is the fraction left.
+#[inline(always)]
+fn round_block(v: &[f32; 32]) -> [i32; 32] {
+    if !v.iter().all(|x| x.abs() < 8_388_608.0) {
+        return v.map(|x| cvtt(roundf(x)));
+    }
+    let t = cvtt32(v);
+    std::array::from_fn(|j| {
+        let frac = v[j] - t[j] as f32;
+        t[j] + i32::from(frac >= 0.5) - i32::from(frac <= -0.5)
+    })
 }
 
 fn q8_1(src: &[f32], dst: &mut [u8]) {
@@ -396,6 +503,89 @@ fn q2_0(src: &[f32], dst: &mut [u8]) {
 mod tests {
     use super::*;
     use half::f16;
+
+    /// Blocks of 32 drawn from values that tell the orders apart: signed zeros, NaN, infinities,
+    /// equal magnitudes of both signs, subnormals, halves (rounding ties).
+    fn special_blocks() -> Vec<[f32; 32]> {
+        const POOL: [f32; 14] = [
+            0.0,
+            -0.0,
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            1.0,
+            -1.0,
+            0.5,
+            -0.5,
+            2.5,
+            -126.5,
+            1e-40,
+            -1e-40,
+            3e9,
+        ];
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        (0..4000)
+            .map(|b| {
+                // Some blocks draw from a few pool values only, so that ties are common.
+                let span = [2, 3, 5, POOL.len()][b % 4];
+                let offset = b % (POOL.len() - span + 1);
+                std::array::from_fn(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    POOL[offset + (state % span as u64) as usize]
+                })
+            })
+            .collect()
+    }
+
+    #[test]
+    fn block_reductions_equal_ggml_order_on_special_values() {
+        for x in special_blocks() {
+            let (min, max) = min_max(&x);
+            let (want_min, want_max) = min_max_in_order(&x, &x);
+            assert_eq!(
+                (min.to_bits(), max.to_bits()),
+                (want_min.to_bits(), want_max.to_bits()),
+                "{x:?}"
+            );
+            let (mut amax, mut first) = (0f32, 0f32);
+            for &v in &x {
+                if amax < v.abs() {
+                    amax = v.abs();
+                    first = v;
+                }
+            }
+            assert_eq!(signed_absmax(&x).to_bits(), first.to_bits(), "{x:?}");
+            let running = x
+                .iter()
+                .fold(0f32, |a, v| if a > v.abs() { a } else { v.abs() });
+            assert_eq!(c_max_abs(&x).to_bits(), running.to_bits(), "{x:?}");
+        }
+    }
+
+    #[test]
+    fn block_conversions_equal_value_by_value() {
+        for x in special_blocks() {
+            let portable = |v: f32| {
+                if v.is_nan() || !(-2_147_483_648.0..2_147_483_648.0).contains(&v) {
+                    i32::MIN
+                } else {
+                    v as i32
+                }
+            };
+            assert_eq!(cvtt32(&x), x.map(portable), "{x:?}");
+            assert_eq!(x.map(cvtt), x.map(portable), "{x:?}");
+            assert_eq!(round_block(&x), x.map(|v| cvtt(roundf(v))), "{x:?}");
+            // The fast path: every value below 2^23.
+            let scaled = x.map(|v| if v.abs() < 1e6 { v * 3.0 } else { 0.25 });
+            assert_eq!(
+                round_block(&scaled),
+                scaled.map(|v| cvtt(roundf(v))),
+                "{scaled:?}"
+            );
+        }
+    }
 
     #[test]
     fn bf16_rounds_to_nearest_even_and_quiets_nan() {
