@@ -265,79 +265,54 @@ pub(super) fn make_qkx2_quants(
         return (scale, -min);
     }
     // ggml tries the candidate scales one after another, and a winner's min moves the levels
-    // of the candidates after it. Here a window of `WIDTH` candidates is summed side by side
-    // in one pass over `x` per stage (each still in element order, so every value is ggml's:
-    // independent chains instead of one dependent chain per candidate) with the min they
-    // would see if none of them won, then compared in ggml's order; when one wins with another
-    // min, the next window starts after it (at most `WIDTH - 1` candidates summed in vain).
-    const MAX_TRIALS: usize = 40;
-    const WIDTH: usize = 8;
-    let trials = nstep as usize + 1;
-    assert!(trials <= MAX_TRIALS, "nstep {nstep}");
-    let iscale_for = |t: usize, min: f32| (rmin + rdelta * t as f32 + nmax as f32) / (max - min);
-    let level = |iscale: f32, v: f32, min: f32| nearest_int(iscale * (v - min)).clamp(0, nmax);
-    let mut chosen: Option<(usize, f32)> = None;
-    let mut start = 0;
-    'search: while start < trials {
-        let base = min;
-        let end = (start + WIDTH).min(trials);
-        let iscales: [f32; MAX_TRIALS] = std::array::from_fn(|t| iscale_for(t, base));
-        let (mut sum_l, mut sum_l2, mut sum_xl) =
-            ([0f32; MAX_TRIALS], [0f32; MAX_TRIALS], [0f32; MAX_TRIALS]);
-        for (&v, &w) in x.iter().zip(weights) {
-            for t in start..end {
-                let lf = level(iscales[t], v, base) as f32;
-                sum_l[t] += w * lf;
-                sum_l2[t] += w * lf * lf;
-                sum_xl[t] += w * lf * v;
-            }
+    // of every candidate after it, so candidates are tried in turn here too. Within one, the
+    // levels and the per-value products are computed for all values at once (vectorized;
+    // elementwise, so exact), and only the sums are added one value after another, in ggml's
+    // order.
+    const MAX_N: usize = 32;
+    assert!(n <= MAX_N, "make_qkx2_quants on {n} values");
+    let (x, weights) = (&x[..n], &weights[..n]);
+    let mut levels = [0f32; MAX_N];
+    let (mut wl, mut wll, mut wlx, mut err) =
+        ([0f32; MAX_N], [0f32; MAX_N], [0f32; MAX_N], [0f32; MAX_N]);
+    for is in 0..=nstep {
+        let iscale = (rmin + rdelta * is as f32 + nmax as f32) / (max - min);
+        for (lf, &v) in levels.iter_mut().zip(x) {
+            *lf = nearest_int(iscale * (v - min)).clamp(0, nmax) as f32;
         }
-        let mut fit = [None; MAX_TRIALS];
-        for t in start..end {
-            let d = sum_w * sum_l2[t] - sum_l[t] * sum_l[t];
-            if d > 0.0 {
-                let mut this_scale = (sum_w * sum_xl[t] - sum_x * sum_l[t]) / d;
-                let mut this_min = (sum_l2[t] * sum_x - sum_l[t] * sum_xl[t]) / d;
-                if this_min > 0.0 {
-                    this_min = 0.0;
-                    this_scale = sum_xl[t] / sum_l2[t];
+        for i in 0..n {
+            wl[i] = weights[i] * levels[i];
+            wll[i] = wl[i] * levels[i];
+            wlx[i] = wl[i] * x[i];
+        }
+        // Three independent chains in one loop, so that they overlap.
+        let (mut sum_l, mut sum_l2, mut sum_xl) = (0f32, 0f32, 0f32);
+        for i in 0..n {
+            sum_l += wl[i];
+            sum_l2 += wll[i];
+            sum_xl += wlx[i];
+        }
+        let d = sum_w * sum_l2 - sum_l * sum_l;
+        if d > 0.0 {
+            let mut this_scale = (sum_w * sum_xl - sum_x * sum_l) / d;
+            let mut this_min = (sum_l2 * sum_x - sum_l * sum_xl) / d;
+            if this_min > 0.0 {
+                this_min = 0.0;
+                this_scale = sum_xl / sum_l2;
+            }
+            for i in 0..n {
+                let diff = this_scale * levels[i] + this_min - x[i];
+                err[i] = weights[i] * if use_mad { diff.abs() } else { diff * diff };
+            }
+            let mad = err[..n].iter().fold(0f32, |s, &e| s + e);
+            if mad < best_error {
+                for (li, &lf) in l.iter_mut().zip(&levels) {
+                    *li = lf as u8;
                 }
-                fit[t] = Some((this_scale, this_min));
-            }
-        }
-        let mut error = [0f32; MAX_TRIALS];
-        for (&v, &w) in x.iter().zip(weights) {
-            for t in start..end {
-                if let Some((this_scale, this_min)) = fit[t] {
-                    let lf = level(iscales[t], v, base) as f32;
-                    let mut diff = this_scale * lf + this_min - v;
-                    diff = if use_mad { diff.abs() } else { diff * diff };
-                    error[t] += w * diff;
-                }
-            }
-        }
-        let window = start..end;
-        start = end;
-        for t in window {
-            let Some((this_scale, this_min)) = fit[t] else {
-                continue;
-            };
-            if error[t] < best_error {
-                best_error = error[t];
+                best_error = mad;
                 scale = this_scale;
-                chosen = Some((t, base));
                 min = this_min;
-                if min.to_bits() != base.to_bits() {
-                    start = t + 1;
-                    continue 'search;
-                }
             }
-        }
-    }
-    if let Some((t, base)) = chosen {
-        let iscale = iscale_for(t, base);
-        for (li, &v) in l.iter_mut().zip(x) {
-            *li = level(iscale, v, base) as u8;
         }
     }
     (scale, -min)
