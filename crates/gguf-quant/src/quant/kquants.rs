@@ -142,32 +142,6 @@ pub(super) fn largest(x: &[f32]) -> f32 {
     max
 }
 
-/// The levels `nearest_int(iscale * x[i])`, clamped to `-nmax..nmax` and passed to `level(i, l)`,
-/// with their sums `(Σ w x l, Σ w l²)` in ggml's order, the weights `w` being `qw` or x².
-#[inline(always)]
-fn weighted_levels(
-    x: &[f32],
-    qw: Option<&[f32]>,
-    iscale: f32,
-    nmax: i32,
-    mut level: impl FnMut(usize, i32),
-) -> (f32, f32) {
-    let mut sumlx = 0f32;
-    let mut suml2 = 0f32;
-    for i in 0..x.len() {
-        let li = nearest_int(iscale * x[i]).clamp(-nmax, nmax - 1);
-        level(i, li);
-        let w = match qw {
-            Some(qw) => qw[i],
-            None => x[i] * x[i],
-        };
-        let lf = li as f32;
-        sumlx += w * x[i] * lf;
-        suml2 += w * lf * lf;
-    }
-    (sumlx, suml2)
-}
-
 /// `make_q3_quants(n, nmax, x, L, do_rmse = true)`: a symmetric scale refined by moving single
 /// levels while that lowers the x²-weighted error; `l` gets the levels offset by `nmax`.
 fn make_q3_quants(nmax: i32, x: &[f32], l: &mut [i8]) -> f32 {
@@ -177,7 +151,23 @@ fn make_q3_quants(nmax: i32, x: &[f32], l: &mut [i8]) -> f32 {
         return 0.0;
     };
     let iscale = -(nmax as f32) / max;
-    let (mut sumlx, mut suml2) = weighted_levels(x, None, iscale, nmax, |i, li| l[i] = li as i8);
+    // The levels and the terms of both sums for all values at once (elementwise, so exact),
+    // then the sums in ggml's order.
+    const MAX_N: usize = 32;
+    assert!(n <= MAX_N, "make_q3_quants on {n} values");
+    let (mut lx, mut l2) = ([0f32; MAX_N], [0f32; MAX_N]);
+    for i in 0..n {
+        let li = nearest_int(iscale * x[i]).clamp(-nmax, nmax - 1);
+        l[i] = li as i8;
+        let (w, lf) = (x[i] * x[i], li as f32);
+        lx[i] = w * x[i] * lf;
+        l2[i] = w * lf * lf;
+    }
+    let (mut sumlx, mut suml2) = (0f32, 0f32);
+    for i in 0..n {
+        sumlx += lx[i];
+        suml2 += l2[i];
+    }
     for _ in 0..5 {
         let mut n_changed = 0;
         for i in 0..n {
@@ -450,15 +440,16 @@ fn q3_k(src: &[f32], dst: &mut [u8]) {
             }
         }
 
+        // Level bit 2 goes to the high-bit mask, without a branch (it is a coin flip).
         hmask.fill(0);
         let mut lu = [0u8; QK_K];
-        for j in 0..QK_K {
-            let mut v = l[j];
-            if v > 3 {
-                hmask[j % 32] |= 1 << (j / 32);
-                v -= 4;
+        for m in 0..QK_K / 32 {
+            for i in 0..32 {
+                let v = l[32 * m + i] as u8;
+                let high = u8::from(v > 3);
+                hmask[i] |= high << m;
+                lu[32 * m + i] = v - 4 * high;
             }
-            lu[j] = v as u8;
         }
         pack_2bit(&lu, qs);
     }
