@@ -1,8 +1,9 @@
 //! `cargo bench -p gguf-quant`: dequantize and dot-product throughput per type (GB/s of weight
-//! bytes), the feed-forward activations of `gguf_quant::vec` (SwiGLU, GeGLU, GELU) on a row of
-//! 2048, mat-vec at real model shapes on 1 and 2 threads, batched products of 128 activation
-//! rows (prompt processing) on 1 thread, and a plain memory-read bandwidth figure measured in
-//! the same run, so each result can be read as a fraction of it.
+//! bytes), quantizing whole rows (values/s, with and without an importance matrix), the
+//! feed-forward activations of `gguf_quant::vec` (SwiGLU, GeGLU, GELU) on a row of 2048,
+//! mat-vec at real model shapes on 1 and 2 threads, batched products of 128 activation rows
+//! (prompt processing) on 1 thread, and a plain memory-read bandwidth figure measured in the
+//! same run, so each result can be read as a fraction of it.
 //! `GGUF_FORCE_SCALAR=1` runs the scalar kernels instead of the CPU's SIMD ones.
 
 // `criterion_group!` defines a public function it cannot document.
@@ -88,6 +89,40 @@ fn bench(c: &mut Criterion) {
         group.throughput(Throughput::Bytes(w.len() as u64));
         group.bench_function(ty.name(), |b| {
             b.iter(|| dequantize_row(ty, black_box(&w), &mut out).unwrap())
+        });
+    }
+    group.finish();
+
+    // What `gguf quantize` spends its time in: whole rows as llama-quantize writes them, with
+    // an importance matrix for the types whose search uses one.
+    let (rows, width) = (16, 4096);
+    let x: Vec<f32> = values(rows * width, 5).iter().map(|v| v * 0.05).collect();
+    let importance: Vec<f32> = values(width, 9).iter().map(|v| v * v + 0.01).collect();
+    let mut group = c.benchmark_group("quantize");
+    group.throughput(Throughput::Elements(x.len() as u64));
+    for ty in [
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q5_1,
+        GgmlType::Q8_0,
+        GgmlType::Q2_K,
+        GgmlType::Q3_K,
+        GgmlType::Q4_K,
+        GgmlType::Q5_K,
+        GgmlType::Q6_K,
+        GgmlType::IQ4_NL,
+        GgmlType::IQ4_XS,
+    ] {
+        let mut out = vec![0u8; gguf_quant::row_bytes(ty, x.len()).unwrap()];
+        group.bench_function(ty.name(), |b| {
+            b.iter(|| gguf_quant::quantize_rows(ty, black_box(&x), &mut out).unwrap())
+        });
+        let name = format!("{}+imatrix", ty.name());
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                gguf_quant::quantize_rows_imatrix(ty, black_box(&x), width, &importance, &mut out)
+                    .unwrap()
+            })
         });
     }
     group.finish();
