@@ -268,6 +268,13 @@ fn inputs_match_the_harness_dump() {
     }
 }
 
+/// This thread's time on the CPU so far (Linux: `/proc/thread-self/schedstat`), in ns: on a
+/// shared machine it counts what the quantizer ran, not what it waited.
+fn thread_cpu_ns() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    s.split_whitespace().next()?.parse().ok()
+}
+
 /// Timing of a whole 2048x2048 tensor (`inputs(2048, 2048, 9)`), with and without the
 /// importance matrix, and the FNV-1a of each output, to set against the C harness's
 /// `ggml_quantize_chunk` on the same rows (`harness <dir> time` prints the same lines).
@@ -281,18 +288,19 @@ fn timing_2048x2048() {
         for plain in [false, true] {
             let len = n / ty.block_size() as usize * ty.type_size() as usize * rows;
             let mut out = vec![0u8; len];
-            let start = std::time::Instant::now();
+            let (start, cpu) = (std::time::Instant::now(), thread_cpu_ns());
             if plain {
                 quantize_rows(ty, &x, &mut out).unwrap();
             } else {
                 quantize_rows_imatrix(ty, &x, n, &w, &mut out).unwrap();
             }
             let secs = start.elapsed().as_secs_f64();
+            let cpu = thread_cpu_ns().map_or(f64::NAN, |c| (c - cpu.unwrap_or(c)) as f64 * 1e-9);
             let fnv = out.iter().fold(0xcbf29ce484222325u64, |h, &b| {
                 (h ^ u64::from(b)).wrapping_mul(0x100000001b3)
             });
             let mode = if plain { "plain" } else { "imatrix" };
-            println!("{ty} {mode} {n}x{rows}: {secs:.3} s  fnv {fnv:016x}");
+            println!("{ty} {mode} {n}x{rows}: {secs:.3} s (cpu {cpu:.3} s)  fnv {fnv:016x}");
         }
     }
 }

@@ -17,6 +17,8 @@
 //! table index stays in bounds whatever the input.
 #![allow(clippy::needless_range_loop)]
 
+use std::sync::OnceLock;
+
 use super::iq_grid::{tables4, Grid, GridTables, Lookup};
 use super::kquants::{nearest_int, store_f16};
 use crate::blocks::QK_K;
@@ -125,6 +127,105 @@ fn pack(l: &[i8]) -> usize {
     u
 }
 
+/// Neighbours searched side by side.
+const LANES: usize = 8;
+
+/// Up to [`LANES`] neighbours of one off-grid index: their positions `2 l + 1` as `f32`,
+/// element-major, and their grid numbers (unused lanes repeat the first neighbour and are never read).
+#[derive(Clone, Copy)]
+struct Chunk {
+    q: [[f32; LANES]; 4],
+    id: [u16; LANES],
+}
+
+/// `Σ_i w_i (scale q_i - x_i)²` of [`LANES`] points at once, each lane in ggml's order. Kept out
+/// of line: inlined, the compiler merges it with the scan for the least distance and computes
+/// lane by lane. (Positions stored as `i8` and converted here, a third of the memory, measured
+/// slower.)
+#[inline(never)]
+fn distances(q: &[[f32; LANES]; 4], xval: &[f32], w: &[f32], scale: f32) -> [f32; LANES] {
+    let mut d2 = [0f32; LANES];
+    for i in 0..4 {
+        let (wi, xi, q) = (w[i], xval[i], &q[i]);
+        for lane in 0..LANES {
+            let diff = scale * q[lane] - xi;
+            d2[lane] += wi * diff * diff;
+        }
+    }
+    d2
+}
+
+/// A grid's tables with its neighbour lists laid out for [`Search::snap`]: the distance sums
+/// of [`LANES`] neighbours run side by side, each in ggml's order, so the result is
+/// [`GridTables::best_neighbour`]'s bit for bit (the test `snap_is_best_neighbour` holds it).
+struct Search {
+    t: &'static GridTables<4>,
+    /// Per packed index: its first chunk and neighbour count (0 on the grid).
+    at: Vec<(u32, u16)>,
+    chunks: Vec<Chunk>,
+}
+
+impl Search {
+    fn get(grid: Grid) -> &'static Search {
+        static SEARCH: [OnceLock<Search>; 2] = [const { OnceLock::new() }; 2];
+        let slot = usize::from(grid == Grid::Iq3S);
+        SEARCH[slot].get_or_init(|| {
+            let t = tables4(grid);
+            let mut at = vec![(0u32, 0u16); 4096];
+            let mut chunks = Vec::new();
+            for (u, a) in at.iter_mut().enumerate() {
+                if let Lookup::Neighbours(nb) = t.lookup(u) {
+                    *a = (chunks.len() as u32, nb.len() as u16);
+                    for part in nb.chunks(LANES) {
+                        let mut c = Chunk {
+                            q: [[0.0; LANES]; 4],
+                            id: [part[0]; LANES],
+                        };
+                        for (lane, &j) in part.iter().enumerate() {
+                            c.id[lane] = j;
+                        }
+                        for (lane, &j) in c.id.iter().enumerate() {
+                            for i in 0..4 {
+                                c.q[i][lane] = f32::from(t.points[usize::from(j)][i]);
+                            }
+                        }
+                        chunks.push(c);
+                    }
+                }
+            }
+            Search { t, at, chunks }
+        })
+    }
+
+    /// Moves the levels `l` (packed as `u`) onto the grid: nothing when they are a grid point
+    /// (returns true), else the levels of the neighbour with the least `Σ w (scale q - x)²`,
+    /// the first of equals (ggml's `iq3_find_best_neighbour`; returns false).
+    #[inline(always)]
+    fn snap(&self, u: usize, xval: &[f32], w: &[f32], scale: f32, l: &mut [i8]) -> bool {
+        let (first, n) = self.at[u];
+        if n == 0 {
+            return true;
+        }
+        let (first, n) = (first as usize, usize::from(n));
+        let chunks = &self.chunks[first..first + n.div_ceil(LANES)];
+        let mut best_d2 = f32::MAX;
+        let mut best = chunks[0].id[0];
+        for (c, chunk) in chunks.iter().enumerate() {
+            let d2 = distances(&chunk.q, xval, w, scale);
+            for lane in 0..(n - c * LANES).min(LANES) {
+                if d2[lane] < best_d2 {
+                    best_d2 = d2[lane];
+                    best = chunk.id[lane];
+                }
+            }
+        }
+        for (l, &q) in l.iter_mut().zip(&self.t.points[usize::from(best)]) {
+            *l = (q - 1) / 2;
+        }
+        false
+    }
+}
+
 /// `Σ w x q` and `Σ w q²` with `q = 2 l + 1`, in ggml's order.
 fn sums(weight: &[f32; 32], xval: &[f32; 32], l: &[i8; 32]) -> (f32, f32) {
     let (mut sumqx, mut sumq2) = (0f32, 0f32);
@@ -146,7 +247,7 @@ fn sums(weight: &[f32; 32], xval: &[f32; 32], l: &[i8; 32]) -> (f32, f32) {
 /// refinement sees when no candidate was kept. Returns the scale and the levels.
 #[allow(clippy::too_many_arguments)]
 fn search(
-    t: &GridTables<4>,
+    t: &Search,
     xval: &[f32; 32],
     weight: &[f32; 32],
     waux: &[f32; 32],
@@ -169,12 +270,8 @@ fn search(
             for i in 0..4 {
                 g[i] = level(id, xval[4 * k + i]);
             }
-            is_on_grid_aux[k] = true;
-            if let Lookup::Neighbours(nb) = t.lookup(pack(g)) {
-                is_on_grid_aux[k] = false;
-                let r = 4 * k..4 * k + 4;
-                t.best_neighbour(nb, &xval[r.clone()], &waux[r], this_scale, g);
-            }
+            let r = 4 * k..4 * k + 4;
+            is_on_grid_aux[k] = t.snap(pack(g), &xval[r.clone()], &waux[r], this_scale, g);
         }
         let (sumqx, sumq2) = sums(weight, xval, &laux);
         if sumq2 > 0.0 && sumqx * sumqx > best * sumq2 {
@@ -196,10 +293,8 @@ fn search(
                 lv[i] = level(id, xval[4 * k + i]);
             }
             g.copy_from_slice(&lv);
-            if let Lookup::Neighbours(nb) = t.lookup(pack(&lv)) {
-                let r = 4 * k..4 * k + 4;
-                t.best_neighbour(nb, &xval[r.clone()], &waux[r], scale, g);
-            }
+            let r = 4 * k..4 * k + 4;
+            t.snap(pack(&lv), &xval[r.clone()], &waux[r], scale, g);
         }
         let (sumqx, sumq2) = sums(weight, xval, &l);
         if sumq2 > 0.0 {
@@ -228,7 +323,8 @@ fn scale_code(id: f32, s: f32) -> u32 {
 // 7-bit sign patterns (an even number of minus signs; the eighth sign is implied) and the 4-bit
 // scale on top.
 fn iq3_xxs(x: &[f32], qw: Option<&[f32]>, y: &mut [u8]) {
-    let t = tables4(Grid::Iq3Xxs);
+    let st = Search::get(Grid::Iq3Xxs);
+    let t = st.t;
     for (ibl, (xbl, yb)) in x.chunks_exact(QK_K).zip(y.chunks_exact_mut(98)).enumerate() {
         // `q3`: the 64 grid indices, then the 8 words of signs and scales.
         let mut q3 = [0u8; 64];
@@ -265,7 +361,7 @@ fn iq3_xxs(x: &[f32], qw: Option<&[f32]>, y: &mut [u8]) {
                 scales[ib] = 0.0;
                 continue;
             }
-            let (mut scale, l) = search(t, &xval, &weight, &waux, max, 15, true, false);
+            let (mut scale, l) = search(st, &xval, &weight, &waux, max, 15, true, false);
             if scale < 0.0 {
                 scale = -scale;
                 for s in &mut block_signs {
@@ -303,7 +399,8 @@ fn iq3_xxs(x: &[f32], qw: Option<&[f32]>, y: &mut [u8]) {
 // IQ3_S: d, qs[64] (low 8 bits of each group's grid index), qh[8] (the ninth bits, one byte per
 // block of 32), signs[32] (one byte per group of 8), scales[4] (two 4-bit block scales each).
 fn iq3_s(x: &[f32], qw: Option<&[f32]>, y: &mut [u8]) {
-    let t = tables4(Grid::Iq3S);
+    let st = Search::get(Grid::Iq3S);
+    let t = st.t;
     for (ibl, (xbl, yb)) in x
         .chunks_exact(QK_K)
         .zip(y.chunks_exact_mut(110))
@@ -328,7 +425,7 @@ fn iq3_s(x: &[f32], qw: Option<&[f32]>, y: &mut [u8]) {
                 scales[ib] = 0.0;
                 continue;
             }
-            let (mut scale, l) = search(t, &xval, &weight, &waux, max, 9, false, true);
+            let (mut scale, l) = search(st, &xval, &weight, &waux, max, 9, false, true);
             if scale < 0.0 {
                 scale = -scale;
                 for s in &mut block_signs {
@@ -357,6 +454,50 @@ fn iq3_s(x: &[f32], qw: Option<&[f32]>, y: &mut [u8]) {
             let l1 = scale_code(id, scales[ib]);
             let l2 = scale_code(id, scales[ib + 1]);
             yb[106 + ib / 2] = (l1 | (l2 << 4)) as u8;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// [`Search::snap`] picks what [`GridTables::best_neighbour`] picks, for every off-grid
+    /// index of both grids, on ordinary, tied, zero-weight and NaN inputs.
+    #[test]
+    fn snap_is_best_neighbour() {
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            state ^= state >> 12;
+            state ^= state << 25;
+            state ^= state >> 27;
+            let r = state.wrapping_mul(0x2545_F491_4F6C_DD1D);
+            (r >> 40) as f32 / (1u32 << 23) as f32 - 1.0
+        };
+        for grid in [Grid::Iq3Xxs, Grid::Iq3S] {
+            let st = Search::get(grid);
+            for u in 0..4096 {
+                let Lookup::Neighbours(nb) = st.t.lookup(u) else {
+                    assert!(st.snap(u, &[0.0; 4], &[0.0; 4], 1.0, &mut [0; 4]));
+                    continue;
+                };
+                for case in 0..6 {
+                    let mut x: [f32; 4] = std::array::from_fn(|_| 8.0 * (next() + 1.0));
+                    let mut w: [f32; 4] = std::array::from_fn(|_| next() + 1.0);
+                    let scale = 0.5 + next().abs();
+                    match case {
+                        1 => w = [0.0; 4],
+                        2 => x = x.map(|v| v.round()),
+                        3 => x[u % 4] = f32::NAN,
+                        4 => w[1] = f32::INFINITY,
+                        _ => {}
+                    }
+                    let (mut a, mut b) = ([0i8; 4], [0i8; 4]);
+                    st.t.best_neighbour(nb, &x, &w, scale, &mut a);
+                    assert!(!st.snap(u, &x, &w, scale, &mut b));
+                    assert_eq!(a, b, "{grid:?} index {u} case {case}");
+                }
+            }
         }
     }
 }
