@@ -6,15 +6,18 @@
 //! (`iq3xxs_grid`, 256 points; `iq3s_grid`, 512 points) plus signs. Per block, a scale is searched
 //! over 31 (IQ3_XXS) or 19 (IQ3_S) candidates; each candidate rounds every group to levels and,
 //! when those levels are not a grid point, replaces them with the best of its nearest grid points
-//! ([`GridTables::best_neighbour`]). The best candidate is refined once more, and the block
+//! (ggml's `iq3_find_best_neighbour`, here [`Search::snap`]). The best candidate is refined once more, and the block
 //! scales are finally quantized to 4 bits against the super-block's largest.
 //!
 //! As in imatrix.rs, every float expression keeps ggml's `f32` operation order and no product is
 //! fused (`libggml-base` is built without `-march`). ggml aborts where a block's final scale is
 //! NaN (`GGML_ASSERT(scale >= 0)`) or where no neighbour beats `FLT_MAX` (all distances NaN);
-//! those need NaN or infinite input, and here they go on without a panic: the NaN scale is kept
+//! those need NaN, infinite or huge input (whose squares overflow), and here they go on without a panic: the NaN scale is kept
 //! and the first neighbour chosen. Every level is clamped to 0..=7 before it is packed, so every
 //! table index stays in bounds whatever the input.
+//!
+//! Neither quantizer sorts anything; the one `qsort` behind them, `iq3xs_init_impl`'s over
+//! (distance, grid index) pairs, compares both fields, a total order (see iq_grid.rs).
 #![allow(clippy::needless_range_loop)]
 
 use std::sync::OnceLock;
@@ -247,7 +250,7 @@ fn sums(weight: &[f32; 32], xval: &[f32; 32], l: &[i8; 32]) -> (f32, f32) {
 /// refinement sees when no candidate was kept. Returns the scale and the levels.
 #[allow(clippy::too_many_arguments)]
 fn search(
-    t: &Search,
+    st: &Search,
     xval: &[f32; 32],
     weight: &[f32; 32],
     waux: &[f32; 32],
@@ -271,7 +274,7 @@ fn search(
                 g[i] = level(id, xval[4 * k + i]);
             }
             let r = 4 * k..4 * k + 4;
-            is_on_grid_aux[k] = t.snap(pack(g), &xval[r.clone()], &waux[r], this_scale, g);
+            is_on_grid_aux[k] = st.snap(pack(g), &xval[r.clone()], &waux[r], this_scale, g);
         }
         let (sumqx, sumq2) = sums(weight, xval, &laux);
         if sumq2 > 0.0 && sumqx * sumqx > best * sumq2 {
@@ -294,7 +297,7 @@ fn search(
             }
             g.copy_from_slice(&lv);
             let r = 4 * k..4 * k + 4;
-            t.snap(pack(&lv), &xval[r.clone()], &waux[r], scale, g);
+            st.snap(pack(&lv), &xval[r.clone()], &waux[r], scale, g);
         }
         let (sumqx, sumq2) = sums(weight, xval, &l);
         if sumq2 > 0.0 {
