@@ -20,7 +20,14 @@ const TYPES: &[GgmlType] = &[
     GgmlType::Q6_K,
     GgmlType::IQ4_NL,
     GgmlType::IQ4_XS,
+    GgmlType::IQ3_XXS,
+    GgmlType::IQ3_S,
 ];
+
+/// Every type whose ggml quantizer also runs without an importance matrix in a way
+/// `quantize_row` does not (`<TYPE>.plain.ref`: `ggml_quantize_chunk` with a NULL imatrix,
+/// same shapes and rows).
+const PLAIN_TYPES: &[GgmlType] = &[GgmlType::IQ3_XXS, GgmlType::IQ3_S];
 
 /// `(n_per_row, rows, seed)` of each shape, in the order of the reference files; a type whose
 /// blocks do not divide `n_per_row` skips the shape.
@@ -38,9 +45,8 @@ const ROW_KINDS: &[&str] = &[
     "multiples of 0.5 in [-8, 8]",
 ];
 
-/// The importance matrix and the rows of a shape, drawn as the C harness draws them.
-fn inputs(n: usize, rows: usize, seed: u64) -> (Vec<f32>, Vec<f32>) {
-    let mut rng = Rng::new(seed);
+/// The importance matrix of `n` columns, drawn as the C harness's `gen_imatrix`.
+fn draw_imatrix(rng: &mut Rng, n: usize) -> Vec<f32> {
     let mut w: Vec<f32> = (0..n)
         .map(|j| {
             let u = rng.unit() + 1.0;
@@ -53,6 +59,13 @@ fn inputs(n: usize, rows: usize, seed: u64) -> (Vec<f32>, Vec<f32>) {
         .collect();
     // One whole block of 32 columns without importance.
     w[64..96].fill(0.0);
+    w
+}
+
+/// The importance matrix and the rows of a shape, drawn as the C harness draws them.
+fn inputs(n: usize, rows: usize, seed: u64) -> (Vec<f32>, Vec<f32>) {
+    let mut rng = Rng::new(seed);
+    let w = draw_imatrix(&mut rng, n);
     let mut x = Vec::with_capacity(n * rows);
     for r in 0..rows {
         let start = x.len();
@@ -83,10 +96,30 @@ fn inputs(n: usize, rows: usize, seed: u64) -> (Vec<f32>, Vec<f32>) {
 }
 
 fn reference(ty: GgmlType) -> Vec<u8> {
+    reference_file(&format!("{}.ref", ty.name()))
+}
+
+fn reference_file(name: &str) -> Vec<u8> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data/imatrix")
-        .join(format!("{}.ref", ty.name()));
+        .join(name);
     std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Where `ours` first differs from `want`, block by block, as a failure message.
+fn first_difference(ty: GgmlType, n: usize, ours: &[u8], want: &[u8]) -> Option<String> {
+    let (bs, ts) = (ty.block_size() as usize, ty.type_size() as usize);
+    let b = ours
+        .chunks_exact(ts)
+        .zip(want.chunks_exact(ts))
+        .position(|(a, b)| a != b)?;
+    let (row, block) = (b / (n / bs), b % (n / bs));
+    Some(format!(
+        "{ty}, n_per_row {n}: first differing block {b} (row {row} \"{}\", block {block})\n  ours {:02x?}\n  ggml {:02x?}",
+        ROW_KINDS[row % 8],
+        &ours[b * ts..(b + 1) * ts],
+        &want[b * ts..(b + 1) * ts],
+    ))
 }
 
 #[test]
@@ -115,21 +148,36 @@ fn imatrix_quantization_matches_ggml() {
                 plain, want,
                 "{ty}, n_per_row {n}: the imatrix changed nothing"
             );
-            let first = ours
-                .chunks_exact(ts)
-                .zip(want.chunks_exact(ts))
-                .position(|(a, b)| a != b);
-            if let Some(b) = first {
-                let (row, block) = (b / (n / bs), b % (n / bs));
-                failures.push(format!(
-                    "{ty}, n_per_row {n}: first differing block {b} (row {row} \"{}\", block {block})\n  ours {:02x?}\n  ggml {:02x?}",
-                    ROW_KINDS[row % 8],
-                    &ours[b * ts..(b + 1) * ts],
-                    &want[b * ts..(b + 1) * ts],
-                ));
-            }
+            failures.extend(first_difference(ty, n, &ours, want));
         }
         assert_eq!(at, expected.len(), "{ty}: reference file length");
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Without an importance matrix: `quantize_rows` against `<TYPE>.plain.ref`.
+#[test]
+fn plain_quantization_matches_ggml() {
+    let mut failures = Vec::new();
+    for &ty in PLAIN_TYPES {
+        let expected = reference_file(&format!("{}.plain.ref", ty.name()));
+        let (bs, ts) = (ty.block_size() as usize, ty.type_size() as usize);
+        let mut at = 0;
+        for &(n, rows, seed) in SHAPES {
+            if n % bs != 0 {
+                continue;
+            }
+            let (_, x) = inputs(n, rows, seed);
+            let len = n / bs * ts * rows;
+            let mut ours = vec![0u8; len];
+            quantize_rows(ty, &x, &mut ours).unwrap();
+            let want = expected
+                .get(at..at + len)
+                .unwrap_or_else(|| panic!("{ty}: plain reference file too short"));
+            at += len;
+            failures.extend(first_difference(ty, n, &ours, want));
+        }
+        assert_eq!(at, expected.len(), "{ty}: plain reference file length");
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
@@ -216,6 +264,130 @@ fn inputs_match_the_harness_dump() {
         assert_eq!(ours.len(), dumped.len(), "n_per_row {n}");
         for (i, (a, b)) in ours.iter().zip(&dumped).enumerate() {
             assert_eq!(a.to_bits(), b.to_bits(), "n_per_row {n}: value {i}");
+        }
+    }
+}
+
+/// This thread's time on the CPU so far (Linux: `/proc/thread-self/schedstat`), in ns: on a
+/// shared machine it counts what the quantizer ran, not what it waited.
+fn thread_cpu_ns() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    s.split_whitespace().next()?.parse().ok()
+}
+
+/// Timing of a whole 2048x2048 tensor (`inputs(2048, 2048, 9)`), with and without the
+/// importance matrix, and the FNV-1a of each output, to set against the C harness's
+/// `ggml_quantize_chunk` on the same rows (`harness <dir> time` prints the same lines).
+/// `cargo test --release -p gguf-quant --test imatrix_reference -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn timing_2048x2048() {
+    let (n, rows) = (2048, 2048);
+    let (w, x) = inputs(n, rows, 9);
+    for ty in [GgmlType::IQ3_S, GgmlType::IQ3_XXS] {
+        for plain in [false, true] {
+            let len = n / ty.block_size() as usize * ty.type_size() as usize * rows;
+            let mut out = vec![0u8; len];
+            let (start, cpu) = (std::time::Instant::now(), thread_cpu_ns());
+            if plain {
+                quantize_rows(ty, &x, &mut out).unwrap();
+            } else {
+                quantize_rows_imatrix(ty, &x, n, &w, &mut out).unwrap();
+            }
+            let secs = start.elapsed().as_secs_f64();
+            let cpu = thread_cpu_ns().map_or(f64::NAN, |c| (c - cpu.unwrap_or(c)) as f64 * 1e-9);
+            let fnv = out.iter().fold(0xcbf29ce484222325u64, |h, &b| {
+                (h ^ u64::from(b)).wrapping_mul(0x100000001b3)
+            });
+            let mode = if plain { "plain" } else { "imatrix" };
+            println!("{ty} {mode} {n}x{rows}: {secs:.3} s (cpu {cpu:.3} s)  fnv {fnv:016x}");
+        }
+    }
+}
+
+/// The edge rows of `<TYPE>.edge.ref` (512 values, 4 rows, seed 11, after the imatrix): zero
+/// blocks of 32 inside non-zero super-blocks, subnormal values, exact ties, one value per block.
+fn edge_inputs() -> (Vec<f32>, Vec<f32>) {
+    let n = 512;
+    let mut rng = Rng::new(11);
+    let w = draw_imatrix(&mut rng, n);
+    let mut x = Vec::with_capacity(4 * n);
+    for r in 0..4 {
+        for j in 0..n {
+            let u = rng.unit();
+            let b = j / 32;
+            x.push(match r {
+                0 if [1, 2, 6, 9].contains(&b) => 0.0,
+                0 => u,
+                1 => u * 1e-41,
+                2 if j % 3 == 0 => -0.5,
+                2 => 0.5,
+                _ if j % 32 == b % 32 => u * 10.0,
+                _ => 0.0,
+            });
+        }
+    }
+    (w, x)
+}
+
+/// IQ3 on the edge rows, with the imatrix then without, against ggml. Row 0 has zero blocks of
+/// 32 inside its super-blocks, past which ggml's IQ3_S does not advance its index and sign
+/// pointers: the later blocks' bytes move up and the tail stays zero.
+#[test]
+fn iq3_edge_rows_match_ggml() {
+    let (w, x) = edge_inputs();
+    let n = 512;
+    let mut failures = Vec::new();
+    for ty in [GgmlType::IQ3_S, GgmlType::IQ3_XXS] {
+        let expected = reference_file(&format!("{}.edge.ref", ty.name()));
+        let len = n / 256 * ty.type_size() as usize * 4;
+        assert_eq!(expected.len(), 2 * len, "{ty}: edge reference file length");
+        let mut ours = vec![0u8; len];
+        quantize_rows_imatrix(ty, &x, n, &w, &mut ours).unwrap();
+        failures.extend(first_difference(ty, n, &ours, &expected[..len]));
+        quantize_rows(ty, &x, &mut ours).unwrap();
+        failures.extend(first_difference(ty, n, &ours, &expected[len..]));
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // The case is exercised: three skipped blocks leave the last 24 index bytes of IQ3_S's
+    // first super-block zero.
+    let s = reference_file("IQ3_S.edge.ref");
+    assert!(s[2 + 40..66].iter().all(|&b| b == 0) && s[2..42].iter().any(|&b| b != 0));
+}
+
+/// Hostile values never panic: NaN, infinities, huge and subnormal values, with zero, NaN or
+/// infinite importance, and without an importance matrix. (ggml aborts on some of these, where a
+/// block's scale comes out NaN; here they give bytes.)
+#[test]
+fn iq3_hostile_values_do_not_panic() {
+    let n = 512;
+    let specials = [
+        f32::NAN,
+        -f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::MAX,
+        -f32::MAX,
+        f32::MIN_POSITIVE,
+        1e-45,
+        0.0,
+        -0.0,
+    ];
+    let mut rng = Rng::new(5);
+    let mut rows = Vec::new();
+    for &s in &specials {
+        rows.extend(std::iter::repeat_n(s, n));
+        // The special value at every seventh place among ordinary ones.
+        rows.extend((0..n).map(|j| if j % 7 == 0 { s } else { rng.unit() }));
+    }
+    let weights = [0.0, 1.0, f32::NAN, f32::INFINITY, 1e-45, f32::MAX];
+    for ty in [GgmlType::IQ3_S, GgmlType::IQ3_XXS] {
+        let len = rows.len() / 256 * ty.type_size() as usize;
+        let mut out = vec![0u8; len];
+        quantize_rows(ty, &rows, &mut out).unwrap();
+        for &wv in &weights {
+            let w = vec![wv; n];
+            quantize_rows_imatrix(ty, &rows, n, &w, &mut out).unwrap();
         }
     }
 }

@@ -41,6 +41,8 @@ pub(super) fn kernel(ty: GgmlType) -> Option<RowFn> {
         Q6_K => q6_k,
         IQ4_NL => iq4_nl,
         IQ4_XS => iq4_xs,
+        IQ3_XXS => super::iq3::iq3_xxs_imatrix,
+        IQ3_S => super::iq3::iq3_s_imatrix,
         _ => return None,
     })
 }
