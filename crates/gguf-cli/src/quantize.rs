@@ -278,14 +278,17 @@ pub fn quantize(a: QuantizeArgs) -> Result<()> {
                 to.name()
             );
         }
-        let probe = vec![0f32; to.block_size() as usize];
-        let mut out = vec![0u8; to.type_size() as usize];
-        if gguf_quant::quantize_row(to, &probe, &mut out).is_err() {
-            bail!(
-                "{name}: {} to {}: gguf-quant has no quantizer for this type yet (the i-quants below 4 bits: IQ1, IQ2, IQ3)",
-                t.name,
-                to.name()
-            );
+        if weights[i].is_none() {
+            // The quantizer that will run, tried on one block of zeros.
+            let probe = vec![0f32; to.block_size() as usize];
+            let mut out = vec![0u8; to.type_size() as usize];
+            if let Err(e) = gguf_quant::quantize_rows(to, &probe, &mut out) {
+                bail!(
+                    "{name}: {} to {} without an importance matrix: {e}",
+                    t.name,
+                    to.name()
+                );
+            }
         }
     }
     if a.allow_requantize
