@@ -20,7 +20,15 @@ const TYPES: &[GgmlType] = &[
     GgmlType::Q6_K,
     GgmlType::IQ4_NL,
     GgmlType::IQ4_XS,
+    GgmlType::IQ2_XXS,
+    GgmlType::IQ2_XS,
+    GgmlType::IQ2_S,
 ];
+
+/// Types whose ggml quantizer also runs without an importance matrix and whose output then is
+/// not the reference quantizer's: `<TYPE>.plain.ref` holds what ggml wrote for the same rows
+/// with a NULL imatrix, which `quantize_rows` must reproduce.
+const PLAIN_TYPES: &[GgmlType] = &[GgmlType::IQ2_S];
 
 /// `(n_per_row, rows, seed)` of each shape, in the order of the reference files; a type whose
 /// blocks do not divide `n_per_row` skips the shape.
@@ -83,9 +91,13 @@ fn inputs(n: usize, rows: usize, seed: u64) -> (Vec<f32>, Vec<f32>) {
 }
 
 fn reference(ty: GgmlType) -> Vec<u8> {
+    reference_file(&format!("{}.ref", ty.name()))
+}
+
+fn reference_file(name: &str) -> Vec<u8> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data/imatrix")
-        .join(format!("{}.ref", ty.name()));
+        .join(name);
     std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
@@ -108,28 +120,74 @@ fn imatrix_quantization_matches_ggml() {
                 .get(at..at + len)
                 .unwrap_or_else(|| panic!("{ty}: reference file too short"));
             at += len;
-            // The inputs must make the imatrix matter, or the test would prove nothing.
+            // The inputs must make the imatrix matter, or the test would prove nothing (the
+            // types that need an imatrix have no quantizer without one to compare with).
             let mut plain = vec![0u8; len];
-            quantize_rows(ty, &x, &mut plain).unwrap();
-            assert_ne!(
-                plain, want,
-                "{ty}, n_per_row {n}: the imatrix changed nothing"
-            );
-            let first = ours
-                .chunks_exact(ts)
-                .zip(want.chunks_exact(ts))
-                .position(|(a, b)| a != b);
-            if let Some(b) = first {
-                let (row, block) = (b / (n / bs), b % (n / bs));
-                failures.push(format!(
-                    "{ty}, n_per_row {n}: first differing block {b} (row {row} \"{}\", block {block})\n  ours {:02x?}\n  ggml {:02x?}",
-                    ROW_KINDS[row % 8],
-                    &ours[b * ts..(b + 1) * ts],
-                    &want[b * ts..(b + 1) * ts],
-                ));
+            match quantize_rows(ty, &x, &mut plain) {
+                Ok(()) => assert_ne!(
+                    plain, want,
+                    "{ty}, n_per_row {n}: the imatrix changed nothing"
+                ),
+                Err(QuantError::Unsupported { .. }) => {}
+                Err(e) => panic!("{ty}: {e}"),
+            }
+            if let Some(f) = first_difference(ty, n, &ours, want) {
+                failures.push(f);
             }
         }
         assert_eq!(at, expected.len(), "{ty}: reference file length");
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Where `ours` first differs from ggml's `want` (rows of `n`), described for a failure message.
+fn first_difference(ty: GgmlType, n: usize, ours: &[u8], want: &[u8]) -> Option<String> {
+    let (bs, ts) = (ty.block_size() as usize, ty.type_size() as usize);
+    let b = ours
+        .chunks_exact(ts)
+        .zip(want.chunks_exact(ts))
+        .position(|(a, b)| a != b)?;
+    let (row, block) = (b / (n / bs), b % (n / bs));
+    Some(format!(
+        "{ty}, n_per_row {n}: first differing block {b} (row {row} \"{}\", block {block})\n  ours {:02x?}\n  ggml {:02x?}",
+        ROW_KINDS[row % 8],
+        &ours[b * ts..(b + 1) * ts],
+        &want[b * ts..(b + 1) * ts],
+    ))
+}
+
+/// ggml without an importance matrix, for the types in [`PLAIN_TYPES`]: `quantize_rows` must
+/// write `<TYPE>.plain.ref`, and the imatrix must matter there too.
+#[test]
+fn plain_quantization_matches_ggml() {
+    let mut failures = Vec::new();
+    for &ty in PLAIN_TYPES {
+        let expected = reference_file(&format!("{}.plain.ref", ty.name()));
+        let imatrix = reference(ty);
+        let (bs, ts) = (ty.block_size() as usize, ty.type_size() as usize);
+        let mut at = 0;
+        for &(n, rows, seed) in SHAPES {
+            if n % bs != 0 {
+                continue;
+            }
+            let (_, x) = inputs(n, rows, seed);
+            let len = n / bs * ts * rows;
+            let mut ours = vec![0u8; len];
+            quantize_rows(ty, &x, &mut ours).unwrap();
+            let want = expected
+                .get(at..at + len)
+                .unwrap_or_else(|| panic!("{ty}: plain reference file too short"));
+            assert_ne!(
+                &imatrix[at..at + len],
+                want,
+                "{ty}, n_per_row {n}: the imatrix changed nothing"
+            );
+            at += len;
+            if let Some(f) = first_difference(ty, n, &ours, want) {
+                failures.push(f);
+            }
+        }
+        assert_eq!(at, expected.len(), "{ty}: plain reference file length");
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
@@ -187,12 +245,12 @@ fn unsupported_types_and_wrong_lengths_are_errors() {
     assert!(matches!(q4k(&x, 256, &w, good), Err(QuantError::Shape(_))));
     // Empty input is fine.
     assert!(q4k(&[], 512, &w, 0).is_ok());
-    // A type without an importance-matrix quantizer.
-    let mut dst = vec![0u8; 66 * 4];
+    // A type without an importance-matrix quantizer (ggml has none for Q8_1 at all).
+    let mut dst = vec![0u8; 36 * 32];
     assert_eq!(
-        quantize_rows_imatrix(GgmlType::IQ2_XXS, &x[..1024], 512, &w, &mut dst),
+        quantize_rows_imatrix(GgmlType::Q8_1, &x[..1024], 512, &w, &mut dst),
         Err(QuantError::Unsupported {
-            ty: GgmlType::IQ2_XXS,
+            ty: GgmlType::Q8_1,
             op: "quantize with an importance matrix"
         })
     );

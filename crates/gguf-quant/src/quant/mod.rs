@@ -4,6 +4,7 @@
 
 mod basic;
 mod imatrix;
+mod iq2;
 mod iq_grid;
 mod kquants;
 
@@ -33,6 +34,11 @@ pub fn quantize_rows(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<()> {
     if ty == GgmlType::IQ4_NL {
         check_lengths(ty, src.len(), dst.len())?;
         kquants::iq4_nl_rows(src, dst);
+        return Ok(());
+    }
+    if ty == GgmlType::IQ2_S {
+        check_lengths(ty, src.len(), dst.len())?;
+        iq2::iq2_s(src, None, dst);
         return Ok(());
     }
     quantize_row(ty, src, dst)
