@@ -501,3 +501,62 @@ fn iq2_s_block(t: &Tables, xbl: &[f32], qw: Option<&[f32]>, y: &mut [u8]) {
         sc[ib / 2] |= scale_code(id, scales[ib]) << (4 * (ib % 2));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Super-blocks of hostile values, each quantized by the three types with ordinary, zero,
+    /// NaN and infinite importance weights (and IQ2_S without any): no panic, whatever ggml
+    /// would do (it aborts on NaN).
+    #[test]
+    fn hostile_values_never_panic() {
+        let ordinary: Vec<f32> = (0..QK_K).map(|i| (i as f32 * 0.37).sin()).collect();
+        let mut rows: Vec<Vec<f32>> = vec![
+            vec![0.0; QK_K],
+            vec![-0.0; QK_K],
+            vec![f32::NAN; QK_K],
+            vec![f32::INFINITY; QK_K],
+            vec![f32::NEG_INFINITY; QK_K],
+            vec![f32::MAX; QK_K],
+            vec![-f32::MAX; QK_K],
+            vec![f32::MIN_POSITIVE / 4.0; QK_K],
+            vec![1e-9; QK_K],
+            (0..QK_K)
+                .map(|i| if i % 2 == 0 { 3e38 } else { -3e38 })
+                .collect(),
+        ];
+        for special in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 1e30, -1e-30] {
+            for at in [0, 7, 100] {
+                let mut x = ordinary.clone();
+                x[at] = special;
+                rows.push(x);
+            }
+        }
+        rows.push(ordinary);
+        let weights: Vec<Vec<f32>> = [0.0, 1.0, f32::NAN, f32::INFINITY, -1.0, 1e-30]
+            .iter()
+            .map(|&w| vec![w; QK_K])
+            .collect();
+        for x in &rows {
+            for qw in &weights {
+                iq2_xxs(x, qw, &mut [0xAA; 66]);
+                iq2_xs(x, qw, &mut [0xAA; 74]);
+                iq2_s(x, Some(qw), &mut [0xAA; 82]);
+            }
+            iq2_s(x, None, &mut [0xAA; 82]);
+        }
+    }
+
+    /// The all-zero level index is a point of each grid (so a sub-block whose search never
+    /// improves on its starting levels stores grid point 0, as in ggml).
+    #[test]
+    fn zero_levels_are_on_every_grid() {
+        for grid in [Grid::Iq2Xxs, Grid::Iq2Xs, Grid::Iq2S] {
+            assert!(
+                matches!(tables8(grid).lookup(0), Lookup::OnGrid(0)),
+                "{grid:?}"
+            );
+        }
+    }
+}
