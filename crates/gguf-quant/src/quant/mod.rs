@@ -29,7 +29,8 @@ pub fn quantize_row(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<()> {
 /// Quantizes whole rows `src` (each a whole number of blocks of `ty`) into `dst` as ggml's
 /// `ggml_quantize_chunk` does without an importance matrix: what llama-quantize writes. That is
 /// [`quantize_row`]'s reference quantizer for every type but IQ4_NL, whose row quantizer
-/// searches 15 scales where its reference one tries one.
+/// searches 15 scales where its reference one tries one, and IQ2_S, which [`quantize_row`]
+/// refuses and is quantized here by `quantize_row_iq2_s_impl`'s path without weights.
 pub fn quantize_rows(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<()> {
     if ty == GgmlType::IQ4_NL {
         check_lengths(ty, src.len(), dst.len())?;
@@ -48,7 +49,8 @@ pub fn quantize_rows(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<()> {
 /// `ggml_quantize_chunk` does with an importance matrix `imatrix` (`n_per_row` values, one per
 /// column), which is what llama-quantize writes with `--imatrix`.
 ///
-/// Implemented for Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL and IQ4_XS.
+/// Implemented for Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS,
+/// IQ2_XXS, IQ2_XS and IQ2_S.
 /// The types whose ggml quantizer ignores the importance matrix (the plain floats, Q8_0, Q1_0,
 /// Q2_0, MXFP4, NVFP4, TQ1_0, TQ2_0) quantize as [`quantize_rows`] does. Every other type gives
 /// [`QuantError::Unsupported`].
