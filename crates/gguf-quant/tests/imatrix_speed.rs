@@ -1,7 +1,8 @@
 //! Speed of the slow importance-matrix quantizers on a whole 2048 × 2048 tensor, against
 //! ggml's figures from the C harness that made the references (`ggml_quantize_chunk` on the
 //! same tensor, one call, timed with `clock_gettime`). Ignored by default:
-//! `cargo test --release -p gguf-quant --test imatrix_speed -- --ignored --nocapture`.
+//! `GGUF_SPEED_REPS=3 cargo test --release -p gguf-quant --test imatrix_speed -- --ignored
+//! --nocapture`, beside `harness out 3` of the C harness.
 //! The bytes are checked too, by their FNV-1a against the harness's.
 
 use std::time::Instant;
@@ -34,6 +35,13 @@ fn tensor() -> (Vec<f32>, Vec<f32>) {
 #[ignore = "slow: a timing run"]
 fn iq2_whole_tensor_speed() {
     let (w, x) = tensor();
+    // Best of `GGUF_SPEED_REPS` runs (1 unless set), as the harness's best of its second
+    // argument.
+    let reps: usize = std::env::var("GGUF_SPEED_REPS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(1)
+        .max(1);
     // (type, with the imatrix, ggml's FNV-1a of the tensor)
     let cases = [
         (GgmlType::IQ2_XXS, true, "a1c56e5da142ca97"),
@@ -47,16 +55,19 @@ fn iq2_whole_tensor_speed() {
         // Build the grid tables outside the timing, as the harness does.
         let row = out.len() / N;
         quantize_rows_imatrix(ty, &x[..N], N, &w, &mut out[..row]).unwrap();
-        let t0 = Instant::now();
-        if with {
-            quantize_rows_imatrix(ty, &x, N, &w, &mut out).unwrap();
-        } else {
-            quantize_rows(ty, &x, &mut out).unwrap();
+        let mut dt = f64::INFINITY;
+        for _ in 0..reps {
+            let t0 = Instant::now();
+            if with {
+                quantize_rows_imatrix(ty, &x, N, &w, &mut out).unwrap();
+            } else {
+                quantize_rows(ty, &x, &mut out).unwrap();
+            }
+            dt = dt.min(t0.elapsed().as_secs_f64());
         }
-        let dt = t0.elapsed().as_secs_f64();
         let got = fnv1a64(&out);
         println!(
-            "{ty}{} 2048x2048: {dt:.3} s, fnv {got}",
+            "{ty}{} 2048x2048: {dt:.3} s (best of {reps}), fnv {got}",
             if with { "" } else { " (no imatrix)" }
         );
         if got != want {
