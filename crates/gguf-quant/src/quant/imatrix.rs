@@ -41,6 +41,9 @@ pub(super) fn kernel(ty: GgmlType) -> Option<RowFn> {
         Q6_K => q6_k,
         IQ4_NL => iq4_nl,
         IQ4_XS => iq4_xs,
+        IQ2_XXS => super::iq2::iq2_xxs,
+        IQ2_XS => super::iq2::iq2_xs,
+        IQ2_S => super::iq2::iq2_s_imatrix,
         IQ3_XXS => super::iq3::iq3_xxs_imatrix,
         IQ3_S => super::iq3::iq3_s_imatrix,
         _ => return None,
@@ -83,7 +86,7 @@ use super::kquants::make_qkx2_quants as make_qkx3_quants;
 /// `make_qp_quants(n, nmax, x, L, quant_weights)`: a non-negative scale for non-negative `x`
 /// (the sub-block scales or mins of a super-block), tried at 9 candidates and refined by moving
 /// single levels. `l` is C's `uint8_t L[]`: a negative level (from a negative `x`) wraps.
-fn make_qp_quants(nmax: i32, x: &[f32], l: &mut [u8], quant_weights: &[f32]) -> f32 {
+pub(super) fn make_qp_quants(nmax: i32, x: &[f32], l: &mut [u8], quant_weights: &[f32]) -> f32 {
     let n = x.len();
     let mut max = 0f32;
     for i in 0..n {
