@@ -20,7 +20,13 @@ const TYPES: &[GgmlType] = &[
     GgmlType::Q6_K,
     GgmlType::IQ4_NL,
     GgmlType::IQ4_XS,
+    GgmlType::IQ1_S,
+    GgmlType::IQ1_M,
 ];
+
+/// The types of `TYPES` whose ggml quantizer also runs without an importance matrix and has a
+/// committed output of that (`<TYPE>.plain.ref`), which `quantize_rows` must reproduce.
+const PLAIN_TYPES: &[GgmlType] = &[GgmlType::IQ1_M];
 
 /// `(n_per_row, rows, seed)` of each shape, in the order of the reference files; a type whose
 /// blocks do not divide `n_per_row` skips the shape.
@@ -83,9 +89,13 @@ fn inputs(n: usize, rows: usize, seed: u64) -> (Vec<f32>, Vec<f32>) {
 }
 
 fn reference(ty: GgmlType) -> Vec<u8> {
+    reference_file(&format!("{}.ref", ty.name()))
+}
+
+fn reference_file(name: &str) -> Vec<u8> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data/imatrix")
-        .join(format!("{}.ref", ty.name()));
+        .join(name);
     std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
@@ -108,28 +118,67 @@ fn imatrix_quantization_matches_ggml() {
                 .get(at..at + len)
                 .unwrap_or_else(|| panic!("{ty}: reference file too short"));
             at += len;
-            // The inputs must make the imatrix matter, or the test would prove nothing.
+            // The inputs must make the imatrix matter, or the test would prove nothing
+            // (IQ1_S has no quantizer without an imatrix to compare with).
             let mut plain = vec![0u8; len];
-            quantize_rows(ty, &x, &mut plain).unwrap();
-            assert_ne!(
-                plain, want,
-                "{ty}, n_per_row {n}: the imatrix changed nothing"
-            );
-            let first = ours
-                .chunks_exact(ts)
-                .zip(want.chunks_exact(ts))
-                .position(|(a, b)| a != b);
-            if let Some(b) = first {
-                let (row, block) = (b / (n / bs), b % (n / bs));
-                failures.push(format!(
-                    "{ty}, n_per_row {n}: first differing block {b} (row {row} \"{}\", block {block})\n  ours {:02x?}\n  ggml {:02x?}",
-                    ROW_KINDS[row % 8],
-                    &ours[b * ts..(b + 1) * ts],
-                    &want[b * ts..(b + 1) * ts],
-                ));
+            match quantize_rows(ty, &x, &mut plain) {
+                Ok(()) => assert_ne!(
+                    plain, want,
+                    "{ty}, n_per_row {n}: the imatrix changed nothing"
+                ),
+                Err(e) => assert!(matches!(e, QuantError::Unsupported { .. }), "{ty}: {e}"),
+            }
+            if let Some(f) = first_difference(ty, n, &ours, want) {
+                failures.push(f);
             }
         }
         assert_eq!(at, expected.len(), "{ty}: reference file length");
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Where `ours` first differs from `want` (rows of `n` values of `ty`), described.
+fn first_difference(ty: GgmlType, n: usize, ours: &[u8], want: &[u8]) -> Option<String> {
+    let (bs, ts) = (ty.block_size() as usize, ty.type_size() as usize);
+    let b = ours
+        .chunks_exact(ts)
+        .zip(want.chunks_exact(ts))
+        .position(|(a, b)| a != b)?;
+    let (row, block) = (b / (n / bs), b % (n / bs));
+    Some(format!(
+        "{ty}, n_per_row {n}: first differing block {b} (row {row} \"{}\", block {block})\n  ours {:02x?}\n  ggml {:02x?}",
+        ROW_KINDS[row % 8],
+        &ours[b * ts..(b + 1) * ts],
+        &want[b * ts..(b + 1) * ts],
+    ))
+}
+
+/// The types ggml also quantizes without an importance matrix, through `quantize_rows`, against
+/// `ggml_quantize_chunk(..., NULL)` on the same rows.
+#[test]
+fn plain_quantization_matches_ggml() {
+    let mut failures = Vec::new();
+    for &ty in PLAIN_TYPES {
+        let expected = reference_file(&format!("{}.plain.ref", ty.name()));
+        let (bs, ts) = (ty.block_size() as usize, ty.type_size() as usize);
+        let mut at = 0;
+        for &(n, rows, seed) in SHAPES {
+            if n % bs != 0 {
+                continue;
+            }
+            let (_, x) = inputs(n, rows, seed);
+            let len = n / bs * ts * rows;
+            let mut ours = vec![0u8; len];
+            quantize_rows(ty, &x, &mut ours).unwrap();
+            let want = expected
+                .get(at..at + len)
+                .unwrap_or_else(|| panic!("{ty}: plain reference file too short"));
+            at += len;
+            if let Some(f) = first_difference(ty, n, &ours, want) {
+                failures.push(f);
+            }
+        }
+        assert_eq!(at, expected.len(), "{ty}: plain reference file length");
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

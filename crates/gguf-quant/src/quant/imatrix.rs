@@ -41,6 +41,8 @@ pub(super) fn kernel(ty: GgmlType) -> Option<RowFn> {
         Q6_K => q6_k,
         IQ4_NL => iq4_nl,
         IQ4_XS => iq4_xs,
+        IQ1_S => super::iq1::iq1_s,
+        IQ1_M => |x, qw, y| super::iq1::iq1_m(x, Some(qw), y),
         _ => return None,
     })
 }

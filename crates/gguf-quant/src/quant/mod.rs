@@ -4,6 +4,7 @@
 
 mod basic;
 mod imatrix;
+mod iq1;
 mod iq_grid;
 mod kquants;
 
@@ -28,11 +29,18 @@ pub fn quantize_row(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<()> {
 /// Quantizes whole rows `src` (each a whole number of blocks of `ty`) into `dst` as ggml's
 /// `ggml_quantize_chunk` does without an importance matrix: what llama-quantize writes. That is
 /// [`quantize_row`]'s reference quantizer for every type but IQ4_NL, whose row quantizer
-/// searches 15 scales where its reference one tries one.
+/// searches 15 scales where its reference one tries one, and IQ1_M, which has no reference
+/// quantizer but whose importance-matrix quantizer also runs without one (weighing each value
+/// by its square).
 pub fn quantize_rows(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<()> {
     if ty == GgmlType::IQ4_NL {
         check_lengths(ty, src.len(), dst.len())?;
         kquants::iq4_nl_rows(src, dst);
+        return Ok(());
+    }
+    if ty == GgmlType::IQ1_M {
+        check_lengths(ty, src.len(), dst.len())?;
+        iq1::iq1_m(src, None, dst);
         return Ok(());
     }
     quantize_row(ty, src, dst)
@@ -42,7 +50,8 @@ pub fn quantize_rows(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<()> {
 /// `ggml_quantize_chunk` does with an importance matrix `imatrix` (`n_per_row` values, one per
 /// column), which is what llama-quantize writes with `--imatrix`.
 ///
-/// Implemented for Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL and IQ4_XS.
+/// Implemented for Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, IQ1_S
+/// and IQ1_M.
 /// The types whose ggml quantizer ignores the importance matrix (the plain floats, Q8_0, Q1_0,
 /// Q2_0, MXFP4, NVFP4, TQ1_0, TQ2_0) quantize as [`quantize_rows`] does. Every other type gives
 /// [`QuantError::Unsupported`].
