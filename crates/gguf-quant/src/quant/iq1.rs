@@ -515,3 +515,87 @@ pub(super) fn iq1_m(x: &[f32], quant_weights: Option<&[f32]>, y: &mut [u8]) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One super-block of hostile input per case, against what ggml's `ggml_quantize_chunk`
+    /// wrote for it (`None`: ggml aborts, on a failed `GGML_ASSERT`; ours must not panic). Made
+    /// by a throwaway C program linked against the reference `libggml-base`: the row is
+    /// `((37 j) % 101 - 50) / 50`, the importance `1 + j % 5`, then the case's change.
+    #[test]
+    fn hostile_inputs_match_ggml_or_do_not_panic() {
+        let zero_s = Some("00".repeat(50));
+        let zero_m = Some("00".repeat(56));
+        type Case = (
+            &'static str,
+            fn(&mut [f32], &mut [f32]),
+            Option<String>,
+            Option<String>,
+        );
+        let cases: [Case; 9] = [
+            ("NaN value", |x, _| x[37] = f32::NAN, zero_s.clone(), zero_m.clone()),
+            ("infinite value", |x, _| x[37] = f32::INFINITY, zero_s.clone(), zero_m.clone()),
+            (
+                "values x1e13",
+                |x, _| x.iter_mut().for_each(|v| *v *= 1e13),
+                Some("007cffffffff000000000000000000000000ffffffff000000000000000000000000ff2f0090009000e0ff0f008000e000f0".into()),
+                Some("0000ffff0000ffffffff0000ffff0000ffff0000ffff000000000000ffff0000887788777788778877887788888877887d07110800c0597e".into()),
+            ),
+            ("values x1e19", |x, _| x.iter_mut().for_each(|v| *v *= 1e19), zero_s.clone(), zero_m.clone()),
+            ("values x1e30", |x, _| x.iter_mut().for_each(|v| *v *= 1e30), zero_s.clone(), zero_m.clone()),
+            (
+                "NaN importance",
+                |_, w| w[37] = f32::NAN,
+                Some("e32a348cc90d00000000fb94949a7722343546c90d0b0d0d2e949494772234353546837a0000b0fdfef6537592fcb6ffdbf6".into()),
+                Some("3435c90d000004fbfb94949a7734343546c90d050d0dfb949494773434353546bb52000260ee3ebb23a5aa60ee3eb3bb3feef7fdf7aff72f".into()),
+            ),
+            ("infinite importance", |_, w| w[37] = f32::INFINITY, None, None),
+            ("negative importance", |_, w| w.iter_mut().for_each(|v| *v = -*v), zero_s.clone(), zero_m.clone()),
+            ("zero importance", |_, w| w.fill(0.0), zero_s, zero_m),
+        ];
+        let hex = |b: &[u8]| b.iter().map(|v| format!("{v:02x}")).collect::<String>();
+        for (name, change, want_s, want_m) in cases {
+            let mut x: Vec<f32> = (0..256)
+                .map(|j| ((j * 37) % 101 - 50) as f32 / 50.0)
+                .collect();
+            let mut w: Vec<f32> = (0..256).map(|j| (1 + j % 5) as f32).collect();
+            change(&mut x, &mut w);
+            let (mut s, mut m) = ([0u8; 50], [0u8; 56]);
+            iq1_s(&x, &w, &mut s);
+            iq1_m(&x, Some(&w), &mut m);
+            if let Some(want) = want_s {
+                assert_eq!(hex(&s), want, "IQ1_S, {name}");
+            }
+            if let Some(want) = want_m {
+                assert_eq!(hex(&m), want, "IQ1_M, {name}");
+            }
+        }
+        // Without an importance matrix (IQ1_M only): zero importance is not read then.
+        let x: Vec<f32> = (0..256)
+            .map(|j| ((j * 37) % 101 - 50) as f32 / 50.0)
+            .collect();
+        let mut m = [0u8; 56];
+        iq1_m(&x, None, &mut m);
+        assert_eq!(
+            hex(&m),
+            "3435c90d0b0b04fb2e94947777343434c9464545040dfb949494bb34224e35c9bb52a2026a6e3e6bb2a2a260ee3d3f2bbf2fff7ff7bfff2f"
+        );
+        // Every value NaN or infinite, with NaN and infinite importance: no panic.
+        for v in [
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::MAX,
+            f32::MIN_POSITIVE,
+        ] {
+            for q in [f32::NAN, f32::INFINITY, 1.0, -1.0, 0.0] {
+                let (x, w) = ([v; 256], [q; 256]);
+                iq1_s(&x, &w, &mut [0u8; 50]);
+                iq1_m(&x, Some(&w), &mut [0u8; 56]);
+                iq1_m(&x, None, &mut [0u8; 56]);
+            }
+        }
+    }
+}
