@@ -268,3 +268,36 @@ fn inputs_match_the_harness_dump() {
         }
     }
 }
+
+/// Times one whole 2048 x 2048 tensor per type with an importance matrix, the rows of every kind
+/// (seed 4), as the C harness times `ggml_quantize_chunk` on the same input:
+/// `cargo test --release -p gguf-quant --test imatrix_reference -- --ignored --nocapture`.
+/// With `GGUF_IMATRIX_2048=<dir>` holding the harness's `<TYPE>.2048.bin` (ggml's bytes for
+/// that tensor), the output is compared with them too.
+#[test]
+#[ignore]
+fn timing_2048_by_2048() {
+    let (w, x) = inputs(2048, 2048, 4);
+    for ty in [GgmlType::IQ1_S, GgmlType::IQ1_M] {
+        let mut out = vec![0u8; 2048 / 256 * ty.type_size() as usize * 2048];
+        // Build the search tables first, as the harness does.
+        let head = out.len() / 256;
+        quantize_rows_imatrix(ty, &x[..2048 * 8], 2048, &w, &mut out[..head]).unwrap();
+        for _ in 0..3 {
+            let t = std::time::Instant::now();
+            quantize_rows_imatrix(ty, &x, 2048, &w, &mut out).unwrap();
+            println!("{ty} 2048x2048 imatrix: {:.3} s", t.elapsed().as_secs_f64());
+        }
+        if let Some(dir) = std::env::var_os("GGUF_IMATRIX_2048") {
+            let path = PathBuf::from(dir).join(format!("{}.2048.bin", ty.name()));
+            let want = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert_eq!(want.len(), out.len(), "{ty}");
+            assert!(
+                first_difference(ty, 2048, &out, &want).is_none(),
+                "{ty}: {}",
+                first_difference(ty, 2048, &out, &want).unwrap_or_default()
+            );
+            println!("{ty} 2048x2048: equal to ggml's bytes");
+        }
+    }
+}
