@@ -85,8 +85,8 @@ fn msort(b: &mut [(f32, u8)], tmp: &mut [(f32, u8)]) {
     msort(&mut b[n1..], tmp);
     let (mut i, mut j, mut t) = (0, n1, 0);
     while i < n1 && j < n {
-        // `cmp(left, right) <= 0` takes the left one.
-        if !(b[i].0 > b[j].0) {
+        // `cmp(left, right) <= 0` takes the left one: not greater, NaN included.
+        if b[i].0.partial_cmp(&b[j].0) != Some(std::cmp::Ordering::Greater) {
             tmp[t] = b[i];
             i += 1;
         } else {
@@ -345,7 +345,7 @@ pub(super) fn iq1_m(x: &[f32], quant_weights: Option<&[f32]>, y: &mut [u8]) {
     // 2: -,+; 3: -,-).
     let group_xx = |shift: u8| {
         move |k: usize| -> &'static [f32; 3] {
-            let plus = if k == 0 { shift < 2 } else { shift % 2 == 0 };
+            let plus = if k == 0 { shift < 2 } else { shift.is_multiple_of(2) };
             if plus {
                 &IQ1M_P
             } else {
