@@ -284,9 +284,13 @@ fn timing_2048_by_2048() {
         let head = out.len() / 256;
         quantize_rows_imatrix(ty, &x[..2048 * 8], 2048, &w, &mut out[..head]).unwrap();
         for _ in 0..3 {
-            let t = std::time::Instant::now();
+            let (t, cpu) = (std::time::Instant::now(), thread_cpu_seconds());
             quantize_rows_imatrix(ty, &x, 2048, &w, &mut out).unwrap();
-            println!("{ty} 2048x2048 imatrix: {:.3} s", t.elapsed().as_secs_f64());
+            println!(
+                "{ty} 2048x2048 imatrix: {:.3} s (cpu {:.3} s)",
+                t.elapsed().as_secs_f64(),
+                thread_cpu_seconds() - cpu
+            );
         }
         if let Some(dir) = std::env::var_os("GGUF_IMATRIX_2048") {
             let path = PathBuf::from(dir).join(format!("{}.2048.bin", ty.name()));
@@ -300,4 +304,13 @@ fn timing_2048_by_2048() {
             println!("{ty} 2048x2048: equal to ggml's bytes");
         }
     }
+}
+
+/// This thread's time on a CPU (Linux `schedstat`; 0 elsewhere), which a loaded machine
+/// disturbs less than the wall clock.
+fn thread_cpu_seconds() -> f64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .map_or(0.0, |ns| ns as f64 * 1e-9)
 }

@@ -267,14 +267,35 @@ pub(super) fn iq1_s(x: &[f32], quant_weights: &[f32], y: &mut [u8]) {
             let mut best_score = -f32::MAX;
             let mut scale = max;
             let (mut besti1, mut besti2, mut best_shift) = (usize::MAX, usize::MAX, 0i8);
+            // Per `i1`, the candidates' sums for every `i2` first (independent, so they
+            // vectorize; each is the same f32 expression as ggml's), then ggml's scan over
+            // them in its order (`i2` ascending, `x_p` before `x_m`).
+            let (mut qxp, mut q2p, mut qxm, mut q2m) = (
+                [0f32; BS + 1],
+                [0f32; BS + 1],
+                [0f32; BS + 1],
+                [0f32; BS + 1],
+            );
             for i1 in 0..=BS {
+                let (a, wa) = (sumx[i1] - sumx[0], sumw[i1] - sumw[0]);
+                let (x1, w1, xt, wt) = (sumx[i1], sumw[i1], sumx[BS], sumw[BS]);
+                for ((((((&sx, &sw), qxp), q2p), qxm), q2m)) in sumx[i1..]
+                    .iter()
+                    .zip(&sumw[i1..])
+                    .zip(&mut qxp[i1..])
+                    .zip(&mut q2p[i1..])
+                    .zip(&mut qxm[i1..])
+                    .zip(&mut q2m[i1..])
+                {
+                    let (b, c) = (sx - x1, xt - sx);
+                    let (wb, wc) = (sw - w1, wt - sw);
+                    *qxp = a * x_p[0] + b * x_p[1] + c * x_p[2];
+                    *q2p = wa * x_p[0] * x_p[0] + wb * x_p[1] * x_p[1] + wc * x_p[2] * x_p[2];
+                    *qxm = a * x_m[0] + b * x_m[1] + c * x_m[2];
+                    *q2m = wa * x_m[0] * x_m[0] + wb * x_m[1] * x_m[1] + wc * x_m[2] * x_m[2];
+                }
                 for i2 in i1..=BS {
-                    let (a, b, c) = (sumx[i1] - sumx[0], sumx[i2] - sumx[i1], sumx[BS] - sumx[i2]);
-                    let (wa, wb, wc) =
-                        (sumw[i1] - sumw[0], sumw[i2] - sumw[i1], sumw[BS] - sumw[i2]);
-                    for (shift, xs) in [(1i8, x_p), (-1, x_m)] {
-                        let sumqx = a * xs[0] + b * xs[1] + c * xs[2];
-                        let sumq2 = wa * xs[0] * xs[0] + wb * xs[1] * xs[1] + wc * xs[2] * xs[2];
+                    for (shift, sumqx, sumq2) in [(1i8, qxp[i2], q2p[i2]), (-1, qxm[i2], q2m[i2])] {
                         if sumq2 > 0.0 && sumqx * sumqx > best_score * sumq2 {
                             scale = sumqx / sumq2;
                             best_score = scale * sumqx;
@@ -345,7 +366,11 @@ pub(super) fn iq1_m(x: &[f32], quant_weights: Option<&[f32]>, y: &mut [u8]) {
     // 2: -,+; 3: -,-).
     let group_xx = |shift: u8| {
         move |k: usize| -> &'static [f32; 3] {
-            let plus = if k == 0 { shift < 2 } else { shift.is_multiple_of(2) };
+            let plus = if k == 0 {
+                shift < 2
+            } else {
+                shift.is_multiple_of(2)
+            };
             if plus {
                 &IQ1M_P
             } else {
