@@ -279,7 +279,7 @@ pub(super) fn iq1_s(x: &[f32], quant_weights: &[f32], y: &mut [u8]) {
             for i1 in 0..=BS {
                 let (a, wa) = (sumx[i1] - sumx[0], sumw[i1] - sumw[0]);
                 let (x1, w1, xt, wt) = (sumx[i1], sumw[i1], sumx[BS], sumw[BS]);
-                for ((((((&sx, &sw), qxp), q2p), qxm), q2m)) in sumx[i1..]
+                for (((((&sx, &sw), qxp), q2p), qxm), q2m) in sumx[i1..]
                     .iter()
                     .zip(&sumw[i1..])
                     .zip(&mut qxp[i1..])
