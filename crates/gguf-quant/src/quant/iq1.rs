@@ -13,11 +13,13 @@
 //! ggml's `iq1_find_best_neighbour` (the sumqx/sumq2 variant with its 1.05 fudge factor) is
 //! not called anywhere in ggml, so it has no counterpart here.
 //!
-//! Where ggml aborts we do not panic. ggml asserts a grid point was found and a scale is
-//! non-negative; both only fail when the weighted errors are NaN or overflow (infinite or
-//! NaN importance, values near `f32::MAX`), and then its fallback search of the whole grid
-//! reads `xval` out of bounds before aborting. Here the first neighbour is kept and the NaN
-//! scale flows on; the bytes are then ours, not ggml's, which has none.
+//! Where ggml aborts we do not panic. ggml asserts that a neighbour was found and that a scale
+//! is non-negative. The search fails only when every neighbour's weighted error is NaN or at
+//! least `f32::MAX`; ggml then tries the whole grid, comparing with `xval[i]` for grid number
+//! `i` (out of the group's bounds, a bug), and aborts if that fails too. Here the first
+//! neighbour is kept and a NaN scale flows on, so those bytes are ours alone. Probed against
+//! ggml: an infinite importance aborts it; NaN or infinite values, NaN, zero or negative
+//! importance and values up to 1e30 give bytes, which ours equal (the tests below).
 #![allow(clippy::needless_range_loop)]
 
 use super::iq_grid::{tables8, Grid, GridTables, Lookup};
@@ -62,10 +64,11 @@ fn block_max(xb: &[f32]) -> f32 {
 /// `qsort(pairs, n, 2 * sizeof(float), iq1_sort_helper)` leaves them.
 ///
 /// The comparator looks at the value only, so the order of equal values (and everything once
-/// a NaN is compared) is up to the C library. glibc's `qsort` (2.36 here, and every version
-/// since 2.3) sorts arrays under 1 KiB with its merge sort `msort_with_tmp` on a stack buffer:
-/// split at `n / 2`, sort both halves, merge taking the left element unless the comparator
-/// says it is greater. That is reproduced exactly, so ties keep their positions (stable) and
+/// a NaN is compared) is up to the C library. The reference's glibc (2.36) sorts arrays under
+/// 1 KiB (ours are 32 or 16 pairs of 8 bytes) with its merge sort `msort_with_tmp` on a stack
+/// buffer: split at `n / 2`, sort both halves, merge taking the left element unless the
+/// comparator says it is greater. That is reproduced exactly, so ties keep their positions
+/// (a stable sort, which the tests rely on: IQ1_M's rows of exact ties change otherwise) and
 /// NaN inputs give glibc's permutation too.
 fn sort_pairs<const N: usize>(xb: &[f32]) -> [(f32, u8); N] {
     let mut pairs: [(f32, u8); N] = std::array::from_fn(|j| (xb[j], j as u8));
