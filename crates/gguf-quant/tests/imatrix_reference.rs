@@ -25,12 +25,19 @@ const TYPES: &[GgmlType] = &[
     GgmlType::IQ2_S,
     GgmlType::IQ3_XXS,
     GgmlType::IQ3_S,
+    GgmlType::IQ1_S,
+    GgmlType::IQ1_M,
 ];
 
 /// Every type whose ggml quantizer also runs without an importance matrix in a way
 /// `quantize_row` does not (`<TYPE>.plain.ref`: `ggml_quantize_chunk` with a NULL imatrix,
 /// same shapes and rows), which `quantize_rows` must reproduce.
-const PLAIN_TYPES: &[GgmlType] = &[GgmlType::IQ2_S, GgmlType::IQ3_XXS, GgmlType::IQ3_S];
+const PLAIN_TYPES: &[GgmlType] = &[
+    GgmlType::IQ2_S,
+    GgmlType::IQ3_XXS,
+    GgmlType::IQ3_S,
+    GgmlType::IQ1_M,
+];
 
 /// `(n_per_row, rows, seed)` of each shape, in the order of the reference files; a type whose
 /// blocks do not divide `n_per_row` skips the shape.
@@ -319,6 +326,43 @@ fn timing_2048x2048() {
     }
 }
 
+/// Times one whole 2048 x 2048 tensor per type with an importance matrix, the rows of every kind
+/// (seed 4), as the C harness times `ggml_quantize_chunk` on the same input:
+/// `cargo test --release -p gguf-quant --test imatrix_reference -- --ignored --nocapture`.
+/// With `GGUF_IMATRIX_2048=<dir>` holding the harness's `<TYPE>.2048.bin` (ggml's bytes for
+/// that tensor), the output is compared with them too.
+#[test]
+#[ignore]
+fn timing_2048_by_2048() {
+    let (w, x) = inputs(2048, 2048, 4);
+    for ty in [GgmlType::IQ1_S, GgmlType::IQ1_M] {
+        let mut out = vec![0u8; 2048 / 256 * ty.type_size() as usize * 2048];
+        // Build the search tables first, as the harness does.
+        let head = out.len() / 256;
+        quantize_rows_imatrix(ty, &x[..2048 * 8], 2048, &w, &mut out[..head]).unwrap();
+        for _ in 0..3 {
+            let (t, cpu) = (std::time::Instant::now(), thread_cpu_seconds());
+            quantize_rows_imatrix(ty, &x, 2048, &w, &mut out).unwrap();
+            println!(
+                "{ty} 2048x2048 imatrix: {:.3} s (cpu {:.3} s)",
+                t.elapsed().as_secs_f64(),
+                thread_cpu_seconds() - cpu
+            );
+        }
+        if let Some(dir) = std::env::var_os("GGUF_IMATRIX_2048") {
+            let path = PathBuf::from(dir).join(format!("{}.2048.bin", ty.name()));
+            let want = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert_eq!(want.len(), out.len(), "{ty}");
+            assert!(
+                first_difference(ty, 2048, &out, &want).is_none(),
+                "{ty}: {}",
+                first_difference(ty, 2048, &out, &want).unwrap_or_default()
+            );
+            println!("{ty} 2048x2048: equal to ggml's bytes");
+        }
+    }
+}
+
 /// The edge rows of `<TYPE>.edge.ref` (512 values, 4 rows, seed 11, after the imatrix): zero
 /// blocks of 32 inside non-zero super-blocks, subnormal values, exact ties, one value per block.
 fn edge_inputs() -> (Vec<f32>, Vec<f32>) {
@@ -404,4 +448,13 @@ fn iq3_hostile_values_do_not_panic() {
             quantize_rows_imatrix(ty, &rows, n, &w, &mut out).unwrap();
         }
     }
+}
+
+/// This thread's time on a CPU (Linux `schedstat`; 0 elsewhere), which a loaded machine
+/// disturbs less than the wall clock.
+fn thread_cpu_seconds() -> f64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .map_or(0.0, |ns| ns as f64 * 1e-9)
 }

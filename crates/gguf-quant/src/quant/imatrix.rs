@@ -46,6 +46,8 @@ pub(super) fn kernel(ty: GgmlType) -> Option<RowFn> {
         IQ2_S => super::iq2::iq2_s_imatrix,
         IQ3_XXS => super::iq3::iq3_xxs_imatrix,
         IQ3_S => super::iq3::iq3_s_imatrix,
+        IQ1_S => super::iq1::iq1_s,
+        IQ1_M => |x, qw, y| super::iq1::iq1_m(x, Some(qw), y),
         _ => return None,
     })
 }

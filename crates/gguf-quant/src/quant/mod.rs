@@ -4,6 +4,7 @@
 
 mod basic;
 mod imatrix;
+mod iq1;
 mod iq2;
 mod iq3;
 mod iq_grid;
@@ -30,15 +31,16 @@ pub fn quantize_row(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<()> {
 /// Quantizes whole rows `src` (each a whole number of blocks of `ty`) into `dst` as ggml's
 /// `ggml_quantize_chunk` does without an importance matrix: what llama-quantize writes. That is
 /// [`quantize_row`]'s reference quantizer for every type but IQ4_NL, whose row quantizer
-/// searches 15 scales where its reference one tries one, and the grid i-quants that have a
-/// path without weights (`quantize_row_iq*_impl` with a NULL importance matrix), which
-/// [`quantize_row`] does not offer: IQ2_S, IQ3_XXS and IQ3_S.
+/// searches 15 scales where its reference one tries one, and the grid i-quants whose
+/// importance-matrix quantizer also runs without one (`quantize_row_iq*_impl` with a NULL
+/// matrix), which [`quantize_row`] does not offer: IQ1_M, IQ2_S, IQ3_XXS and IQ3_S.
 pub fn quantize_rows(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<()> {
     let rows: Option<QuantFn> = match ty {
         GgmlType::IQ4_NL => Some(kquants::iq4_nl_rows),
         GgmlType::IQ3_XXS => Some(iq3::iq3_xxs_plain),
         GgmlType::IQ3_S => Some(iq3::iq3_s_plain),
         GgmlType::IQ2_S => Some(|src, dst| iq2::iq2_s(src, None, dst)),
+        GgmlType::IQ1_M => Some(|src, dst| iq1::iq1_m(src, None, dst)),
         _ => None,
     };
     if let Some(f) = rows {
@@ -54,7 +56,7 @@ pub fn quantize_rows(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<()> {
 /// column), which is what llama-quantize writes with `--imatrix`.
 ///
 /// Implemented for Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS,
-/// IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS and IQ3_S.
+/// IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS and IQ3_S.
 /// The types whose ggml quantizer ignores the importance matrix (the plain floats, Q8_0, Q1_0,
 /// Q2_0, MXFP4, NVFP4, TQ1_0, TQ2_0) quantize as [`quantize_rows`] does. Every other type gives
 /// [`QuantError::Unsupported`].
