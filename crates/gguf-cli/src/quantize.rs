@@ -31,6 +31,9 @@ pub struct QuantizeArgs {
     /// The file type, by llama-quantize's name (Q4_K_M, Q8_0, IQ4_XS, F16, ...; `--list`).
     #[arg(required_unless_present = "list")]
     file_type: Option<String>,
+    /// Threads, as llama-quantize's last argument takes them (same as `--threads`).
+    #[arg(value_name = "NTHREADS", conflicts_with = "threads")]
+    nthreads: Option<usize>,
     /// Threads (default: all CPUs).
     #[arg(short, long, default_value_t = 0)]
     threads: usize,
@@ -364,7 +367,7 @@ pub fn quantize(a: QuantizeArgs) -> Result<()> {
         return Ok(());
     }
 
-    let threads = match a.threads {
+    let threads = match a.nthreads.unwrap_or(a.threads) {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         t => t,
     };

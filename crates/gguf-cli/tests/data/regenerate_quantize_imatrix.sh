@@ -12,10 +12,10 @@
 # llama-quantize runs in this folder and names them relatively, as the test does, because it
 # writes the name it was given into the output (quantize.imatrix.file).
 set -euo pipefail
-# The three the issue names that need no new quantizer family (Q4_K_M, IQ4_XS), and one file
-# type for each other importance-matrix quantizer family: Q5_0, Q4_1 (with Q5_1 inside),
-# Q2_K, Q3_K_M, Q5_K_M (Q4_K, Q6_K inside).
-TYPES_GGUF="Q4_K_M IQ4_XS Q5_0 Q4_1 Q2_K Q3_K_M Q5_K_M"
+# The three the issue names (Q4_K_M, IQ4_XS, IQ2_XS), one file type for each other
+# importance-matrix quantizer family: Q5_0, Q4_1 (with Q5_1 inside), Q2_K, Q3_K_M, Q5_K_M
+# (Q4_K, Q6_K inside), and every file type of the grid i-quants (IQ1_S ... IQ3_M).
+TYPES_GGUF="Q4_K_M IQ4_XS IQ2_XS Q5_0 Q4_1 Q2_K Q3_K_M Q5_K_M IQ1_S IQ1_M IQ2_XXS IQ2_S IQ2_M IQ3_XXS IQ3_XS IQ3_S IQ3_M"
 TYPES_DAT="Q4_K_M"
 LLAMA_BIN=${LLAMA_BIN:-/opt/llama-ref/build/bin}
 CACHE=${GGUF_CACHE:-$HOME/.cache/gguf}

@@ -22,7 +22,7 @@
 #![allow(clippy::needless_range_loop)]
 
 use super::imatrix::make_qp_quants;
-use super::iq_grid::{tables8, Grid, GridTables, Lookup};
+use super::iq_grid::{magnitudes8, tables8, Grid, GridTables, Lookup};
 use super::kquants::{nearest_int, store_f16, GROUP_MAX_EPS};
 use crate::blocks::QK_K;
 
@@ -152,18 +152,8 @@ fn sums(weight: &[f32], xval: &[f32], l: &[i8]) -> (f32, f32) {
 /// stored sign bits.
 #[inline(always)]
 fn even_signs(xb: &[f32], weight: &[f32], xval: &mut [f32]) -> u8 {
-    let mut nflip = 0;
-    let mut s = 0u8;
-    for i in 0..8 {
-        if xb[i] >= 0.0 {
-            xval[i] = xb[i];
-        } else {
-            xval[i] = -xb[i];
-            nflip += 1;
-            s |= 1 << i;
-        }
-    }
-    if nflip % 2 == 1 {
+    let mut s = magnitudes8(xb, xval);
+    if s.count_ones() % 2 == 1 {
         let mut imin = 0;
         let mut min = weight[0] * xb[0] * xb[0];
         for i in 1..8 {
@@ -493,17 +483,7 @@ fn iq2_s_block(t: &Tables, xbl: &[f32], qw: Option<&[f32]>, y: &mut [u8]) {
             }
         }
         for k in 0..2 {
-            let mut s = 0u8;
-            for i in 0..8 {
-                let v = xb[8 * k + i];
-                if v >= 0.0 {
-                    xval[8 * k + i] = v;
-                } else {
-                    xval[8 * k + i] = -v;
-                    s |= 1 << i;
-                }
-            }
-            signs[k] = s;
+            signs[k] = magnitudes8(&xb[8 * k..], &mut xval[8 * k..]);
         }
         let mut max = xval[0];
         for i in 1..16 {

@@ -22,7 +22,7 @@
 
 use std::sync::OnceLock;
 
-use super::iq_grid::{tables4, Grid, GridTables, Lookup};
+use super::iq_grid::{magnitudes8, tables4, Grid, GridTables, Lookup};
 use super::kquants::{nearest_int, store_f16};
 use crate::blocks::QK_K;
 
@@ -88,20 +88,7 @@ fn block_weights(xb: &[f32], qw: Option<&[f32]>, sigma2: f32) -> ([f32; 32], [f3
 /// negated) and the sign bits of each group of 8, bit `i` set for a negated value.
 fn magnitudes(xb: &[f32]) -> ([f32; 32], [u8; 4]) {
     let mut xval = [0f32; 32];
-    let mut signs = [0u8; 4];
-    for k in 0..4 {
-        let mut s = 0u8;
-        for i in 0..8 {
-            let v = xb[8 * k + i];
-            if v >= 0.0 {
-                xval[8 * k + i] = v;
-            } else {
-                xval[8 * k + i] = -v;
-                s |= 1 << i;
-            }
-        }
-        signs[k] = s;
-    }
+    let signs = std::array::from_fn(|k| magnitudes8(&xb[8 * k..], &mut xval[8 * k..]));
     (xval, signs)
 }
 

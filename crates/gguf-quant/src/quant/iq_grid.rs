@@ -4,7 +4,7 @@
 //! A quantizer rounds each group of 4 or 8 scaled values to levels `l` (2 or 3 bits each) and
 //! packs them into an index. When that index is a grid point it is stored as it is; otherwise
 //! it is replaced by the best of the grid points nearest to it. [`GridTables::lookup`] answers
-//! both questions, and [`GridTables::best_neighbour`] picks among the neighbours with ggml's
+//! both questions; each quantizer then picks among the neighbours with ggml's
 //! weighted error, in ggml's operation order.
 //!
 //! ggml builds its grids from compact level codes (`kgrid_2bit_256` ...); the same grids are
@@ -13,9 +13,6 @@
 //! grid point at the `nwant` smallest squared distances, ordered by distance then grid index
 //! (ggml's `qsort` with a total order on `(distance, index)`). The test below pins both
 //! tables to checksums of ggml's own.
-
-// The quantizers that search these tables land one family at a time.
-#![allow(dead_code)]
 
 use std::sync::OnceLock;
 
@@ -70,9 +67,11 @@ impl<const N: usize> GridTables<N> {
         Lookup::Neighbours(&self.neighbours[at + 1..at + 1 + n])
     }
 
-    /// ggml's `iq2_find_best_neighbour` / `iq3_find_best_neighbour`: the neighbour with the
-    /// least weighted squared error `Σ w (scale q - x)²` (first one on ties), with its levels
+    /// ggml's `iq2_find_best_neighbour` / `iq3_find_best_neighbour`, the reference twin the
+    /// tests hold the quantizers' faster searches to: the neighbour with the least weighted
+    /// squared error `Σ w (scale q - x)²` (first one on ties), with its levels
     /// `(q - 1) / 2` written to `levels`.
+    #[cfg(test)]
     pub fn best_neighbour(
         &self,
         neighbours: &[u16],
@@ -100,6 +99,23 @@ impl<const N: usize> GridTables<N> {
         }
         best
     }
+}
+
+/// The magnitudes of a group of 8 values into `xval` (`v >= 0` keeps the value; anything
+/// else, NaN included, is negated, as ggml's `xb[i] >= 0 ? xb[i] : -xb[i]`) and its sign
+/// bits, bit `i` set for a negated value.
+#[inline(always)]
+pub(crate) fn magnitudes8(xb: &[f32], xval: &mut [f32]) -> u8 {
+    let mut signs = 0u8;
+    for i in 0..8 {
+        if xb[i] >= 0.0 {
+            xval[i] = xb[i];
+        } else {
+            xval[i] = -xb[i];
+            signs |= 1 << i;
+        }
+    }
+    signs
 }
 
 /// The tables of an 8-value grid (IQ1/IQ2), built on first use.
