@@ -161,8 +161,9 @@ fn overrides_choose_the_types_of_the_tensors_they_name() {
     assert_eq!(meta[n - 1]["value"], 7);
 }
 
-/// SmolLM2 (Q4_1) requantized to F32, then a few file types from that F32 and from an F16,
-/// each byte for byte what llama-quantize writes.
+/// SmolLM2 (Q4_1) requantized to F32, then every file type llama-quantize makes without an
+/// importance matrix from that F32 and from its F16, each byte for byte what llama-quantize
+/// writes (`data/quantize.json`).
 #[test]
 fn smollm2_equals_llama_quantize() {
     let Some(model) = real_model("smollm2-135m") else {
@@ -174,28 +175,20 @@ fn smollm2_equals_llama_quantize() {
     std::fs::create_dir(&f32_dir).unwrap();
     let f32 = quantize(&model, &f32_dir, "F32", &["--allow-requantize"]);
     assert_eq!(sha256(&f32), r["smollm2_f32"].as_str().unwrap(), "F32");
-    for ty in ["Q4_K_M", "IQ4_NL", "Q5_1"] {
-        let out = quantize(&f32, dir.path(), ty, &[]);
-        assert_eq!(
-            sha256(&out),
-            r["smollm2_from_f32"][ty].as_str().unwrap(),
-            "{ty} from F32"
-        );
-        std::fs::remove_file(out).unwrap();
-    }
     let f16 = quantize(&f32, &f32_dir, "F16", &[]);
-    assert_eq!(
-        sha256(&f16),
-        r["smollm2_from_f32"]["F16"].as_str().unwrap(),
-        "F16"
-    );
-    std::fs::remove_file(&f32).unwrap();
-    let out = quantize(&f16, dir.path(), "Q8_0", &[]);
-    assert_eq!(
-        sha256(&out),
-        r["smollm2_from_f16"]["Q8_0"].as_str().unwrap(),
-        "Q8_0 from F16"
-    );
+    let (mut compared, mut differ) = (0, Vec::new());
+    for (input, from) in [(&f32, "smollm2_from_f32"), (&f16, "smollm2_from_f16")] {
+        for (ty, expected) in r[from].as_object().unwrap() {
+            let out = quantize(input, dir.path(), ty, &[]);
+            if sha256(&out) != expected.as_str().unwrap() {
+                differ.push(format!("{ty} ({from})"));
+            }
+            std::fs::remove_file(out).unwrap();
+            compared += 1;
+        }
+    }
+    assert!(differ.is_empty(), "not llama-quantize's bytes: {differ:?}");
+    assert!(compared >= 50, "{compared}");
 }
 
 /// Gemma 3 (Q4_K_M) requantized with --allow-requantize.

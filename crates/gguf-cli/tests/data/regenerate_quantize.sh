@@ -5,7 +5,7 @@
 #   GGUF_CACHE  the real models (smollm2-135m.gguf, gemma3-270m.gguf)   default ~/.cache/gguf
 #
 # Every file is made by llama-quantize alone: the tiny fixtures of tests (requantized), SmolLM2
-# requantized to F32, every file type from that F32 and a few from its F16, and Gemma 3
+# requantized to F32, every file type from that F32 and from its F16, and Gemma 3
 # requantized to Q4_K_M and Q8_0. About 10 minutes on 2 cores.
 set -euo pipefail
 LLAMA_BIN=${LLAMA_BIN:-/opt/llama-ref/build/bin}
@@ -19,7 +19,7 @@ SHA() { sha256sum "$1" | cut -d' ' -f1; }
 
 TINY_TYPES="Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K_M Q4_K_S Q4_K_M Q5_K_M Q6_K IQ4_NL IQ4_XS TQ2_0 MXFP4_MOE F16 BF16 F32"
 ALL_TYPES="Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K IQ4_NL IQ4_XS IQ3_S IQ3_M TQ1_0 TQ2_0 MXFP4_MOE F16 BF16 F32 Q2_0"
-F16_TYPES="Q4_0 Q8_0 Q4_K_M Q6_K IQ4_NL BF16"
+F16_TYPES="$ALL_TYPES"
 
 {
   echo "{"
