@@ -105,34 +105,50 @@ fn ci() -> Result<()> {
         "benches in test mode",
         cargo().args(["test", "--workspace", "--benches"]),
     )?;
-    // The kernels' crate again with the process told to use the scalar kernels: the dispatch,
-    // products and pool on the fallback path every CPU has (the SIMD tables are still tested
-    // against their twins). Then the models: the scalar kernels keep the AVX2 order, so the
-    // tiny models' and the real models' first logits must again be llama.cpp's AVX2 logits
-    // exactly. (The greedy completions and perplexities agree too, but take 12 minutes on the
-    // scalar path in the test profile; the first logits already compare every logit.)
+    // Again on the scalar kernels, the fallback every CPU has.
+    forced_isa_tests("scalar")?;
+    // Each narrower x86 instruction set this CPU has besides the widest one, which the plain
+    // run above used: on an AVX-512 machine the AVX2 path runs too, and must give the same
+    // logits (on an AVX2 machine the AVX-512 kernels cannot run, and say so).
+    let widest = gguf_quant::isa();
+    for isa in [gguf_quant::Isa::Avx512, gguf_quant::Isa::Avx2] {
+        if isa == widest {
+            continue;
+        }
+        if isa.available() {
+            forced_isa_tests(isa.name())?;
+        } else {
+            eprintln!("==> skipping the {} kernels: not on this CPU", isa.name());
+        }
+    }
+    aarch64_tests()
+}
+
+/// The kernels' crate with the process told to use instruction set `isa` (`GGUF_FORCE_ISA`):
+/// the dispatch, products and pool on that path (every SIMD table this CPU has is still
+/// tested against its twins). Then the models: every ISA keeps the AVX2 order, so the tiny
+/// models' and the real models' first logits must again be llama.cpp's AVX2 logits exactly.
+/// (The greedy completions and perplexities agree too, but take 12 minutes on the scalar path
+/// in the test profile; the first logits already compare every logit.)
+fn forced_isa_tests(isa: &str) -> Result<()> {
     let forced = |step: &str, args: &[&str]| {
         run(
-            step,
+            &format!("{step} with GGUF_FORCE_ISA={isa}"),
             cargo()
                 .args(["test", "-p"])
                 .args(args)
-                .env("GGUF_FORCE_SCALAR", "1"),
+                .env("GGUF_FORCE_ISA", isa),
         )
     };
+    forced("gguf-quant", &["gguf-quant"])?;
     forced(
-        "gguf-quant with the scalar kernels forced (GGUF_FORCE_SCALAR=1)",
-        &["gguf-quant"],
-    )?;
-    forced(
-        "tiny models' logits with the scalar kernels forced",
+        "tiny models' logits",
         &["gguf-model", "--test", "tiny_models"],
     )?;
     forced(
-        "real models' first logits with the scalar kernels forced",
+        "real models' first logits",
         &["gguf-model", "--test", "real_model", "--", "first_logits"],
-    )?;
-    aarch64_tests()
+    )
 }
 
 /// The NEON kernels, built for aarch64 and run under qemu. Runs when the cross tools are there

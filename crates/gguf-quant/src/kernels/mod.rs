@@ -5,11 +5,12 @@
 //!
 //! - `scalar`: the portable dot kernels, ggml's generic C operation for operation; they are the
 //!   twins every SIMD kernel is tested against.
-//! - `x86_64::avx2`, `aarch64::neon`: one folder per instruction set holding all its kernels
+//! - `x86_64::avx2`, `x86_64::avx512`, `aarch64::neon`: one folder per instruction set holding all its kernels
 //!   (dot products, several-rows products, activation quantizers, vector kernels). Each hands
 //!   out its [`IsaKernels`] table only when the CPU has the instruction set.
-//! - this module: the choice of instruction set (once, on first use, then cached;
-//!   `GGUF_FORCE_SCALAR=1` forces the scalar kernels) and the per-type kernel table;
+//! - this module: the choice of instruction set (once, on first use, then cached: the widest
+//!   this CPU has, or the one `GGUF_FORCE_ISA` names, `scalar`, `avx2`, `avx512` or `neon`;
+//!   `GGUF_FORCE_SCALAR=1` is `GGUF_FORCE_ISA=scalar`) and the per-type kernel table;
 //!   `matmul`: the products over whole matrices.
 //!
 //! The scalar kernels follow ggml's generic C operation for operation; SIMD kernels sum in
@@ -277,6 +278,9 @@ pub enum Isa {
     Scalar,
     /// x86_64 with AVX2, FMA and F16C.
     Avx2,
+    /// x86_64 with AVX-512 F, BW, VL and VNNI besides AVX2, FMA and F16C. Its kernels compute
+    /// AVX2's numbers bit for bit.
+    Avx512,
     /// aarch64 with NEON.
     Neon,
 }
@@ -287,6 +291,7 @@ impl Isa {
         match self {
             Isa::Scalar => "scalar",
             Isa::Avx2 => "avx2",
+            Isa::Avx512 => "avx512",
             Isa::Neon => "neon",
         }
     }
@@ -298,19 +303,50 @@ pub(crate) fn simd(isa: Isa) -> Option<IsaKernels> {
     match isa {
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => x86_64::avx2::kernels(),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => x86_64::avx512::kernels(),
         #[cfg(target_arch = "aarch64")]
         Isa::Neon => aarch64::neon::kernels(),
         _ => None,
     }
 }
 
-fn detect() -> Isa {
-    if std::env::var("GGUF_FORCE_SCALAR").is_ok_and(|v| v == "1") {
-        return Isa::Scalar;
+impl Isa {
+    /// Every instruction set, the widest first.
+    pub const ALL: [Isa; 4] = [Isa::Avx512, Isa::Avx2, Isa::Neon, Isa::Scalar];
+
+    /// The instruction set called `name` (as [`Isa::name`] writes it).
+    pub fn from_name(name: &str) -> Option<Isa> {
+        Isa::ALL.into_iter().find(|isa| isa.name() == name)
     }
-    [Isa::Avx2, Isa::Neon]
+
+    /// Whether this CPU runs this instruction set's kernels.
+    pub fn available(self) -> bool {
+        self == Isa::Scalar || simd(self).is_some()
+    }
+}
+
+/// The widest instruction set this CPU has, unless the environment forces one: a forced one
+/// the CPU lacks (or an unknown name) is an error at the first product rather than a silent
+/// fallback, so that a test run that asked for it cannot pass on another.
+fn detect() -> Isa {
+    let forced = match std::env::var("GGUF_FORCE_ISA") {
+        Ok(name) => Some(name),
+        Err(_) if std::env::var("GGUF_FORCE_SCALAR").is_ok_and(|v| v == "1") => {
+            Some("scalar".to_string())
+        }
+        Err(_) => None,
+    };
+    if let Some(name) = forced {
+        match Isa::from_name(&name) {
+            Some(isa) if isa.available() => return isa,
+            Some(_) => panic!("GGUF_FORCE_ISA={name}: this CPU lacks that instruction set"),
+            None => panic!("GGUF_FORCE_ISA={name}: not one of scalar, avx2, avx512, neon"),
+        }
+    }
+    Isa::ALL
         .into_iter()
-        .find(|&isa| simd(isa).is_some())
+        .find(|isa| isa.available())
         .unwrap_or(Isa::Scalar)
 }
 

@@ -70,7 +70,7 @@ fn by_rule(
 fn simd_packed_kernels_equal_their_scalar_twins_bit_for_bit() {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let mut tested = 0;
-    for isa in [Isa::Avx2, Isa::Neon] {
+    for isa in Isa::ALL {
         let Some(table) = simd(isa) else { continue };
         for id in 0..64u32 {
             let Some(ty) = GgmlType::from_id_opt(id) else {
@@ -104,9 +104,9 @@ fn simd_packed_kernels_equal_their_scalar_twins_bit_for_bit() {
             }
         }
     }
-    // Packed kernels were tested exactly when one of this CPU's tables has them (AVX2: Q4_K),
+    // Packed kernels were tested exactly when one of this CPU's tables has them (AVX2 and AVX-512: Q4_K),
     // whichever instruction set the process itself was told to use.
-    let any_table_packs = [Isa::Avx2, Isa::Neon]
+    let any_table_packs = Isa::ALL
         .into_iter()
         .filter_map(simd)
         .any(|table| (table.packed)(GgmlType::Q4_K).is_some());

@@ -1,6 +1,6 @@
 //! Every SIMD kernel against its scalar twin. The cases are the dispatch tables themselves:
 //! each test walks the [`IsaKernels`] of every instruction set this CPU has (whatever
-//! `GGUF_FORCE_SCALAR` says), so a kernel added to a table is tested without being listed
+//! `GGUF_FORCE_ISA` says), so a kernel added to a table is tested without being listed
 //! here, and one whose type has no rule here for random blocks, or whose quantizer has no
 //! twin, fails the tests instead of going untested.
 //!
@@ -37,7 +37,7 @@ impl Rng {
 
 /// The SIMD instruction sets this CPU has, with their tables.
 fn simd_isas() -> Vec<(Isa, IsaKernels)> {
-    [Isa::Avx2, Isa::Neon]
+    Isa::ALL
         .into_iter()
         .filter_map(|isa| Some((isa, simd(isa)?)))
         .collect()
@@ -215,35 +215,41 @@ fn simd_dot_kernels_match_scalar_within_reordering_bound() {
     }
 }
 
-/// The AVX2 dot kernels equal the portable kernels in their order (`lanes`, which the scalar
-/// ISA runs) bit for bit, so a machine without AVX2 computes the same numbers for these types.
-/// (NEON's kernels keep their own order, within the bound above.)
+/// The x86 dot kernels (AVX2's, and the AVX-512 table's) equal the portable kernels in AVX2's
+/// order (`lanes`, which the scalar ISA runs) bit for bit, so a machine without AVX2, or with
+/// AVX-512, computes the same numbers for these types. (NEON's kernels keep their own order,
+/// within the bound above.)
 #[test]
-fn avx2_dot_kernels_equal_the_portable_ones_bit_for_bit() {
+fn x86_dot_kernels_equal_the_portable_ones_bit_for_bit() {
     let mut rng = Rng(0x1A2E_5000_0000_0001);
-    let Some(k) = simd(Isa::Avx2) else {
-        eprintln!("skipping: no AVX2");
-        return;
-    };
-    let mut checked = 0;
-    for ty in all_types() {
-        let (Some(simd), Some(portable)) = ((k.dot)(ty), super::lanes::dot(ty)) else {
+    for isa in [Isa::Avx2, Isa::Avx512] {
+        let Some(k) = simd(isa) else {
+            eprintln!("skipping {}: not on this CPU", isa.name());
             continue;
         };
-        for_random_rows(ty, &mut rng, |n, w, a| {
-            let (s, p) = (simd(n, w, a), portable(n, w, a));
-            assert_eq!(
-                s.to_bits(),
-                p.to_bits(),
-                "{ty} n={n}: avx2 {s} vs portable {p}"
-            );
-        });
-        checked += 1;
+        let mut checked = 0;
+        for ty in all_types() {
+            let (Some(simd), Some(portable)) = ((k.dot)(ty), super::lanes::dot(ty)) else {
+                continue;
+            };
+            for_random_rows(ty, &mut rng, |n, w, a| {
+                let (s, p) = (simd(n, w, a), portable(n, w, a));
+                assert_eq!(
+                    s.to_bits(),
+                    p.to_bits(),
+                    "{ty} n={n}: {} {s} vs portable {p}",
+                    isa.name()
+                );
+            });
+            checked += 1;
+        }
+        assert_eq!(
+            checked,
+            12,
+            "{}: Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL, Q2_K..Q6_K and IQ4_XS",
+            isa.name()
+        );
     }
-    assert_eq!(
-        checked, 12,
-        "Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL, Q2_K..Q6_K and IQ4_XS"
-    );
 }
 
 /// Every several-rows kernel equals its ISA's one-row kernel bit for bit, row by row, for
@@ -416,7 +422,7 @@ fn simd_legacy_gemm_kernels_equal_their_twins_bit_for_bit() {
 /// without one, so that it cannot ship untested.
 fn gemm_twin(isa: Isa, ty: GgmlType) -> (GemmFn, usize) {
     match (isa, super::kq_gemm::tiled_twin(ty)) {
-        (Isa::Avx2, Some(twin)) => (twin, super::kq_gemm::MIN_BATCH),
+        (Isa::Avx2 | Isa::Avx512, Some(twin)) => (twin, super::kq_gemm::MIN_BATCH),
         _ => panic!("{}: a {ty} GEMM kernel without a scalar twin", isa.name()),
     }
 }
@@ -507,7 +513,7 @@ fn simd_gemm_kernels_equal_their_twins_bit_for_bit() {
                         "{} {ty}: {rows} rows of {n} x batch {batch}",
                         isa.name()
                     );
-                    if isa == Isa::Avx2 {
+                    if matches!(isa, Isa::Avx2 | Isa::Avx512) {
                         let scalar = run_gemm(portable, n, &w, row_bytes, 0..rows, &a, act_row);
                         assert_eq!(bits(&ours), bits(&scalar), "{ty}: portable, batch {batch}");
                     }
@@ -532,7 +538,7 @@ fn simd_gemm_kernels_equal_their_twins_bit_for_bit() {
 /// without one, so that it cannot ship untested.
 fn quantizer_twin(isa: Isa, act: GgmlType) -> QuantFn {
     match (isa, act) {
-        (Isa::Avx2, GgmlType::Q8_0 | GgmlType::Q8_1) | (_, GgmlType::Q8_K) => {
+        (Isa::Avx2 | Isa::Avx512, GgmlType::Q8_0 | GgmlType::Q8_1) | (_, GgmlType::Q8_K) => {
             super::activations::kernel(act).expect("portable activation quantizer")
         }
         _ => panic!("{}: a {act} quantizer without a scalar twin", isa.name()),

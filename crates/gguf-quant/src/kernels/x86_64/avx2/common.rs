@@ -9,7 +9,7 @@ use crate::blocks::BlockQ8K;
 /// Sum of the eight lanes.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) fn hsum(v: __m256) -> f32 {
+pub(in crate::kernels::x86_64) fn hsum(v: __m256) -> f32 {
     let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     let s = _mm_add_ss(s, _mm_movehdup_ps(s));

@@ -26,9 +26,9 @@ use crate::fp::f16_at;
 use crate::GgmlType;
 
 /// Weight rows per tile.
-const MR: usize = 4;
+pub(in crate::kernels::x86_64) const MR: usize = 4;
 /// Activation rows per tile.
-const NR: usize = 3;
+pub(in crate::kernels::x86_64) const NR: usize = 3;
 
 /// Defines the [`GemmFn`](crate::kernels::GemmFn) `$name` for weights of type `$w` from the
 /// tile kernel `$tile`:
@@ -78,9 +78,11 @@ macro_rules! gemm_wrapper {
     };
 }
 
+pub(in crate::kernels::x86_64) use gemm_wrapper;
+
 /// The f32 scales (and minimums) of a product's blocks, converted once: those of the activation
 /// rows for the whole product, those of the current group of weight rows for its tiles.
-struct Scales {
+pub(in crate::kernels::x86_64) struct Scales {
     blocks: usize,
     /// `d` of activation row `b`, block `l`, at `b * blocks + l`.
     act_d: Vec<f32>,
@@ -95,7 +97,7 @@ struct Scales {
 /// The scales a tile reads: its weight rows' (lane `i` of block `l` at `w_d[l]`) and its
 /// activation rows' (row `j`, block `l` at `act_d[j * stride + l]`).
 #[derive(Clone, Copy)]
-struct TileScales<'s> {
+pub(in crate::kernels::x86_64) struct TileScales<'s> {
     w_d: &'s [[f32; 4]],
     w_m: &'s [[f32; 4]],
     act_d: &'s [f32],
@@ -106,7 +108,13 @@ struct TileScales<'s> {
 impl Scales {
     /// The activation scales of `batch` rows of `blocks` blocks (`act_row` bytes apart) for
     /// weights of type `ty`.
-    fn new(ty: GgmlType, blocks: usize, a: &[u8], act_row: usize, batch: usize) -> Self {
+    pub(in crate::kernels::x86_64) fn new(
+        ty: GgmlType,
+        blocks: usize,
+        a: &[u8],
+        act_row: usize,
+        batch: usize,
+    ) -> Self {
         let act = crate::kernels::vec_dot_type(ty);
         let size = act.type_size() as usize;
         let field = |at: usize| -> Vec<f32> {
@@ -134,7 +142,13 @@ impl Scales {
 
     /// Converts the scales of `rm <= 4` weight rows of type `ty` (`row_bytes` apart from the
     /// start of `w`), the group the next tiles compute.
-    fn weight_rows(&mut self, ty: GgmlType, w: &[u8], row_bytes: usize, rm: usize) {
+    pub(in crate::kernels::x86_64) fn weight_rows(
+        &mut self,
+        ty: GgmlType,
+        w: &[u8],
+        row_bytes: usize,
+        rm: usize,
+    ) {
         let size = ty.type_size() as usize;
         let lanes = |at: usize| {
             (0..self.blocks).map(move |l| {
@@ -159,7 +173,7 @@ impl Scales {
 
     /// The scales of the tiles of the current weight group whose activation rows start at
     /// `b0`.
-    fn tile(&self, b0: usize) -> TileScales<'_> {
+    pub(in crate::kernels::x86_64) fn tile(&self, b0: usize) -> TileScales<'_> {
         let from = b0 * self.blocks;
         TileScales {
             w_d: &self.w_d,
@@ -199,6 +213,7 @@ macro_rules! tile_shapes {
         $tile::<$m, $n>($($arg),*)
     };
 }
+pub(in crate::kernels::x86_64) use tile_shapes;
 
 gemm_wrapper!(q8_0_gemm, q8_0_tile, Q8_0);
 gemm_wrapper!(q4_0_gemm, q4_0_tile, Q4_0);
@@ -210,7 +225,7 @@ gemm_wrapper!(q5_1_gemm, q5_1_tile, Q5_1);
 /// The blocks per row, after asserting that `w` holds `out[0].len()` weight rows of `n`
 /// elements of type `ty` (`row_bytes` apart) and `a` holds `out.len()` activation rows
 /// (`act_row` apart), and that every output row is as long as the first.
-fn checked_tiles(
+pub(in crate::kernels::x86_64) fn checked_tiles(
     ty: GgmlType,
     n: usize,
     w: &[u8],
@@ -240,7 +255,7 @@ fn checked_tiles(
 /// activation rows `0..out.len()`, `MR` x `NR` where they fit: each group of `MR` weight rows
 /// runs against the whole batch before the next, starting with `b0 == 0`.
 #[inline(always)]
-fn for_each_tile(
+pub(in crate::kernels::x86_64) fn for_each_tile(
     out: &mut [&mut [f32]],
     mut tile: impl FnMut(usize, usize, usize, usize, &mut [&mut [f32]]),
 ) {
@@ -254,7 +269,7 @@ fn for_each_tile(
 
 /// Stores a tile's results `y[j][i]` into `out[b0 + j][r0 + i]`.
 #[inline(always)]
-fn store<const RM: usize, const RN: usize>(
+pub(in crate::kernels::x86_64) fn store<const RM: usize, const RN: usize>(
     out: &mut [&mut [f32]],
     r0: usize,
     b0: usize,
@@ -329,14 +344,18 @@ unsafe fn q0_tile<const RM: usize, const RN: usize, const ABS_ACTS: bool>(
 }
 
 /// Blocks per pass of a tile: the scale products of that many blocks are computed ahead.
-const CHUNK: usize = 32;
+pub(in crate::kernels::x86_64) const CHUNK: usize = 32;
 
 /// The scale products `d_w * d_a` of blocks `l0..l0 + d.len()`: `d[l][j][i]` for the tile's
 /// weight row `i` and activation row `j`. The tiles broadcast them from memory, which costs a
 /// load where a product of broadcast scales would cost an instruction per output.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn scale_products<const RN: usize>(d: &mut [[[f32; 4]; RN]], s: TileScales, l0: usize) {
+pub(in crate::kernels::x86_64) fn scale_products<const RN: usize>(
+    d: &mut [[[f32; 4]; RN]],
+    s: TileScales,
+    l0: usize,
+) {
     for (l, d) in (l0..).zip(d.iter_mut()) {
         let dw = load4(&s.w_d[l]);
         for (j, d) in d.iter_mut().enumerate() {
@@ -385,12 +404,8 @@ unsafe fn q4_0_tile<const RM: usize, const RN: usize>(
     act_row: usize,
     s: TileScales,
 ) -> [[f32; RM]; RN] {
-    let eight = _mm256_set1_epi8(8);
     // SAFETY: `q0_tile` passes the start of a Q4_0 block in bounds (caller's guarantee).
-    let unpack = |b: *const u8| unsafe {
-        let q = _mm_loadu_si128(b.add(offset_of!(BlockQ4_0, qs)).cast());
-        _mm256_sub_epi8(nibbles(q), eight)
-    };
+    let unpack = |b: *const u8| unsafe { unpack_q4_0(b) };
     const W: usize = size_of::<BlockQ4_0>();
     // SAFETY: the caller's guarantee.
     unsafe { q0_tile::<RM, RN, true>(blocks, w, row_bytes, W, a, act_row, s, unpack) }
@@ -407,18 +422,8 @@ unsafe fn q5_0_tile<const RM: usize, const RN: usize>(
     act_row: usize,
     s: TileScales,
 ) -> [[f32; RM]; RN] {
-    let high = _mm256_set1_epi8(0xF0u8 as i8);
     // SAFETY: `q0_tile` passes the start of a Q5_0 block in bounds (caller's guarantee).
-    let unpack = |b: *const u8| unsafe {
-        let qh = b
-            .add(offset_of!(BlockQ5_0, qh))
-            .cast::<u32>()
-            .read_unaligned()
-            .to_le();
-        // q - 16: the nibble with the top four bits set where the fifth bit is clear.
-        let q = _mm_loadu_si128(b.add(offset_of!(BlockQ5_0, qs)).cast());
-        _mm256_or_si256(nibbles(q), _mm256_andnot_si256(bit_bytes(qh), high))
-    };
+    let unpack = |b: *const u8| unsafe { unpack_q5_0(b) };
     const W: usize = size_of::<BlockQ5_0>();
     // SAFETY: the caller's guarantee.
     unsafe { q0_tile::<RM, RN, true>(blocks, w, row_bytes, W, a, act_row, s, unpack) }
@@ -562,4 +567,38 @@ unsafe fn q5_1_tile<const RM: usize, const RN: usize>(
     const W: usize = size_of::<BlockQ5_1>();
     // SAFETY: the caller's guarantee.
     unsafe { q1_tile::<RM, RN>(blocks, w, row_bytes, W, a, act_row, s, unpack) }
+}
+
+/// The 32 values `q - 8` of the Q4_0 block at `b`, as signed bytes.
+///
+/// # Safety
+/// `b` must point to a whole Q4_0 block.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(in crate::kernels::x86_64) unsafe fn unpack_q4_0(b: *const u8) -> __m256i {
+    // SAFETY: the caller's guarantee; the load is unaligned.
+    let q = unsafe { _mm_loadu_si128(b.add(offset_of!(BlockQ4_0, qs)).cast()) };
+    _mm256_sub_epi8(nibbles(q), _mm256_set1_epi8(8))
+}
+
+/// The 32 values `q - 16` of the Q5_0 block at `b`, as signed bytes.
+///
+/// # Safety
+/// `b` must point to a whole Q5_0 block.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(in crate::kernels::x86_64) unsafe fn unpack_q5_0(b: *const u8) -> __m256i {
+    // SAFETY: the caller's guarantee; the loads are unaligned.
+    let (qh, q) = unsafe {
+        (
+            b.add(offset_of!(BlockQ5_0, qh))
+                .cast::<u32>()
+                .read_unaligned()
+                .to_le(),
+            _mm_loadu_si128(b.add(offset_of!(BlockQ5_0, qs)).cast()),
+        )
+    };
+    // q - 16: the nibble with the top four bits set where the fifth bit is clear.
+    let high = _mm256_set1_epi8(0xF0u8 as i8);
+    _mm256_or_si256(nibbles(q), _mm256_andnot_si256(bit_bytes(qh), high))
 }

@@ -23,13 +23,13 @@
 //! AVX2, FMA and F16C.
 
 mod activations;
-mod common;
-mod gemm;
+pub(super) mod common;
+pub(super) mod gemm;
 mod iq;
 mod kq_gemm;
 mod kquants;
 mod legacy;
-mod packed;
+pub(super) mod packed;
 mod vec;
 
 use crate::kernels::{DotFn, GemmFn, IsaKernels, PackedKernels, RowsFn};
@@ -68,7 +68,7 @@ fn packed_kernels(ty: GgmlType) -> Option<PackedKernels> {
 }
 
 /// The kernel for weights of type `ty`, if there is one.
-fn dot(ty: GgmlType) -> Option<DotFn> {
+pub(super) fn dot(ty: GgmlType) -> Option<DotFn> {
     Some(match ty {
         GgmlType::Q4_0 => legacy::q4_0_q8_0,
         GgmlType::Q4_1 => legacy::q4_1_q8_1,
@@ -88,7 +88,7 @@ fn dot(ty: GgmlType) -> Option<DotFn> {
 }
 
 /// The kernel that computes several rows per call for weights of type `ty`, if there is one.
-fn rows(ty: GgmlType) -> Option<RowsFn> {
+pub(super) fn rows(ty: GgmlType) -> Option<RowsFn> {
     Some(match ty {
         GgmlType::Q4_0 => legacy::q4_0_q8_0_rows,
         GgmlType::Q4_1 => legacy::q4_1_q8_1_rows,
@@ -102,7 +102,7 @@ fn rows(ty: GgmlType) -> Option<RowsFn> {
 /// The batched (prompt) product for weights of type `ty`, if there is one: the legacy types in
 /// the order llama.cpp's batched products take on AVX2 (see `gemm`), the K-quants in that of
 /// its tiled K-quant product (see `kq_gemm`).
-fn gemm(ty: GgmlType) -> Option<GemmFn> {
+pub(super) fn gemm(ty: GgmlType) -> Option<GemmFn> {
     Some(match ty {
         GgmlType::Q8_0 => gemm::q8_0_gemm,
         GgmlType::Q4_0 => gemm::q4_0_gemm,
@@ -122,7 +122,7 @@ fn gemm(ty: GgmlType) -> Option<GemmFn> {
 
 /// The quantizer of activation type `act`, if there is one: Q8_0 and Q8_1 as ggml's x86 code
 /// quantizes them, Q8_K with the reference quantizer's bytes.
-fn quantize(act: GgmlType) -> Option<QuantFn> {
+pub(super) fn quantize(act: GgmlType) -> Option<QuantFn> {
     Some(match act {
         GgmlType::Q8_0 => activations::quantize_q8_0,
         GgmlType::Q8_1 => activations::quantize_q8_1,

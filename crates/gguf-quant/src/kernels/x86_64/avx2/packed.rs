@@ -20,7 +20,7 @@ const A_SIZE: usize = size_of::<BlockQ8K>();
 
 /// Checks that `w` holds `out_len / 8` groups of tiles for `n` columns and `a` a Q8_K row of
 /// `n`; returns the super-blocks per row.
-fn checked(n: usize, w: &[u8], a: &[u8], out_len: usize) -> usize {
+pub(in crate::kernels::x86_64) fn checked(n: usize, w: &[u8], a: &[u8], out_len: usize) -> usize {
     let blocks = n / QK_K;
     assert!(
         out_len.is_multiple_of(8)
@@ -31,7 +31,7 @@ fn checked(n: usize, w: &[u8], a: &[u8], out_len: usize) -> usize {
 }
 
 /// The GEMV: one activation row against every group of `w`.
-pub(super) fn q4_k_x8_gemv(n: usize, w: &[u8], a: &[u8], out: &mut [f32]) {
+pub(in crate::kernels::x86_64) fn q4_k_x8_gemv(n: usize, w: &[u8], a: &[u8], out: &mut [f32]) {
     let blocks = checked(n, w, a, out.len());
     for (g, o) in out.chunks_exact_mut(8).enumerate() {
         // SAFETY: the CPU has AVX2, FMA and F16C (this module is reached only through the
@@ -49,7 +49,12 @@ pub(super) fn q4_k_x8_gemv(n: usize, w: &[u8], a: &[u8], out: &mut [f32]) {
 }
 
 /// The GEMM: four activation rows against every group of `w`.
-pub(super) fn q4_k_x8_gemm4(n: usize, w: &[u8], a: [&[u8]; 4], out: [&mut [f32]; 4]) {
+pub(in crate::kernels::x86_64) fn q4_k_x8_gemm4(
+    n: usize,
+    w: &[u8],
+    a: [&[u8]; 4],
+    out: [&mut [f32]; 4],
+) {
     let len = out[0].len();
     let blocks = checked(n, w, a[0], len);
     for k in 1..4 {
