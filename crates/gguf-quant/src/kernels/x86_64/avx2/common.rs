@@ -135,7 +135,7 @@ pub(super) unsafe fn q8k_scale(p: *const u8) -> f32 {
 /// 576x1536: 21 to 24 GB/s).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) fn prefetch(p: *const u8, ahead: usize) {
+pub(in crate::kernels::x86_64) fn prefetch(p: *const u8, ahead: usize) {
     if ahead != 0 {
         // A prefetch never faults, so the address may lie past the matrix (it does for the
         // last group); `wrapping_add` keeps computing it free of undefined behaviour.

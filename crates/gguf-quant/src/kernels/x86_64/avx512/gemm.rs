@@ -24,33 +24,64 @@ gemm_wrapper!(q5_0_gemm, q5_0_tile, Q5_0);
 /// Two 256-bit vectors as one, `lo` in the low half.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn join(lo: __m256i, hi: __m256i) -> __m512i {
+pub(super) fn join(lo: __m256i, hi: __m256i) -> __m512i {
     _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi)
 }
 
-/// The i32 lane sums of the byte products of `x` and `y` (any signed bytes, `y` never -128
-/// where `x` is negative), four consecutive products per lane: `|x|` times `y` with `x`'s sign
-/// moved onto it, as AVX2's `dot_i8` computes them (`maddubs` + `madd`; every pair sum is
-/// exact in i16 there, so the sums are the same).
+/// The two 256-bit halves of `v`, low first.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn lane_sums(abs_x: __m512i, x_negative: __mmask64, y: __m512i) -> __m512i {
-    let signed_y = _mm512_mask_sub_epi8(y, x_negative, _mm512_setzero_si512(), y);
-    _mm512_dpbusd_epi32(_mm512_setzero_si512(), abs_x, signed_y)
+pub(super) fn low_high(v: __m512) -> (__m256, __m256) {
+    // (`_mm512_extractf32x8_ps` would need AVX-512 DQ.)
+    let high = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)));
+    (_mm512_castps512_ps256(v), high)
 }
 
-/// As [`lane_sums`] for one block.
+/// Signed bytes `x` as unsigned `x + 128`, the operand `vpdpbusd` multiplies unsigned.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn lane_sums256(abs_x: __m256i, x_negative: __mmask32, y: __m256i) -> __m256i {
-    let signed_y = _mm256_mask_sub_epi8(y, x_negative, _mm256_setzero_si256(), y);
-    _mm256_dpbusd_epi32(_mm256_setzero_si256(), abs_x, signed_y)
+pub(super) fn offset(x: __m512i) -> __m512i {
+    _mm512_xor_si512(x, _mm512_set1_epi8(-128))
+}
+
+/// `-128` times the sums of four consecutive signed bytes of `y`, per i32 lane: what the
+/// products of [`offset`] weights with `y` exceed the products of the weights themselves by.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+pub(super) fn excess(y: __m512i) -> __m512i {
+    let zero = _mm512_setzero_si512();
+    _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, _mm512_set1_epi8(-128), y))
+}
+
+/// The i32 lane sums of the products of signed bytes `x` and `y`, four consecutive products
+/// per lane, from `offset(x)` and `excess(y)`: `Σ (x + 128) y - 128 Σ y`. Every step is exact
+/// in i32 (four products of at most 255 · 128), so these are the integers AVX2's `maddubs` +
+/// `madd` give (its pair sums are exact in i16 for every x and every y above -128, which no
+/// activation quantizer writes).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+pub(super) fn lane_sums(offset_x: __m512i, excess_y: __m512i, y: __m512i) -> __m512i {
+    _mm512_dpbusd_epi32(excess_y, offset_x, y)
+}
+
+/// As [`lane_sums`] for one block: the low halves of the three operands.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+pub(super) fn lane_sums256(offset_x: __m256i, excess_y: __m256i, y: __m256i) -> __m256i {
+    _mm256_dpbusd_epi32(excess_y, offset_x, y)
+}
+
+/// A 256-bit vector in the low half of a 512-bit one (the high half undefined), for [`offset`]
+/// and [`excess`] on one block.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+pub(super) fn widen(v: __m256i) -> __m512i {
+    _mm512_castsi256_si512(v)
 }
 
 /// The tile of a type whose blocks hold 32 signed values (`unpack(block)`) against Q8_0
-/// activations: `avx2::gemm::q0_tile`'s outputs. With `ABS_ACTS` the activations give the
-/// magnitudes and the weights the signs (weights in -127..=127), otherwise the other way
-/// round (Q8_0 weights may hold -128; activations never do), as there.
+/// activations: `avx2::gemm::q0_tile`'s outputs. Each weight vector is offset once per tile
+/// step and each activation vector's excess computed once, so a product is one `vpdpbusd`.
 ///
 /// # Safety
 /// Weight rows `w + i * row_bytes` (`i < RM`) hold `blocks` blocks of `w_size` bytes, and
@@ -58,7 +89,7 @@ fn lane_sums256(abs_x: __m256i, x_negative: __mmask32, y: __m256i) -> __m256i {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn q0_tile<const RM: usize, const RN: usize, const ABS_ACTS: bool>(
+unsafe fn q0_tile<const RM: usize, const RN: usize>(
     blocks: usize,
     w: *const u8,
     row_bytes: usize,
@@ -83,25 +114,13 @@ unsafe fn q0_tile<const RM: usize, const RN: usize, const ABS_ACTS: bool>(
         let mut l = 0;
         while l + 2 <= len {
             let b = l0 + l;
-            let x: [__m512i; RM] = std::array::from_fn(|i| join(weights(i, b), weights(i, b + 1)));
-            // The magnitudes' operand and the sign mask of the other, per weight row.
-            let (mag_x, neg_x): ([__m512i; RM], [__mmask64; RM]) = (
-                std::array::from_fn(|i| _mm512_abs_epi8(x[i])),
-                std::array::from_fn(|i| _mm512_movepi8_mask(x[i])),
-            );
+            let x: [__m512i; RM] =
+                std::array::from_fn(|i| offset(join(weights(i, b), weights(i, b + 1))));
             for (j, acc) in acc.iter_mut().enumerate() {
                 let y = join(acts(j, b), acts(j, b + 1));
-                let (mag_y, neg_y) = (_mm512_abs_epi8(y), _mm512_movepi8_mask(y));
+                let e = excess(y);
                 for i in 0..RM {
-                    let sums = if ABS_ACTS {
-                        lane_sums(mag_y, neg_y, x[i])
-                    } else {
-                        lane_sums(mag_x[i], neg_x[i], y)
-                    };
-                    let lanes = _mm512_cvtepi32_ps(sums);
-                    let first = _mm512_castps512_ps256(lanes);
-                    let second =
-                        _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(lanes)));
+                    let (first, second) = low_high(_mm512_cvtepi32_ps(lane_sums(x[i], e, y)));
                     acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(d[l][j][i]), first, acc[i]);
                     acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(d[l + 1][j][i]), second, acc[i]);
                 }
@@ -110,16 +129,13 @@ unsafe fn q0_tile<const RM: usize, const RN: usize, const ABS_ACTS: bool>(
         }
         if l < len {
             let b = l0 + l;
-            let x: [__m256i; RM] = std::array::from_fn(|i| weights(i, b));
+            let x: [__m256i; RM] =
+                std::array::from_fn(|i| _mm512_castsi512_si256(offset(widen(weights(i, b)))));
             for (j, acc) in acc.iter_mut().enumerate() {
                 let y = acts(j, b);
+                let e = _mm512_castsi512_si256(excess(widen(y)));
                 for i in 0..RM {
-                    let sums = if ABS_ACTS {
-                        lane_sums256(_mm256_abs_epi8(y), _mm256_movepi8_mask(y), x[i])
-                    } else {
-                        lane_sums256(_mm256_abs_epi8(x[i]), _mm256_movepi8_mask(x[i]), y)
-                    };
-                    let lanes = _mm256_cvtepi32_ps(sums);
+                    let lanes = _mm256_cvtepi32_ps(lane_sums256(x[i], e, y));
                     acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(d[l][j][i]), lanes, acc[i]);
                 }
             }
@@ -144,7 +160,7 @@ unsafe fn q8_0_tile<const RM: usize, const RN: usize>(
         |b: *const u8| unsafe { _mm256_loadu_si256(b.add(offset_of!(BlockQ8_0, qs)).cast()) };
     const W: usize = size_of::<BlockQ8_0>();
     // SAFETY: the caller's guarantee.
-    unsafe { q0_tile::<RM, RN, false>(blocks, w, row_bytes, W, a, act_row, s, unpack) }
+    unsafe { q0_tile::<RM, RN>(blocks, w, row_bytes, W, a, act_row, s, unpack) }
 }
 
 /// # Safety
@@ -162,7 +178,7 @@ unsafe fn q4_0_tile<const RM: usize, const RN: usize>(
     let unpack = |b: *const u8| unsafe { unpack_q4_0(b) };
     const W: usize = size_of::<BlockQ4_0>();
     // SAFETY: the caller's guarantee.
-    unsafe { q0_tile::<RM, RN, true>(blocks, w, row_bytes, W, a, act_row, s, unpack) }
+    unsafe { q0_tile::<RM, RN>(blocks, w, row_bytes, W, a, act_row, s, unpack) }
 }
 
 /// # Safety
@@ -180,5 +196,5 @@ unsafe fn q5_0_tile<const RM: usize, const RN: usize>(
     let unpack = |b: *const u8| unsafe { unpack_q5_0(b) };
     const W: usize = size_of::<BlockQ5_0>();
     // SAFETY: the caller's guarantee.
-    unsafe { q0_tile::<RM, RN, true>(blocks, w, row_bytes, W, a, act_row, s, unpack) }
+    unsafe { q0_tile::<RM, RN>(blocks, w, row_bytes, W, a, act_row, s, unpack) }
 }

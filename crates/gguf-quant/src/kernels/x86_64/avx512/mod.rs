@@ -10,6 +10,8 @@
 //!
 //! - `packed`: the GEMV and GEMM of the row-interleaved Q4_K layout, two groups of eight rows
 //!   per 512-bit vector.
+//! - `legacy`: the one-row and four-row dot products of Q8_0, Q5_0 and Q4_0 (decoding), two
+//!   blocks per `vpdpbusd`;
 //! - `gemm`: the batched products of Q8_0, Q4_0 and Q5_0 (tinyBLAS's order), two blocks per
 //!   `vpdpbusd`.
 //!
@@ -20,6 +22,7 @@
 //! The kernels use intrinsics of those features only (AVX-512 DQ, for one, is not among them).
 
 mod gemm;
+mod legacy;
 mod packed;
 
 use super::avx2;
@@ -49,14 +52,24 @@ pub(crate) fn kernels() -> Option<IsaKernels> {
     })
 }
 
-/// AVX2's one-row kernels.
+/// The one-row kernels: Q8_0, Q5_0 and Q4_0 here, AVX2's for the others.
 fn dot(ty: GgmlType) -> Option<DotFn> {
-    avx2::dot(ty)
+    match ty {
+        GgmlType::Q8_0 => Some(legacy::q8_0_q8_0),
+        GgmlType::Q5_0 => Some(legacy::q5_0_q8_0),
+        GgmlType::Q4_0 => Some(legacy::q4_0_q8_0),
+        _ => avx2::dot(ty),
+    }
 }
 
-/// AVX2's several-rows kernels.
+/// The several-rows kernels: Q8_0, Q5_0 and Q4_0 here, AVX2's for the others.
 fn rows(ty: GgmlType) -> Option<RowsFn> {
-    avx2::rows(ty)
+    match ty {
+        GgmlType::Q8_0 => Some(legacy::q8_0_q8_0_rows),
+        GgmlType::Q5_0 => Some(legacy::q5_0_q8_0_rows),
+        GgmlType::Q4_0 => Some(legacy::q4_0_q8_0_rows),
+        _ => avx2::rows(ty),
+    }
 }
 
 /// The batched products: Q8_0, Q4_0 and Q5_0 here, AVX2's for the others.

@@ -1,0 +1,150 @@
+//! AVX-512 dot products of Q8_0, Q5_0 and Q4_0 weights against Q8_0 activations (one row, or
+//! four per call, see `safe_wrapper!`), in the order of AVX2's (`avx2::legacy`, ggml's AVX2
+//! `vec_dot`): per row one eight-lane accumulator takes `fma(d_w * d_a, lanes, acc)` block
+//! after block, then its lanes are summed. Two consecutive blocks share a 512-bit vector: one
+//! `vpdpbusd` gives both blocks' exact lane sums, which go into the accumulator one after the
+//! other, so each result is AVX2's bit for bit.
+
+use std::arch::x86_64::*;
+use std::mem::offset_of;
+
+use super::avx2::common::{hsum, prefetch};
+use super::avx2::gemm::{unpack_q4_0, unpack_q5_0};
+use super::gemm::{excess, join, lane_sums, lane_sums256, low_high, offset, widen};
+use crate::blocks::{BlockQ4_0, BlockQ5_0, BlockQ8_0};
+
+safe_wrapper!(q8_0_q8_0, q8_0_q8_0_avx512, Q8_0, rows: q8_0_q8_0_rows, group: 4);
+safe_wrapper!(q5_0_q8_0, q5_0_q8_0_avx512, Q5_0, rows: q5_0_q8_0_rows, group: 4);
+safe_wrapper!(q4_0_q8_0, q4_0_q8_0_avx512, Q4_0, rows: q4_0_q8_0_rows, group: 4);
+
+/// Bytes of a Q8_0 block, and where its values start.
+const A: usize = size_of::<BlockQ8_0>();
+const A_QS: usize = offset_of!(BlockQ8_0, qs);
+
+/// The f16 scales at `p0` and `p1` as f32, eight lanes of each (`p0`'s low).
+///
+/// # Safety
+/// Both pointers must point to 2 readable bytes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn scale_pair(p0: *const u8, p1: *const u8) -> __m512 {
+    // SAFETY: the caller's guarantee; the reads are unaligned.
+    let (s0, s1) = unsafe {
+        (
+            p0.cast::<i16>().read_unaligned(),
+            p1.cast::<i16>().read_unaligned(),
+        )
+    };
+    _mm512_cvtph_ps(_mm256_set_m128i(_mm_set1_epi16(s1), _mm_set1_epi16(s0)))
+}
+
+/// The dot products of `R` rows of 32-value blocks (`w_size` bytes, f16 scale first, signed
+/// values from `unpack`) with one row of Q8_0 activations, in `avx2::common::one_accumulator`'s
+/// order.
+///
+/// # Safety
+/// Each of `ws` points to `blocks` weight blocks and `a` to `blocks` Q8_0 blocks. `ahead`: see
+/// [`prefetch`].
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn q0_rows<const R: usize>(
+    blocks: usize,
+    ws: [*const u8; R],
+    w_size: usize,
+    ahead: usize,
+    a: *const u8,
+    unpack: impl Fn(*const u8) -> __m256i,
+) -> [f32; R] {
+    let mut acc = [_mm256_setzero_ps(); R];
+    let mut i = 0;
+    while i + 2 <= blocks {
+        // SAFETY: blocks i and i + 1 of each operand are in bounds (caller); loads are
+        // unaligned.
+        unsafe {
+            let ba = a.add(i * A);
+            let y = join(
+                _mm256_loadu_si256(ba.add(A_QS).cast()),
+                _mm256_loadu_si256(ba.add(A + A_QS).cast()),
+            );
+            let e = excess(y);
+            let da = scale_pair(ba, ba.add(A));
+            for r in 0..R {
+                let bw = ws[r].add(i * w_size);
+                prefetch(bw, ahead);
+                prefetch(bw.add(w_size), ahead);
+                let x = offset(join(unpack(bw), unpack(bw.add(w_size))));
+                let sums = lane_sums(x, e, y);
+                let d = _mm512_mul_ps(scale_pair(bw, bw.add(w_size)), da);
+                let (d0, d1) = low_high(d);
+                let (v0, v1) = low_high(_mm512_cvtepi32_ps(sums));
+                acc[r] = _mm256_fmadd_ps(d0, v0, acc[r]);
+                acc[r] = _mm256_fmadd_ps(d1, v1, acc[r]);
+            }
+        }
+        i += 2;
+    }
+    if i < blocks {
+        // SAFETY: block i of each operand is in bounds (caller); loads are unaligned.
+        unsafe {
+            let ba = a.add(i * A);
+            let y = _mm256_loadu_si256(ba.add(A_QS).cast());
+            let e = _mm512_castsi512_si256(excess(widen(y)));
+            for r in 0..R {
+                let bw = ws[r].add(i * w_size);
+                let x = _mm512_castsi512_si256(offset(widen(unpack(bw))));
+                let sums = lane_sums256(x, e, y);
+                let (d, _) = low_high(_mm512_mul_ps(scale_pair(bw, bw), scale_pair(ba, ba)));
+                acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sums), acc[r]);
+            }
+        }
+    }
+    acc.map(|v| hsum(v))
+}
+
+/// # Safety
+/// As [`q0_rows`]'s, for Q8_0 weights.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn q8_0_q8_0_avx512<const R: usize>(
+    blocks: usize,
+    ws: [*const u8; R],
+    ahead: usize,
+    a: *const u8,
+) -> [f32; R] {
+    // SAFETY: `q0_rows` passes the start of a block in bounds (caller's guarantee).
+    let unpack = |b: *const u8| unsafe { _mm256_loadu_si256(b.add(A_QS).cast()) };
+    const _: () = assert!(offset_of!(BlockQ8_0, d) == 0);
+    // SAFETY: the caller's guarantee.
+    unsafe { q0_rows(blocks, ws, A, ahead, a, unpack) }
+}
+
+/// # Safety
+/// As [`q0_rows`]'s, for Q5_0 weights.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn q5_0_q8_0_avx512<const R: usize>(
+    blocks: usize,
+    ws: [*const u8; R],
+    ahead: usize,
+    a: *const u8,
+) -> [f32; R] {
+    // SAFETY: `q0_rows` passes the start of a block in bounds (caller's guarantee).
+    let unpack = |b: *const u8| unsafe { unpack_q5_0(b) };
+    const _: () = assert!(offset_of!(BlockQ5_0, d) == 0);
+    // SAFETY: the caller's guarantee.
+    unsafe { q0_rows(blocks, ws, size_of::<BlockQ5_0>(), ahead, a, unpack) }
+}
+
+/// # Safety
+/// As [`q0_rows`]'s, for Q4_0 weights.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn q4_0_q8_0_avx512<const R: usize>(
+    blocks: usize,
+    ws: [*const u8; R],
+    ahead: usize,
+    a: *const u8,
+) -> [f32; R] {
+    // SAFETY: `q0_rows` passes the start of a block in bounds (caller's guarantee).
+    let unpack = |b: *const u8| unsafe { unpack_q4_0(b) };
+    const _: () = assert!(offset_of!(BlockQ4_0, d) == 0);
+    // SAFETY: the caller's guarantee.
+    unsafe { q0_rows(blocks, ws, size_of::<BlockQ4_0>(), ahead, a, unpack) }
+}
