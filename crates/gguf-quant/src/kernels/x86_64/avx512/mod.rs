@@ -12,6 +12,7 @@
 //!   per 512-bit vector.
 //! - `legacy`: the one-row and four-row dot products of Q8_0, Q5_0 and Q4_0 (decoding), two
 //!   blocks per `vpdpbusd`;
+//! - `vec`: the f16 dot product and multiply-add of attention, 16 lanes at a time;
 //! - `gemm`: the batched products of Q8_0, Q4_0 and Q5_0 (tinyBLAS's order), two blocks per
 //!   `vpdpbusd`.
 //!
@@ -24,6 +25,7 @@
 mod gemm;
 mod legacy;
 mod packed;
+mod vec;
 
 use super::avx2;
 use crate::kernels::{DotFn, GemmFn, IsaKernels, PackedKernels, RowsFn};
@@ -47,7 +49,7 @@ pub(crate) fn kernels() -> Option<IsaKernels> {
         rows,
         gemm,
         quantize,
-        vec: base.vec,
+        vec: base.vec.map(vec::kernels),
         packed: packed_kernels,
     })
 }
