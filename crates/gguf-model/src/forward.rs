@@ -49,6 +49,7 @@ struct AttnScratch {
     q16: Vec<f16>,
     acc16: Vec<f16>,
     acc32: Vec<f32>,
+    logits: Vec<f32>,
     tiled: Tiled,
 }
 
@@ -373,7 +374,17 @@ pub(crate) fn attention(
                         value_stride,
                         capacity,
                     };
-                    ops::attend_f16(q, kv, first, p, scores, &mut a.q16, &mut a.acc16, o)
+                    ops::attend_f16(
+                        q,
+                        kv,
+                        first,
+                        p,
+                        scores,
+                        &mut a.q16,
+                        &mut a.acc16,
+                        &mut a.logits,
+                        o,
+                    )
                 }
                 LayerCache::F32 { k, v } => {
                     let kv = KvHead {

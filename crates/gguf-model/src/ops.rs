@@ -270,6 +270,10 @@ fn online_softmax(
 /// before `first` masked, for sliding windows), as `ggml_flash_attn_ext` (one-chunk path, f16
 /// K and V): the query rounded to f16, online softmax in f32, the weighted values accumulated in
 /// f16.
+///
+/// Every position's logit is computed before the softmax pass (into `logits`): they do not
+/// depend on its running state, so the numbers are the same, and the dot products run back to
+/// back instead of each waiting on the previous position's exponential and value update.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn attend_f16(
     q: &[f32],
@@ -279,6 +283,7 @@ pub(crate) fn attend_f16(
     scores: Scores,
     q16: &mut Vec<f16>,
     acc: &mut Vec<f16>,
+    logits: &mut Vec<f32>,
     out: &mut [f32],
 ) {
     let (dk, dv) = (q.len(), out.len());
@@ -287,11 +292,22 @@ pub(crate) fn attend_f16(
     acc.clear();
     acc.resize(dv, f16::ZERO);
     let q16 = &*q16;
+    logits.clear();
+    let mut slot = first % kv.capacity;
+    for _ in first..=last {
+        logits.push(scores.logit(vec::dot_f16(kv.key(slot, dk), q16)));
+        slot += 1;
+        if slot == kv.capacity {
+            slot = 0;
+        }
+    }
+    let mut logit = logits.iter().copied();
     let inv = online_softmax(
         first,
         last,
         kv.capacity,
-        |slot| scores.logit(vec::dot_f16(kv.key(slot, dk), q16)),
+        // One call per position, in order (see `online_softmax`).
+        |_| logit.next().unwrap_or(f32::NAN),
         |slot, rescale, weight| {
             if let Some(ms) = rescale {
                 vec::scale_f16(acc, ms);
@@ -654,7 +670,7 @@ mod tests {
         let values: Vec<f16> = (0..dk).map(|i| f16::from_f32(1.0 + i as f32)).collect();
         let q = vec![0.5f32; dk];
         let mut out = vec![0f32; dk];
-        let (mut q16, mut acc) = (Vec::new(), Vec::new());
+        let (mut q16, mut acc, mut logits) = (Vec::new(), Vec::new(), Vec::new());
         let kv = KvHead {
             keys: &keys,
             values: &values,
@@ -670,6 +686,7 @@ mod tests {
             Scores::new(0.3, 0.0),
             &mut q16,
             &mut acc,
+            &mut logits,
             &mut out,
         );
         let expected: Vec<f32> = (0..dk).map(|i| 1.0 + i as f32).collect();

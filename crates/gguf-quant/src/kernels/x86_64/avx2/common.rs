@@ -44,7 +44,7 @@ pub(super) fn dot_u8_i8(u: __m256i, y: __m256i) -> __m256i {
 /// The 32 nibbles of 16 bytes, low nibbles (elements 0..16) first.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) fn nibbles(b: __m128i) -> __m256i {
+pub(in crate::kernels::x86_64) fn nibbles(b: __m128i) -> __m256i {
     _mm256_and_si256(
         _mm256_set_m128i(_mm_srli_epi16(b, 4), b),
         _mm256_set1_epi8(0x0F),

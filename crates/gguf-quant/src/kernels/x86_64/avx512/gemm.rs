@@ -11,9 +11,10 @@ use std::mem::offset_of;
 
 use super::avx2::common::hsum;
 use super::avx2::gemm::{
-    checked_tiles, for_each_tile, gemm_wrapper, scale_products, store, tile_shapes, unpack_q4_0,
-    unpack_q5_0, Scales, TileScales, CHUNK, MR, NR,
+    checked_tiles, for_each_tile, gemm_wrapper, scale_products, store, tile_shapes, Scales,
+    TileScales, CHUNK, MR, NR,
 };
+use super::unpack;
 use crate::blocks::{BlockQ4_0, BlockQ5_0, BlockQ8_0};
 use crate::GgmlType;
 
@@ -37,15 +38,8 @@ pub(super) fn low_high(v: __m512) -> (__m256, __m256) {
     (_mm512_castps512_ps256(v), high)
 }
 
-/// Signed bytes `x` as unsigned `x + 128`, the operand `vpdpbusd` multiplies unsigned.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-pub(super) fn offset(x: __m512i) -> __m512i {
-    _mm512_xor_si512(x, _mm512_set1_epi8(-128))
-}
-
 /// `-128` times the sums of four consecutive signed bytes of `y`, per i32 lane: what the
-/// products of [`offset`] weights with `y` exceed the products of the weights themselves by.
+/// products of offset weights (`unpack`) with `y` exceed the products of the weights themselves by.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub(super) fn excess(y: __m512i) -> __m512i {
@@ -54,7 +48,7 @@ pub(super) fn excess(y: __m512i) -> __m512i {
 }
 
 /// The i32 lane sums of the products of signed bytes `x` and `y`, four consecutive products
-/// per lane, from `offset(x)` and `excess(y)`: `Σ (x + 128) y - 128 Σ y`. Every step is exact
+/// per lane, from `x + 128` (`unpack`'s) and `excess(y)`: `Σ (x + 128) y - 128 Σ y`. Every step is exact
 /// in i32 (four products of at most 255 · 128), so these are the integers AVX2's `maddubs` +
 /// `madd` give (its pair sums are exact in i16 for every x and every y above -128, which no
 /// activation quantizer writes).
@@ -71,8 +65,8 @@ pub(super) fn lane_sums256(offset_x: __m256i, excess_y: __m256i, y: __m256i) -> 
     _mm256_dpbusd_epi32(excess_y, offset_x, y)
 }
 
-/// A 256-bit vector in the low half of a 512-bit one (the high half undefined), for [`offset`]
-/// and [`excess`] on one block.
+/// A 256-bit vector in the low half of a 512-bit one (the high half undefined), for
+/// [`excess`] on one block.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub(super) fn widen(v: __m256i) -> __m512i {
@@ -97,14 +91,16 @@ unsafe fn q0_tile<const RM: usize, const RN: usize>(
     a: *const u8,
     act_row: usize,
     s: TileScales,
-    unpack: impl Fn(*const u8) -> __m256i,
+    pair: impl Fn(*const u8) -> __m512i,
+    one: impl Fn(*const u8) -> __m256i,
 ) -> [[f32; RM]; RN] {
     const A: usize = size_of::<BlockQ8_0>();
     const QS: usize = offset_of!(BlockQ8_0, qs);
     let mut acc = [[_mm256_setzero_ps(); RM]; RN];
     let mut d = [[[0f32; 4]; RN]; CHUNK];
-    // SAFETY: block l of weight row i is in bounds (caller).
-    let weights = |i: usize, l: usize| unpack(unsafe { w.add(i * row_bytes + l * w_size) });
+    // SAFETY: block l of weight row i is in bounds (caller), and so is block l + 1 where
+    // `pair` reads it.
+    let block = |i: usize, l: usize| unsafe { w.add(i * row_bytes + l * w_size) };
     // SAFETY: block l of activation row j is in bounds (caller); the load is unaligned.
     let acts =
         |j: usize, l: usize| unsafe { _mm256_loadu_si256(a.add(j * act_row + l * A + QS).cast()) };
@@ -114,8 +110,7 @@ unsafe fn q0_tile<const RM: usize, const RN: usize>(
         let mut l = 0;
         while l + 2 <= len {
             let b = l0 + l;
-            let x: [__m512i; RM] =
-                std::array::from_fn(|i| offset(join(weights(i, b), weights(i, b + 1))));
+            let x: [__m512i; RM] = std::array::from_fn(|i| pair(block(i, b)));
             for (j, acc) in acc.iter_mut().enumerate() {
                 let y = join(acts(j, b), acts(j, b + 1));
                 let e = excess(y);
@@ -129,8 +124,7 @@ unsafe fn q0_tile<const RM: usize, const RN: usize>(
         }
         if l < len {
             let b = l0 + l;
-            let x: [__m256i; RM] =
-                std::array::from_fn(|i| _mm512_castsi512_si256(offset(widen(weights(i, b)))));
+            let x: [__m256i; RM] = std::array::from_fn(|i| one(block(i, b)));
             for (j, acc) in acc.iter_mut().enumerate() {
                 let y = acts(j, b);
                 let e = _mm512_castsi512_si256(excess(widen(y)));
@@ -144,57 +138,31 @@ unsafe fn q0_tile<const RM: usize, const RN: usize>(
     acc.map(|row| row.map(|v| hsum(v)))
 }
 
-/// # Safety
-/// As [`q0_tile`]'s, for Q8_0 weights.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn q8_0_tile<const RM: usize, const RN: usize>(
-    blocks: usize,
-    w: *const u8,
-    row_bytes: usize,
-    a: *const u8,
-    act_row: usize,
-    s: TileScales,
-) -> [[f32; RM]; RN] {
-    // SAFETY: `q0_tile` passes the start of a Q8_0 block in bounds (caller's guarantee).
-    let unpack =
-        |b: *const u8| unsafe { _mm256_loadu_si256(b.add(offset_of!(BlockQ8_0, qs)).cast()) };
-    const W: usize = size_of::<BlockQ8_0>();
-    // SAFETY: the caller's guarantee.
-    unsafe { q0_tile::<RM, RN>(blocks, w, row_bytes, W, a, act_row, s, unpack) }
+/// Defines `$tile`, the tile of `$block` weights, from `unpack`'s `$pair` and `$one`.
+macro_rules! q0_tile_of {
+    ($tile:ident, $block:ty, $pair:ident, $one:ident) => {
+        /// # Safety
+        /// As [`q0_tile`]'s, for these weights.
+        #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+        unsafe fn $tile<const RM: usize, const RN: usize>(
+            blocks: usize,
+            w: *const u8,
+            row_bytes: usize,
+            a: *const u8,
+            act_row: usize,
+            s: TileScales,
+        ) -> [[f32; RM]; RN] {
+            // SAFETY: `q0_tile` passes the start of two blocks in bounds (caller's guarantee).
+            let pair = |b: *const u8| unsafe { unpack::$pair(b) };
+            // SAFETY: `q0_tile` passes the start of a block in bounds (caller's guarantee).
+            let one = |b: *const u8| unsafe { unpack::$one(b) };
+            const W: usize = size_of::<$block>();
+            // SAFETY: the caller's guarantee.
+            unsafe { q0_tile::<RM, RN>(blocks, w, row_bytes, W, a, act_row, s, pair, one) }
+        }
+    };
 }
 
-/// # Safety
-/// As [`q0_tile`]'s, for Q4_0 weights.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn q4_0_tile<const RM: usize, const RN: usize>(
-    blocks: usize,
-    w: *const u8,
-    row_bytes: usize,
-    a: *const u8,
-    act_row: usize,
-    s: TileScales,
-) -> [[f32; RM]; RN] {
-    // SAFETY: `q0_tile` passes the start of a Q4_0 block in bounds (caller's guarantee).
-    let unpack = |b: *const u8| unsafe { unpack_q4_0(b) };
-    const W: usize = size_of::<BlockQ4_0>();
-    // SAFETY: the caller's guarantee.
-    unsafe { q0_tile::<RM, RN>(blocks, w, row_bytes, W, a, act_row, s, unpack) }
-}
-
-/// # Safety
-/// As [`q0_tile`]'s, for Q5_0 weights.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn q5_0_tile<const RM: usize, const RN: usize>(
-    blocks: usize,
-    w: *const u8,
-    row_bytes: usize,
-    a: *const u8,
-    act_row: usize,
-    s: TileScales,
-) -> [[f32; RM]; RN] {
-    // SAFETY: `q0_tile` passes the start of a Q5_0 block in bounds (caller's guarantee).
-    let unpack = |b: *const u8| unsafe { unpack_q5_0(b) };
-    const W: usize = size_of::<BlockQ5_0>();
-    // SAFETY: the caller's guarantee.
-    unsafe { q0_tile::<RM, RN>(blocks, w, row_bytes, W, a, act_row, s, unpack) }
-}
+q0_tile_of!(q8_0_tile, BlockQ8_0, q8_0_pair, q8_0_one);
+q0_tile_of!(q4_0_tile, BlockQ4_0, q4_0_pair, q4_0_one);
+q0_tile_of!(q5_0_tile, BlockQ5_0, q5_0_pair, q5_0_one);

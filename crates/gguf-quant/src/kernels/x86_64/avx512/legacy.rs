@@ -9,8 +9,8 @@ use std::arch::x86_64::*;
 use std::mem::offset_of;
 
 use super::avx2::common::{hsum, prefetch};
-use super::avx2::gemm::{unpack_q4_0, unpack_q5_0};
-use super::gemm::{excess, join, lane_sums, lane_sums256, low_high, offset, widen};
+use super::gemm::{excess, join, lane_sums, lane_sums256, low_high, widen};
+use super::unpack;
 use crate::blocks::{BlockQ4_0, BlockQ5_0, BlockQ8_0};
 
 safe_wrapper!(q8_0_q8_0, q8_0_q8_0_avx512, Q8_0, rows: q8_0_q8_0_rows, group: 4);
@@ -53,7 +53,8 @@ unsafe fn q0_rows<const R: usize>(
     w_size: usize,
     ahead: usize,
     a: *const u8,
-    unpack: impl Fn(*const u8) -> __m256i,
+    pair: impl Fn(*const u8) -> __m512i,
+    one: impl Fn(*const u8) -> __m256i,
 ) -> [f32; R] {
     let mut acc = [_mm256_setzero_ps(); R];
     let mut i = 0;
@@ -72,7 +73,7 @@ unsafe fn q0_rows<const R: usize>(
                 let bw = ws[r].add(i * w_size);
                 prefetch(bw, ahead);
                 prefetch(bw.add(w_size), ahead);
-                let x = offset(join(unpack(bw), unpack(bw.add(w_size))));
+                let x = pair(bw);
                 let sums = lane_sums(x, e, y);
                 let d = _mm512_mul_ps(scale_pair(bw, bw.add(w_size)), da);
                 let (d0, d1) = low_high(d);
@@ -91,7 +92,7 @@ unsafe fn q0_rows<const R: usize>(
             let e = _mm512_castsi512_si256(excess(widen(y)));
             for r in 0..R {
                 let bw = ws[r].add(i * w_size);
-                let x = _mm512_castsi512_si256(offset(widen(unpack(bw))));
+                let x = one(bw);
                 let sums = lane_sums256(x, e, y);
                 let (d, _) = low_high(_mm512_mul_ps(scale_pair(bw, bw), scale_pair(ba, ba)));
                 acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sums), acc[r]);
@@ -101,50 +102,29 @@ unsafe fn q0_rows<const R: usize>(
     acc.map(|v| hsum(v))
 }
 
-/// # Safety
-/// As [`q0_rows`]'s, for Q8_0 weights.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn q8_0_q8_0_avx512<const R: usize>(
-    blocks: usize,
-    ws: [*const u8; R],
-    ahead: usize,
-    a: *const u8,
-) -> [f32; R] {
-    // SAFETY: `q0_rows` passes the start of a block in bounds (caller's guarantee).
-    let unpack = |b: *const u8| unsafe { _mm256_loadu_si256(b.add(A_QS).cast()) };
-    const _: () = assert!(offset_of!(BlockQ8_0, d) == 0);
-    // SAFETY: the caller's guarantee.
-    unsafe { q0_rows(blocks, ws, A, ahead, a, unpack) }
+/// Defines `$kernel`, the rows kernel of `$block` weights, from `unpack`'s `$pair` and `$one`.
+macro_rules! q0_rows_of {
+    ($kernel:ident, $block:ty, $pair:ident, $one:ident) => {
+        /// # Safety
+        /// As [`q0_rows`]'s, for these weights.
+        #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+        unsafe fn $kernel<const R: usize>(
+            blocks: usize,
+            ws: [*const u8; R],
+            ahead: usize,
+            a: *const u8,
+        ) -> [f32; R] {
+            // SAFETY: `q0_rows` passes the start of two blocks in bounds (caller's guarantee).
+            let pair = |b: *const u8| unsafe { unpack::$pair(b) };
+            // SAFETY: `q0_rows` passes the start of a block in bounds (caller's guarantee).
+            let one = |b: *const u8| unsafe { unpack::$one(b) };
+            const _: () = assert!(offset_of!($block, d) == 0);
+            // SAFETY: the caller's guarantee.
+            unsafe { q0_rows(blocks, ws, size_of::<$block>(), ahead, a, pair, one) }
+        }
+    };
 }
 
-/// # Safety
-/// As [`q0_rows`]'s, for Q5_0 weights.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn q5_0_q8_0_avx512<const R: usize>(
-    blocks: usize,
-    ws: [*const u8; R],
-    ahead: usize,
-    a: *const u8,
-) -> [f32; R] {
-    // SAFETY: `q0_rows` passes the start of a block in bounds (caller's guarantee).
-    let unpack = |b: *const u8| unsafe { unpack_q5_0(b) };
-    const _: () = assert!(offset_of!(BlockQ5_0, d) == 0);
-    // SAFETY: the caller's guarantee.
-    unsafe { q0_rows(blocks, ws, size_of::<BlockQ5_0>(), ahead, a, unpack) }
-}
-
-/// # Safety
-/// As [`q0_rows`]'s, for Q4_0 weights.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn q4_0_q8_0_avx512<const R: usize>(
-    blocks: usize,
-    ws: [*const u8; R],
-    ahead: usize,
-    a: *const u8,
-) -> [f32; R] {
-    // SAFETY: `q0_rows` passes the start of a block in bounds (caller's guarantee).
-    let unpack = |b: *const u8| unsafe { unpack_q4_0(b) };
-    const _: () = assert!(offset_of!(BlockQ4_0, d) == 0);
-    // SAFETY: the caller's guarantee.
-    unsafe { q0_rows(blocks, ws, size_of::<BlockQ4_0>(), ahead, a, unpack) }
-}
+q0_rows_of!(q8_0_q8_0_avx512, BlockQ8_0, q8_0_pair, q8_0_one);
+q0_rows_of!(q5_0_q8_0_avx512, BlockQ5_0, q5_0_pair, q5_0_one);
+q0_rows_of!(q4_0_q8_0_avx512, BlockQ4_0, q4_0_pair, q4_0_one);

@@ -25,6 +25,7 @@
 mod gemm;
 mod legacy;
 mod packed;
+mod unpack;
 mod vec;
 
 use super::avx2;
