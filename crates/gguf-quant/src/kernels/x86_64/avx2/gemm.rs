@@ -213,7 +213,6 @@ macro_rules! tile_shapes {
         $tile::<$m, $n>($($arg),*)
     };
 }
-pub(in crate::kernels::x86_64) use tile_shapes;
 
 gemm_wrapper!(q8_0_gemm, q8_0_tile, Q8_0);
 gemm_wrapper!(q4_0_gemm, q4_0_tile, Q4_0);
