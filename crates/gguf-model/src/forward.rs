@@ -50,6 +50,7 @@ struct AttnScratch {
     acc16: Vec<f16>,
     acc32: Vec<f32>,
     logits: Vec<f32>,
+    rescales: Vec<Option<f32>>,
     tiled: Tiled,
 }
 
@@ -383,6 +384,7 @@ pub(crate) fn attention(
                         &mut a.q16,
                         &mut a.acc16,
                         &mut a.logits,
+                        &mut a.rescales,
                         o,
                     )
                 }

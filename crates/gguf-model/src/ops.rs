@@ -271,9 +271,12 @@ fn online_softmax(
 /// K and V): the query rounded to f16, online softmax in f32, the weighted values accumulated in
 /// f16.
 ///
-/// Every position's logit is computed before the softmax pass (into `logits`): they do not
-/// depend on its running state, so the numbers are the same, and the dot products run back to
-/// back instead of each waiting on the previous position's exponential and value update.
+/// The work runs in three passes with the same numbers as one: every position's logit (into
+/// `logits`: they do not depend on the softmax's running state), the softmax's rescales and
+/// weights (`rescales`, and `logits` again), then the value rows in order
+/// ([`vec::mad_f16_rows`], which an instruction set may run with the accumulator in
+/// registers). The dot products run back to back instead of each waiting on the previous
+/// position's exponential and value update.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn attend_f16(
     q: &[f32],
@@ -284,6 +287,7 @@ pub(crate) fn attend_f16(
     q16: &mut Vec<f16>,
     acc: &mut Vec<f16>,
     logits: &mut Vec<f32>,
+    rescales: &mut Vec<Option<f32>>,
     out: &mut [f32],
 ) {
     let (dk, dv) = (q.len(), out.len());
@@ -301,20 +305,42 @@ pub(crate) fn attend_f16(
             slot = 0;
         }
     }
-    let mut logit = logits.iter().copied();
+    // The softmax pass: each position's rescale and weight (the weight in place of its logit).
+    rescales.clear();
+    let cells = std::cell::Cell::from_mut(&mut logits[..]).as_slice_of_cells();
+    let p = std::cell::Cell::new(0);
     let inv = online_softmax(
         first,
         last,
         kv.capacity,
-        // One call per position, in order (see `online_softmax`).
-        |_| logit.next().unwrap_or(f32::NAN),
-        |slot, rescale, weight| {
-            if let Some(ms) = rescale {
-                vec::scale_f16(acc, ms);
-            }
-            vec::mad_f16(acc, kv.value(slot, dv), weight);
+        // One call each per position, in order (see `online_softmax`).
+        |_| cells[p.get()].get(),
+        |_, rescale, weight| {
+            rescales.push(rescale);
+            cells[p.get()].set(weight);
+            p.set(p.get() + 1);
         },
     );
+    // The values, in runs of consecutive cache slots (the ring wraps at most once).
+    let (start, count) = (first % kv.capacity, logits.len());
+    let run = count.min(kv.capacity - start);
+    let values = |slot: usize| &kv.values[slot * kv.value_stride..];
+    vec::mad_f16_rows(
+        acc,
+        values(start),
+        kv.value_stride,
+        &rescales[..run],
+        &logits[..run],
+    );
+    if run < count {
+        vec::mad_f16_rows(
+            acc,
+            values(0),
+            kv.value_stride,
+            &rescales[run..],
+            &logits[run..],
+        );
+    }
     for (o, a) in out.iter_mut().zip(acc.iter()) {
         *o = a.to_f32() * inv;
     }
@@ -670,7 +696,8 @@ mod tests {
         let values: Vec<f16> = (0..dk).map(|i| f16::from_f32(1.0 + i as f32)).collect();
         let q = vec![0.5f32; dk];
         let mut out = vec![0f32; dk];
-        let (mut q16, mut acc, mut logits) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut q16, mut acc, mut logits, mut rescales) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let kv = KvHead {
             keys: &keys,
             values: &values,
@@ -687,6 +714,7 @@ mod tests {
             &mut q16,
             &mut acc,
             &mut logits,
+            &mut rescales,
             &mut out,
         );
         let expected: Vec<f32> = (0..dk).map(|i| 1.0 + i as f32).collect();

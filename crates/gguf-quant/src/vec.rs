@@ -35,7 +35,15 @@ pub(crate) struct VecKernels {
     pub(crate) gemm_f32: GemmF32Fn,
     /// See [`soft_max_f32`].
     pub(crate) soft_max_f32: fn(&mut [f32], f32) -> f64,
+    /// See [`mad_f16_rows`]; `None` runs [`scale_f16`] and [`mad_f16`] row by row. The table's
+    /// entry gets checked lengths.
+    pub(crate) mad_f16_rows: Option<MadRowsFn>,
 }
+
+/// A [`mad_f16_rows`] kernel: `(acc, values, stride, rescales, weights)`, with `values`
+/// holding `weights.len()` rows (`stride` apart) of `acc.len()` values, and `rescales` as long
+/// as `weights`.
+pub(crate) type MadRowsFn = fn(&mut [f16], &[f16], usize, &[Option<f32>], &[f32]);
 
 /// The scalar twins.
 pub(crate) const SCALAR: VecKernels = VecKernels {
@@ -47,6 +55,7 @@ pub(crate) const SCALAR: VecKernels = VecKernels {
     geglu: geglu_scalar,
     gemm_f32: gemm_f32_scalar,
     soft_max_f32: soft_max_f32_scalar,
+    mad_f16_rows: None,
 };
 
 /// The kernels of this process's instruction set (chosen once).
@@ -100,6 +109,42 @@ pub fn mad_f16(acc: &mut [f16], x: &[f16], s: f32) {
 fn mad_f16_scalar(acc: &mut [f16], x: &[f16], s: f32) {
     for (a, &v) in acc.iter_mut().zip(x) {
         *a = f16::from_f32(v.to_f32().mul_add(s, a.to_f32()));
+    }
+}
+
+/// Value rows into `acc` one after another, as attention accumulates them: for row `r`
+/// (`values[r * stride..]`, `acc.len()` values), first [`scale_f16`]`(acc, s)` when
+/// `rescales[r]` is `Some(s)`, then [`mad_f16`]`(acc, row, weights[r])`. The numbers are those
+/// of those calls; an instruction set may keep `acc` in registers between rows (the f16
+/// rounding after each step included).
+///
+/// # Panics
+/// If `rescales` is shorter than `weights`, or `values` does not hold `weights.len()` rows.
+pub fn mad_f16_rows(
+    acc: &mut [f16],
+    values: &[f16],
+    stride: usize,
+    rescales: &[Option<f32>],
+    weights: &[f32],
+) {
+    let rows = weights.len();
+    assert!(rescales.len() >= rows);
+    if rows == 0 {
+        return;
+    }
+    assert!(stride >= acc.len() && values.len() >= (rows - 1) * stride + acc.len());
+    let k = kernels();
+    match k.mad_f16_rows {
+        Some(f) => f(acc, values, stride, &rescales[..rows], weights),
+        None => {
+            for (r, (&rescale, &w)) in rescales.iter().zip(weights).enumerate() {
+                if let Some(s) = rescale {
+                    (k.scale_f16)(acc, s);
+                }
+                let n = acc.len();
+                (k.mad_f16)(acc, &values[r * stride..r * stride + n], w);
+            }
+        }
     }
 }
 

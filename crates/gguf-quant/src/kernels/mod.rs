@@ -133,6 +133,7 @@ macro_rules! vec_kernels {
                 // SAFETY: as for `dot_f16`; the slice holds `x.len()` values.
                 unsafe { $soft_max(x.len(), x.as_mut_ptr(), max) }
             },
+            mad_f16_rows: None,
         };
     };
 }

@@ -612,6 +612,51 @@ fn simd_activation_quantizers_match_their_twins_byte_for_byte() {
     }
 }
 
+/// Every table's fused value accumulation (`vec::mad_f16_rows`) equals the scalar twins'
+/// `scale_f16` and `mad_f16` called row by row, bit for bit: rows with and without a rescale
+/// (one of them 0, as the first position's is), widths that fill 64-, 16- and 1-value steps,
+/// padded rows.
+#[test]
+fn simd_mad_f16_rows_equal_the_row_by_row_twins_bit_for_bit() {
+    let twin = crate::vec::SCALAR;
+    let mut rng = Rng(0x5EED_F00D_0000_0031);
+    let mut tested = 0;
+    for (isa, k) in simd_isas() {
+        let Some(rows_kernel) = k.vec.and_then(|v| v.mad_f16_rows) else {
+            continue;
+        };
+        for n in [1usize, 15, 16, 17, 64, 80, 100, 256] {
+            let stride = n + (n % 3);
+            let rows = 37;
+            let values: Vec<f16> = (0..rows * stride)
+                .map(|_| f16::from_f32(rng.unit() * 2.0))
+                .collect();
+            let weights: Vec<f32> = (0..rows).map(|_| rng.unit().abs()).collect();
+            let rescales: Vec<Option<f32>> = (0..rows)
+                .map(|r| match r % 5 {
+                    _ if r == 0 => Some(0.0),
+                    1 => Some(rng.unit().abs()),
+                    _ => None,
+                })
+                .collect();
+            let mut acc: Vec<f16> = (0..n).map(|_| f16::from_f32(rng.unit())).collect();
+            let mut theirs = acc.clone();
+            rows_kernel(&mut acc, &values, stride, &rescales, &weights);
+            for r in 0..rows {
+                if let Some(s) = rescales[r] {
+                    (twin.scale_f16)(&mut theirs, s);
+                }
+                (twin.mad_f16)(&mut theirs, &values[r * stride..r * stride + n], weights[r]);
+            }
+            let bits = |v: &[f16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&acc), bits(&theirs), "{} mad_f16_rows {n}", isa.name());
+            tested += 1;
+        }
+    }
+    // AVX-512 has the kernel; on a CPU without it nothing here runs it.
+    assert_eq!(tested > 0, simd(Isa::Avx512).is_some());
+}
+
 /// Every SIMD table's `crate::vec` kernels equal the scalar twins bit for bit.
 #[test]
 fn simd_vec_kernels_equal_their_scalar_twins_bit_for_bit() {
