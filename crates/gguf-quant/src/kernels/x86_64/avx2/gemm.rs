@@ -28,7 +28,7 @@ use crate::GgmlType;
 /// Weight rows per tile.
 pub(in crate::kernels::x86_64) const MR: usize = 4;
 /// Activation rows per tile.
-pub(in crate::kernels::x86_64) const NR: usize = 3;
+const NR: usize = 3;
 
 /// Defines the [`GemmFn`](crate::kernels::GemmFn) `$name` for weights of type `$w` from the
 /// tile kernel `$tile`:
@@ -52,7 +52,7 @@ macro_rules! gemm_wrapper {
             const W: GgmlType = GgmlType::$w;
             let blocks = checked_tiles(W, n, w, row_bytes, a, act_row, out);
             let mut scales = Scales::new(W, blocks, a, act_row, out.len());
-            for_each_tile(out, |r0, b0, rm, rn, out| {
+            for_each_tile::<NR>(out, |r0, b0, rm, rn, out| {
                 if b0 == 0 {
                     scales.weight_rows(W, &w[r0 * row_bytes..], row_bytes, rm);
                 }
@@ -185,34 +185,44 @@ impl Scales {
     }
 }
 
-/// Calls `$tile::<rm, rn>$args` for the run-time shape (`rm <= MR`, `rn <= NR`) and stores its
-/// results into `$out[b0 + j][r0 + i]`.
+/// Calls `$tile::<rm, rn>$args` for the run-time shape (`rm <= 4`, `rn <= 6`: `MR` and the
+/// `NR` of the module that calls it, this one's or `avx512::gemm`'s) and stores its results
+/// into `$out[b0 + j][r0 + i]`.
 macro_rules! tile_shapes {
     ($tile:ident, $rm:expr, $rn:expr, $out:expr, $r0:expr, $b0:expr, $args:tt) => {
         match ($rm, $rn) {
+            (4, 6) => store($out, $r0, $b0, tile_shapes!(@call $tile, 4, 6, $args)),
+            (3, 6) => store($out, $r0, $b0, tile_shapes!(@call $tile, 3, 6, $args)),
+            (2, 6) => store($out, $r0, $b0, tile_shapes!(@call $tile, 2, 6, $args)),
+            (1, 6) => store($out, $r0, $b0, tile_shapes!(@call $tile, 1, 6, $args)),
+            (4, 5) => store($out, $r0, $b0, tile_shapes!(@call $tile, 4, 5, $args)),
+            (3, 5) => store($out, $r0, $b0, tile_shapes!(@call $tile, 3, 5, $args)),
+            (2, 5) => store($out, $r0, $b0, tile_shapes!(@call $tile, 2, 5, $args)),
+            (1, 5) => store($out, $r0, $b0, tile_shapes!(@call $tile, 1, 5, $args)),
             (4, 4) => store($out, $r0, $b0, tile_shapes!(@call $tile, 4, 4, $args)),
             (3, 4) => store($out, $r0, $b0, tile_shapes!(@call $tile, 3, 4, $args)),
             (2, 4) => store($out, $r0, $b0, tile_shapes!(@call $tile, 2, 4, $args)),
             (1, 4) => store($out, $r0, $b0, tile_shapes!(@call $tile, 1, 4, $args)),
             (4, 3) => store($out, $r0, $b0, tile_shapes!(@call $tile, 4, 3, $args)),
-            (4, 2) => store($out, $r0, $b0, tile_shapes!(@call $tile, 4, 2, $args)),
-            (4, 1) => store($out, $r0, $b0, tile_shapes!(@call $tile, 4, 1, $args)),
             (3, 3) => store($out, $r0, $b0, tile_shapes!(@call $tile, 3, 3, $args)),
-            (3, 2) => store($out, $r0, $b0, tile_shapes!(@call $tile, 3, 2, $args)),
-            (3, 1) => store($out, $r0, $b0, tile_shapes!(@call $tile, 3, 1, $args)),
             (2, 3) => store($out, $r0, $b0, tile_shapes!(@call $tile, 2, 3, $args)),
-            (2, 2) => store($out, $r0, $b0, tile_shapes!(@call $tile, 2, 2, $args)),
-            (2, 1) => store($out, $r0, $b0, tile_shapes!(@call $tile, 2, 1, $args)),
             (1, 3) => store($out, $r0, $b0, tile_shapes!(@call $tile, 1, 3, $args)),
+            (4, 2) => store($out, $r0, $b0, tile_shapes!(@call $tile, 4, 2, $args)),
+            (3, 2) => store($out, $r0, $b0, tile_shapes!(@call $tile, 3, 2, $args)),
+            (2, 2) => store($out, $r0, $b0, tile_shapes!(@call $tile, 2, 2, $args)),
             (1, 2) => store($out, $r0, $b0, tile_shapes!(@call $tile, 1, 2, $args)),
+            (4, 1) => store($out, $r0, $b0, tile_shapes!(@call $tile, 4, 1, $args)),
+            (3, 1) => store($out, $r0, $b0, tile_shapes!(@call $tile, 3, 1, $args)),
+            (2, 1) => store($out, $r0, $b0, tile_shapes!(@call $tile, 2, 1, $args)),
             (1, 1) => store($out, $r0, $b0, tile_shapes!(@call $tile, 1, 1, $args)),
-            _ => unreachable!("tile {}x{} beyond {MR}x{NR}", $rm, $rn),
+            _ => unreachable!("tile {}x{} beyond 4x6", $rm, $rn),
         }
     };
     (@call $tile:ident, $m:literal, $n:literal, ($($arg:expr),*)) => {
         $tile::<$m, $n>($($arg),*)
     };
 }
+pub(in crate::kernels::x86_64) use tile_shapes;
 
 gemm_wrapper!(q8_0_gemm, q8_0_tile, Q8_0);
 gemm_wrapper!(q4_0_gemm, q4_0_tile, Q4_0);
@@ -251,17 +261,17 @@ pub(in crate::kernels::x86_64) fn checked_tiles(
 }
 
 /// Calls `tile(r0, b0, rm, rn, out)` for tiles covering weight rows `0..out[0].len()` and
-/// activation rows `0..out.len()`, `MR` x `NR` where they fit: each group of `MR` weight rows
+/// activation rows `0..out.len()`, `MR` x `N` where they fit: each group of `MR` weight rows
 /// runs against the whole batch before the next, starting with `b0 == 0`.
 #[inline(always)]
-pub(in crate::kernels::x86_64) fn for_each_tile(
+pub(in crate::kernels::x86_64) fn for_each_tile<const N: usize>(
     out: &mut [&mut [f32]],
     mut tile: impl FnMut(usize, usize, usize, usize, &mut [&mut [f32]]),
 ) {
     let (rows, batch) = (out.first().map_or(0, |o| o.len()), out.len());
     for r0 in (0..rows).step_by(MR) {
-        for b0 in (0..batch).step_by(NR) {
-            tile(r0, b0, MR.min(rows - r0), NR.min(batch - b0), out);
+        for b0 in (0..batch).step_by(N) {
+            tile(r0, b0, MR.min(rows - r0), N.min(batch - b0), out);
         }
     }
 }

@@ -11,65 +11,16 @@ use std::mem::offset_of;
 
 use super::avx2::common::hsum;
 use super::avx2::gemm::{
-    checked_tiles, gemm_wrapper, scale_products, store, Scales, TileScales, CHUNK, MR,
+    checked_tiles, for_each_tile, gemm_wrapper, scale_products, store, tile_shapes, Scales,
+    TileScales, CHUNK,
 };
 use super::unpack;
 use crate::blocks::{BlockQ4_0, BlockQ5_0, BlockQ8_0};
 use crate::GgmlType;
 
-/// Activation rows per tile: AVX-512's 32 registers hold the `MR` x `NR` eight-lane
+/// Activation rows per tile: AVX-512's 32 registers hold the 4 x `NR` eight-lane
 /// accumulators and a tile step's operands (AVX2's tiles have 3).
 const NR: usize = 6;
-
-/// `avx2::gemm::for_each_tile` with this module's [`NR`].
-#[inline(always)]
-fn for_each_tile(
-    out: &mut [&mut [f32]],
-    mut tile: impl FnMut(usize, usize, usize, usize, &mut [&mut [f32]]),
-) {
-    let (rows, batch) = (out.first().map_or(0, |o| o.len()), out.len());
-    for r0 in (0..rows).step_by(MR) {
-        for b0 in (0..batch).step_by(NR) {
-            tile(r0, b0, MR.min(rows - r0), NR.min(batch - b0), out);
-        }
-    }
-}
-
-/// `avx2::gemm::tile_shapes!` for this module's shapes (`rm <= MR`, `rn <= NR`).
-macro_rules! tile_shapes {
-    ($tile:ident, $rm:expr, $rn:expr, $out:expr, $r0:expr, $b0:expr, $args:tt) => {
-        match ($rm, $rn) {
-            (4, 6) => store($out, $r0, $b0, tile_shapes!(@call $tile, 4, 6, $args)),
-            (3, 6) => store($out, $r0, $b0, tile_shapes!(@call $tile, 3, 6, $args)),
-            (2, 6) => store($out, $r0, $b0, tile_shapes!(@call $tile, 2, 6, $args)),
-            (1, 6) => store($out, $r0, $b0, tile_shapes!(@call $tile, 1, 6, $args)),
-            (4, 5) => store($out, $r0, $b0, tile_shapes!(@call $tile, 4, 5, $args)),
-            (3, 5) => store($out, $r0, $b0, tile_shapes!(@call $tile, 3, 5, $args)),
-            (2, 5) => store($out, $r0, $b0, tile_shapes!(@call $tile, 2, 5, $args)),
-            (1, 5) => store($out, $r0, $b0, tile_shapes!(@call $tile, 1, 5, $args)),
-            (4, 4) => store($out, $r0, $b0, tile_shapes!(@call $tile, 4, 4, $args)),
-            (3, 4) => store($out, $r0, $b0, tile_shapes!(@call $tile, 3, 4, $args)),
-            (2, 4) => store($out, $r0, $b0, tile_shapes!(@call $tile, 2, 4, $args)),
-            (1, 4) => store($out, $r0, $b0, tile_shapes!(@call $tile, 1, 4, $args)),
-            (4, 3) => store($out, $r0, $b0, tile_shapes!(@call $tile, 4, 3, $args)),
-            (3, 3) => store($out, $r0, $b0, tile_shapes!(@call $tile, 3, 3, $args)),
-            (2, 3) => store($out, $r0, $b0, tile_shapes!(@call $tile, 2, 3, $args)),
-            (1, 3) => store($out, $r0, $b0, tile_shapes!(@call $tile, 1, 3, $args)),
-            (4, 2) => store($out, $r0, $b0, tile_shapes!(@call $tile, 4, 2, $args)),
-            (3, 2) => store($out, $r0, $b0, tile_shapes!(@call $tile, 3, 2, $args)),
-            (2, 2) => store($out, $r0, $b0, tile_shapes!(@call $tile, 2, 2, $args)),
-            (1, 2) => store($out, $r0, $b0, tile_shapes!(@call $tile, 1, 2, $args)),
-            (4, 1) => store($out, $r0, $b0, tile_shapes!(@call $tile, 4, 1, $args)),
-            (3, 1) => store($out, $r0, $b0, tile_shapes!(@call $tile, 3, 1, $args)),
-            (2, 1) => store($out, $r0, $b0, tile_shapes!(@call $tile, 2, 1, $args)),
-            (1, 1) => store($out, $r0, $b0, tile_shapes!(@call $tile, 1, 1, $args)),
-            _ => unreachable!("tile {}x{} beyond {MR}x{NR}", $rm, $rn),
-        }
-    };
-    (@call $tile:ident, $m:literal, $n:literal, ($($arg:expr),*)) => {
-        $tile::<$m, $n>($($arg),*)
-    };
-}
 
 gemm_wrapper!(q8_0_gemm, q8_0_tile, Q8_0);
 gemm_wrapper!(q4_0_gemm, q4_0_tile, Q4_0);
