@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use gguf_quant::{quantize_rows, quantize_rows_imatrix, GgmlType, QuantError};
-use gguf_test_support::Rng;
+use gguf_test_support::{fnv1a64, Rng};
 
 /// Every type with a committed ggml reference output.
 const TYPES: &[GgmlType] = &[
@@ -289,78 +289,82 @@ fn inputs_match_the_harness_dump() {
     }
 }
 
-/// This thread's time on the CPU so far (Linux: `/proc/thread-self/schedstat`), in ns: on a
-/// shared machine it counts what the quantizer ran, not what it waited.
-fn thread_cpu_ns() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
-    s.split_whitespace().next()?.parse().ok()
-}
-
-/// Timing of a whole 2048x2048 tensor (`inputs(2048, 2048, 9)`), with and without the
-/// importance matrix, and the FNV-1a of each output, to set against the C harness's
-/// `ggml_quantize_chunk` on the same rows (`harness <dir> time` prints the same lines).
-/// `cargo test --release -p gguf-quant --test imatrix_reference -- --ignored --nocapture`
+/// The grid i-quants on whole 2048 x 2048 tensors, timed (wall and this thread's CPU time,
+/// best of `GGUF_SPEED_REPS` runs, 1 unless set), to set against the C harness's
+/// `ggml_quantize_chunk` on the same tensors (see `data/imatrix/README.md`):
+/// `GGUF_SPEED_REPS=3 cargo test --release -p gguf-quant --test imatrix_reference -- --ignored
+/// --nocapture`. Each output's FNV-1a is printed, and checked where the harness printed one
+/// (IQ2); with `GGUF_IMATRIX_2048=<dir>` holding the harness's `<TYPE>.2048.bin`, the IQ1
+/// outputs are compared with ggml's bytes too.
 #[test]
-#[ignore]
-fn timing_2048x2048() {
-    let (n, rows) = (2048, 2048);
-    let (w, x) = inputs(n, rows, 9);
-    for ty in [GgmlType::IQ3_S, GgmlType::IQ3_XXS] {
-        for plain in [false, true] {
-            let len = n / ty.block_size() as usize * ty.type_size() as usize * rows;
-            let mut out = vec![0u8; len];
-            let (start, cpu) = (std::time::Instant::now(), thread_cpu_ns());
-            if plain {
-                quantize_rows(ty, &x, &mut out).unwrap();
+#[ignore = "slow: a timing run"]
+fn whole_tensor_timing() {
+    const N: usize = 2048;
+    let reps: usize = std::env::var("GGUF_SPEED_REPS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(1)
+        .max(1);
+    // The IQ2 tensor: the imatrix, then uniform rows in [-1, 1) (seed 42).
+    let iq2 = {
+        let mut rng = Rng::new(42);
+        let w = draw_imatrix(&mut rng, N);
+        let x: Vec<f32> = (0..N * N).map(|_| rng.unit()).collect();
+        (w, x)
+    };
+    let (iq3, iq1) = (inputs(N, N, 9), inputs(N, N, 4));
+    // (type, with the importance matrix, tensor, ggml's FNV-1a when the harness printed it)
+    let cases = [
+        (GgmlType::IQ2_XXS, true, &iq2, Some("a1c56e5da142ca97")),
+        (GgmlType::IQ2_XS, true, &iq2, Some("704f874a7abd08bb")),
+        (GgmlType::IQ2_S, true, &iq2, Some("b808c4d313f29d3b")),
+        (GgmlType::IQ2_S, false, &iq2, Some("dae3e5238b9b1368")),
+        (GgmlType::IQ3_S, true, &iq3, None),
+        (GgmlType::IQ3_S, false, &iq3, None),
+        (GgmlType::IQ3_XXS, true, &iq3, None),
+        (GgmlType::IQ3_XXS, false, &iq3, None),
+        (GgmlType::IQ1_S, true, &iq1, None),
+        (GgmlType::IQ1_M, true, &iq1, None),
+    ];
+    let mut wrong = Vec::new();
+    for (ty, with, (w, x), want) in cases {
+        let mut out = vec![0u8; N / 256 * ty.type_size() as usize * N];
+        let quantize = |x: &[f32], out: &mut [u8]| {
+            if with {
+                quantize_rows_imatrix(ty, x, N, w, out).unwrap();
             } else {
-                quantize_rows_imatrix(ty, &x, n, &w, &mut out).unwrap();
+                quantize_rows(ty, x, out).unwrap();
             }
-            let secs = start.elapsed().as_secs_f64();
-            let cpu = thread_cpu_ns().map_or(f64::NAN, |c| (c - cpu.unwrap_or(c)) as f64 * 1e-9);
-            let fnv = out.iter().fold(0xcbf29ce484222325u64, |h, &b| {
-                (h ^ u64::from(b)).wrapping_mul(0x100000001b3)
-            });
-            let mode = if plain { "plain" } else { "imatrix" };
-            println!("{ty} {mode} {n}x{rows}: {secs:.3} s (cpu {cpu:.3} s)  fnv {fnv:016x}");
+        };
+        // Build the grid tables outside the timing, as the harness does.
+        let row = out.len() / N;
+        quantize(&x[..N], &mut out[..row]);
+        let (mut wall, mut cpu) = (f64::INFINITY, f64::INFINITY);
+        for _ in 0..reps {
+            let (t, c) = (std::time::Instant::now(), thread_cpu_seconds());
+            quantize(x, &mut out);
+            wall = wall.min(t.elapsed().as_secs_f64());
+            cpu = cpu.min(thread_cpu_seconds() - c);
         }
-    }
-}
-
-/// Times one whole 2048 x 2048 tensor per type with an importance matrix, the rows of every kind
-/// (seed 4), as the C harness times `ggml_quantize_chunk` on the same input:
-/// `cargo test --release -p gguf-quant --test imatrix_reference -- --ignored --nocapture`.
-/// With `GGUF_IMATRIX_2048=<dir>` holding the harness's `<TYPE>.2048.bin` (ggml's bytes for
-/// that tensor), the output is compared with them too.
-#[test]
-#[ignore]
-fn timing_2048_by_2048() {
-    let (w, x) = inputs(2048, 2048, 4);
-    for ty in [GgmlType::IQ1_S, GgmlType::IQ1_M] {
-        let mut out = vec![0u8; 2048 / 256 * ty.type_size() as usize * 2048];
-        // Build the search tables first, as the harness does.
-        let head = out.len() / 256;
-        quantize_rows_imatrix(ty, &x[..2048 * 8], 2048, &w, &mut out[..head]).unwrap();
-        for _ in 0..3 {
-            let (t, cpu) = (std::time::Instant::now(), thread_cpu_seconds());
-            quantize_rows_imatrix(ty, &x, 2048, &w, &mut out).unwrap();
-            println!(
-                "{ty} 2048x2048 imatrix: {:.3} s (cpu {:.3} s)",
-                t.elapsed().as_secs_f64(),
-                thread_cpu_seconds() - cpu
-            );
+        let fnv = fnv1a64(&out);
+        let mode = if with { "imatrix" } else { "plain" };
+        println!("{ty} {mode} {N}x{N}: {wall:.3} s (cpu {cpu:.3} s, best of {reps}), fnv {fnv}");
+        if want.is_some_and(|want| want != fnv) {
+            wrong.push(format!("{ty} ({mode}): fnv {fnv}, ggml {want:?}"));
         }
-        if let Some(dir) = std::env::var_os("GGUF_IMATRIX_2048") {
+        if let (true, Some(dir)) = (
+            ty.name().starts_with("IQ1"),
+            std::env::var_os("GGUF_IMATRIX_2048"),
+        ) {
             let path = PathBuf::from(dir).join(format!("{}.2048.bin", ty.name()));
-            let want = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-            assert_eq!(want.len(), out.len(), "{ty}");
-            assert!(
-                first_difference(ty, 2048, &out, &want).is_none(),
-                "{ty}: {}",
-                first_difference(ty, 2048, &out, &want).unwrap_or_default()
-            );
-            println!("{ty} 2048x2048: equal to ggml's bytes");
+            let ggml = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert_eq!(ggml.len(), out.len(), "{ty}");
+            if let Some(d) = first_difference(ty, N, &out, &ggml) {
+                wrong.push(format!("{ty}: {d}"));
+            }
         }
     }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
 /// The edge rows of `<TYPE>.edge.ref` (512 values, 4 rows, seed 11, after the imatrix): zero
