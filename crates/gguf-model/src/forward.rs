@@ -10,7 +10,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use gguf_quant::{matmul_on, ThreadPool};
-use half::f16;
 
 use crate::error::Result;
 use crate::hparams::Hparams;
@@ -46,11 +45,8 @@ pub(crate) struct AttnThreads(Vec<Mutex<AttnScratch>>);
 /// Buffers of one thread's attention.
 #[derive(Debug, Default)]
 struct AttnScratch {
-    q16: Vec<f16>,
-    acc16: Vec<f16>,
+    one: ops::AttendScratch,
     acc32: Vec<f32>,
-    logits: Vec<f32>,
-    rescales: Vec<Option<f32>>,
     tiled: Tiled,
 }
 
@@ -375,18 +371,7 @@ pub(crate) fn attention(
                         value_stride,
                         capacity,
                     };
-                    ops::attend_f16(
-                        q,
-                        kv,
-                        first,
-                        p,
-                        scores,
-                        &mut a.q16,
-                        &mut a.acc16,
-                        &mut a.logits,
-                        &mut a.rescales,
-                        o,
-                    )
+                    ops::attend_f16(q, kv, first, p, scores, &mut a.one, o)
                 }
                 LayerCache::F32 { k, v } => {
                     let kv = KvHead {
@@ -492,6 +477,7 @@ pub(crate) fn output_rows(n: usize, all_logits: bool) -> std::ops::Range<usize> 
 mod tests {
     use super::*;
     use crate::kv_cache::KvCache;
+    use half::f16;
 
     /// A layer of `positions` random keys and values (f16, in `[-1, 1)` times `amp` for the
     /// keys) for `hkv` KV heads, in a ring of `capacity` slots, and queries for `n` tokens.

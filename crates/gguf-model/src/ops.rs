@@ -271,9 +271,9 @@ fn online_softmax(
 /// K and V): the query rounded to f16, online softmax in f32, the weighted values accumulated in
 /// f16.
 ///
-/// The work runs in three passes with the same numbers as one: every position's logit (into
-/// `logits`: they do not depend on the softmax's running state), the softmax's rescales and
-/// weights (`rescales`, and `logits` again), then the value rows in order
+/// The work runs in three passes with the same numbers as one: every position's logit (they do
+/// not depend on the softmax's running state), the softmax's rescales and weights, then the
+/// value rows in order
 /// ([`vec::mad_f16_rows`], which an instruction set may run with the accumulator in
 /// registers). The dot products run back to back instead of each waiting on the previous
 /// position's exponential and value update.
@@ -284,18 +284,21 @@ pub(crate) fn attend_f16(
     first: usize,
     last: usize,
     scores: Scores,
-    q16: &mut Vec<f16>,
-    acc: &mut Vec<f16>,
-    logits: &mut Vec<f32>,
-    rescales: &mut Vec<Option<f32>>,
+    scratch: &mut AttendScratch,
     out: &mut [f32],
 ) {
     let (dk, dv) = (q.len(), out.len());
+    let AttendScratch {
+        q16,
+        acc,
+        logits,
+        weights,
+        rescales,
+    } = scratch;
     q16.resize(dk, f16::ZERO);
     vec::f32_to_f16(q, q16);
     acc.clear();
     acc.resize(dv, f16::ZERO);
-    let q16 = &*q16;
     logits.clear();
     let mut slot = first % kv.capacity;
     for _ in first..=last {
@@ -305,45 +308,49 @@ pub(crate) fn attend_f16(
             slot = 0;
         }
     }
-    // The softmax pass: each position's rescale and weight (the weight in place of its logit).
+    // The softmax pass: each position's rescale and weight.
+    weights.clear();
     rescales.clear();
-    let cells = std::cell::Cell::from_mut(&mut logits[..]).as_slice_of_cells();
-    let p = std::cell::Cell::new(0);
+    let mut logit = logits.iter();
     let inv = online_softmax(
         first,
         last,
         kv.capacity,
-        // One call each per position, in order (see `online_softmax`).
-        |_| cells[p.get()].get(),
+        // One call per position, in order (see `online_softmax`).
+        |_| logit.next().copied().unwrap_or(f32::NAN),
         |_, rescale, weight| {
             rescales.push(rescale);
-            cells[p.get()].set(weight);
-            p.set(p.get() + 1);
+            weights.push(weight);
         },
     );
     // The values, in runs of consecutive cache slots (the ring wraps at most once).
-    let (start, count) = (first % kv.capacity, logits.len());
+    let (start, count) = (first % kv.capacity, weights.len());
     let run = count.min(kv.capacity - start);
     let values = |slot: usize| &kv.values[slot * kv.value_stride..];
+    let stride = kv.value_stride;
     vec::mad_f16_rows(
         acc,
         values(start),
-        kv.value_stride,
+        stride,
         &rescales[..run],
-        &logits[..run],
+        &weights[..run],
     );
     if run < count {
-        vec::mad_f16_rows(
-            acc,
-            values(0),
-            kv.value_stride,
-            &rescales[run..],
-            &logits[run..],
-        );
+        vec::mad_f16_rows(acc, values(0), stride, &rescales[run..], &weights[run..]);
     }
     for (o, a) in out.iter_mut().zip(acc.iter()) {
         *o = a.to_f32() * inv;
     }
+}
+
+/// The buffers of [`attend_f16`], kept between calls.
+#[derive(Debug, Default)]
+pub(crate) struct AttendScratch {
+    q16: Vec<f16>,
+    acc: Vec<f16>,
+    logits: Vec<f32>,
+    weights: Vec<f32>,
+    rescales: Vec<Option<f32>>,
 }
 
 /// ggml's tile sizes for flash attention over a batch of queries (`GGML_FA_TILE_Q`,
@@ -696,8 +703,6 @@ mod tests {
         let values: Vec<f16> = (0..dk).map(|i| f16::from_f32(1.0 + i as f32)).collect();
         let q = vec![0.5f32; dk];
         let mut out = vec![0f32; dk];
-        let (mut q16, mut acc, mut logits, mut rescales) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let kv = KvHead {
             keys: &keys,
             values: &values,
@@ -705,18 +710,8 @@ mod tests {
             value_stride: dk,
             capacity: 1,
         };
-        attend_f16(
-            &q,
-            kv,
-            0,
-            0,
-            Scores::new(0.3, 0.0),
-            &mut q16,
-            &mut acc,
-            &mut logits,
-            &mut rescales,
-            &mut out,
-        );
+        let mut scratch = AttendScratch::default();
+        attend_f16(&q, kv, 0, 0, Scores::new(0.3, 0.0), &mut scratch, &mut out);
         let expected: Vec<f32> = (0..dk).map(|i| 1.0 + i as f32).collect();
         assert_eq!(out, expected);
     }
