@@ -24,7 +24,7 @@
 
 use super::iq_grid::{tables8, Grid, GridTables, Lookup};
 use super::kquants::{nearest_int, store_f16};
-use crate::blocks::QK_K;
+use crate::blocks::{BlockIq1M, BlockIq1S, QK_K};
 use crate::grids::{IQ1M_DELTA, IQ1S_DELTA};
 
 /// `GROUP_MAX_EPS_IQ1_S`: a block whose largest magnitude is below it is left at zero.
@@ -242,7 +242,7 @@ pub(super) fn iq1_s(x: &[f32], quant_weights: &[f32], y: &mut [u8]) {
     for ((xbl, qwbl), y) in x
         .chunks_exact(QK_K)
         .zip(quant_weights.chunks_exact(QK_K))
-        .zip(y.chunks_exact_mut(50))
+        .zip(y.chunks_exact_mut(size_of::<BlockIq1S>()))
     {
         y.fill(0);
         let mut max_scale = 0f32;
@@ -388,7 +388,11 @@ pub(super) fn iq1_m(x: &[f32], quant_weights: Option<&[f32]>, y: &mut [u8]) {
     let mut index = [0u16; BS / 8];
     let mut px = [[0f32; BS + 1]; 2];
     let mut pw = [[0f32; BS + 1]; 2];
-    for (ibl, (xbl, y)) in x.chunks_exact(QK_K).zip(y.chunks_exact_mut(56)).enumerate() {
+    for (ibl, (xbl, y)) in x
+        .chunks_exact(QK_K)
+        .zip(y.chunks_exact_mut(size_of::<BlockIq1M>()))
+        .enumerate()
+    {
         y.fill(0);
         let mut max_scale = 0f32;
         let sigma2 = sigma2(xbl);

@@ -24,7 +24,7 @@
 use super::imatrix::make_qp_quants;
 use super::iq_grid::{magnitudes8, tables8, Grid, GridTables, Lookup};
 use super::kquants::{nearest_int, store_f16, GROUP_MAX_EPS};
-use crate::blocks::QK_K;
+use crate::blocks::{BlockIq2S, BlockIq2Xs, BlockIq2Xxs, QK_K};
 
 /// ggml's `kMaxQ`: three levels per value.
 const KMAXQ: i32 = 3;
@@ -202,7 +202,7 @@ pub(super) fn iq2_xxs(x: &[f32], qw: &[f32], y: &mut [u8]) {
     for ((xbl, qwbl), y) in x
         .chunks_exact(QK_K)
         .zip(qw.chunks_exact(QK_K))
-        .zip(y.chunks_exact_mut(66))
+        .zip(y.chunks_exact_mut(size_of::<BlockIq2Xxs>()))
     {
         iq2_xxs_block(t, xbl, qwbl, y);
     }
@@ -373,7 +373,7 @@ pub(super) fn iq2_xs(x: &[f32], qw: &[f32], y: &mut [u8]) {
     for ((xbl, qwbl), y) in x
         .chunks_exact(QK_K)
         .zip(qw.chunks_exact(QK_K))
-        .zip(y.chunks_exact_mut(74))
+        .zip(y.chunks_exact_mut(size_of::<BlockIq2Xs>()))
     {
         iq2_xs_block(t, xbl, qwbl, y);
     }
@@ -450,7 +450,11 @@ pub(super) fn iq2_s_imatrix(x: &[f32], qw: &[f32], y: &mut [u8]) {
 /// rows of `x` and is as long.
 pub(super) fn iq2_s(x: &[f32], qw: Option<&[f32]>, y: &mut [u8]) {
     let t = tables8(Grid::Iq2S);
-    for (ibl, (xbl, y)) in x.chunks_exact(QK_K).zip(y.chunks_exact_mut(82)).enumerate() {
+    for (ibl, (xbl, y)) in x
+        .chunks_exact(QK_K)
+        .zip(y.chunks_exact_mut(size_of::<BlockIq2S>()))
+        .enumerate()
+    {
         iq2_s_block(t, xbl, qw.map(|w| &w[QK_K * ibl..QK_K * ibl + QK_K]), y);
     }
 }

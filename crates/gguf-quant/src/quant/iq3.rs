@@ -24,7 +24,7 @@ use std::sync::OnceLock;
 
 use super::iq_grid::{magnitudes8, tables4, Grid, GridTables, Lookup};
 use super::kquants::{nearest_int, store_f16};
-use crate::blocks::QK_K;
+use crate::blocks::{BlockIq3S, BlockIq3Xxs, QK_K};
 
 /// ggml's `GROUP_MAX_EPS_IQ3_XXS`: IQ3_XXS blocks whose largest magnitude is below it are zero.
 const GROUP_MAX_EPS_IQ3_XXS: f32 = 1e-8;
@@ -315,7 +315,11 @@ fn scale_code(id: f32, s: f32) -> u32 {
 fn iq3_xxs(x: &[f32], qw: Option<&[f32]>, y: &mut [u8]) {
     let st = Search::get(Grid::Iq3Xxs);
     let t = st.t;
-    for (ibl, (xbl, yb)) in x.chunks_exact(QK_K).zip(y.chunks_exact_mut(98)).enumerate() {
+    for (ibl, (xbl, yb)) in x
+        .chunks_exact(QK_K)
+        .zip(y.chunks_exact_mut(size_of::<BlockIq3Xxs>()))
+        .enumerate()
+    {
         // `q3`: the 64 grid indices, then the 8 words of signs and scales.
         let mut q3 = [0u8; 64];
         let mut scales_and_signs = [0u32; 8];
@@ -393,7 +397,7 @@ fn iq3_s(x: &[f32], qw: Option<&[f32]>, y: &mut [u8]) {
     let t = st.t;
     for (ibl, (xbl, yb)) in x
         .chunks_exact(QK_K)
-        .zip(y.chunks_exact_mut(110))
+        .zip(y.chunks_exact_mut(size_of::<BlockIq3S>()))
         .enumerate()
     {
         yb.fill(0);
