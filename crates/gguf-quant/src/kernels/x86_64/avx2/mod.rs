@@ -30,7 +30,7 @@ mod kq_gemm;
 mod kquants;
 mod legacy;
 pub(super) mod packed;
-mod vec;
+pub(super) mod vec;
 
 use crate::kernels::{DotFn, GemmFn, IsaKernels, PackedKernels, RowsFn};
 use crate::quant::QuantFn;

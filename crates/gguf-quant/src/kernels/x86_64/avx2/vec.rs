@@ -84,14 +84,30 @@ unsafe fn dot_f16_avx2(n: usize, a: *const f16, b: *const f16) -> f32 {
     acc[0] = _mm256_add_ps(acc[0], acc[2]);
     acc[1] = _mm256_add_ps(acc[1], acc[3]);
     acc[0] = _mm256_add_ps(acc[0], acc[1]);
-    let t0 = _mm_add_ps(
-        _mm256_castps256_ps128(acc[0]),
-        _mm256_extractf128_ps(acc[0], 1),
-    );
+    // SAFETY: the caller's guarantee.
+    unsafe { dot_f16_finish(acc[0], n, np, a, b) }
+}
+
+/// The end of ggml's AVX2 `ggml_vec_dot_f16`, from its accumulators already added into one
+/// (`acc`): its eight lanes summed, widened to f64, then the values `np..n` (at most 31) added
+/// one by one in f64.
+///
+/// # Safety
+/// `a` and `b` point to `n` values.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(in crate::kernels::x86_64) unsafe fn dot_f16_finish(
+    acc: __m256,
+    n: usize,
+    np: usize,
+    a: *const f16,
+    b: *const f16,
+) -> f32 {
+    let t0 = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
     let t1 = _mm_hadd_ps(t0, t0);
     let mut sum = f64::from(_mm_cvtss_f32(_mm_hadd_ps(t1, t1)));
     for k in np..n {
-        // SAFETY: k < n.
+        // SAFETY: k < n (caller).
         let (x, y) = unsafe { ((*a.add(k)).to_f32(), (*b.add(k)).to_f32()) };
         sum += f64::from(x * y);
     }

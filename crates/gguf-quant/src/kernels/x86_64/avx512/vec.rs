@@ -9,6 +9,7 @@ use std::arch::x86_64::*;
 
 use half::f16;
 
+use super::super::avx2::vec::dot_f16_finish;
 use crate::vec::VecKernels;
 
 /// AVX2's table `base` with this module's kernels in place of its f16 dot product and
@@ -157,16 +158,8 @@ unsafe fn dot_f16_avx512(n: usize, a: *const f16, b: *const f16) -> f32 {
     let s = _mm512_add_ps(acc01, acc23);
     let low = _mm512_castps512_ps256(s);
     let high = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(s)));
-    let acc0 = _mm256_add_ps(low, high);
-    let t0 = _mm_add_ps(_mm256_castps256_ps128(acc0), _mm256_extractf128_ps(acc0, 1));
-    let t1 = _mm_hadd_ps(t0, t0);
-    let mut sum = f64::from(_mm_cvtss_f32(_mm_hadd_ps(t1, t1)));
-    for k in np..n {
-        // SAFETY: k < n.
-        let (x, y) = unsafe { ((*a.add(k)).to_f32(), (*b.add(k)).to_f32()) };
-        sum += f64::from(x * y);
-    }
-    sum as f32
+    // SAFETY: the caller's guarantee.
+    unsafe { dot_f16_finish(_mm256_add_ps(low, high), n, np, a, b) }
 }
 
 /// `acc[i] = f16(f32(acc[i]) + f32(x[i]) * s)` (one fused multiply-add, rounded to nearest
