@@ -355,15 +355,19 @@ pub(crate) fn attention(
         let mut out = out.lock().unwrap_or_else(|e| e.into_inner());
         let mut a = scratches[t].lock().unwrap_or_else(|e| e.into_inner());
         let a = &mut *a;
-        for (j, o) in out.chunks_exact_mut(dv).enumerate() {
+        // The thread's (token, head) units in runs of heads that share a token and a KV head,
+        // which an f16 cache attends together (each key and value row read once for the run).
+        let units = out.len() / dv;
+        let mut j = 0;
+        while j < units {
             let u = t * share + j;
             let (i, h) = (u / hq, u % hq);
             let p = pos0 + i;
             let first = window.map_or(0, |w| (p + 1).saturating_sub(w));
             let kvh = h / group;
-            let q = &q[u * dk..(u + 1) * dk];
             match layer {
                 LayerCache::F16 { k, v } => {
+                    let heads = (units - j).min((kvh + 1) * group - h);
                     let kv = KvHead {
                         keys: &k[kvh * dk..],
                         values: &v[kvh * dv..],
@@ -371,7 +375,10 @@ pub(crate) fn attention(
                         value_stride,
                         capacity,
                     };
-                    ops::attend_f16(q, kv, first, p, scores, &mut a.one, o)
+                    let q = &q[u * dk..(u + heads) * dk];
+                    let o = &mut out[j * dv..(j + heads) * dv];
+                    ops::attend_f16(q, heads, kv, (first, p), scores, &mut a.one, o);
+                    j += heads;
                 }
                 LayerCache::F32 { k, v } => {
                     let kv = KvHead {
@@ -381,7 +388,10 @@ pub(crate) fn attention(
                         value_stride,
                         capacity,
                     };
-                    ops::attend_f32(q, kv, first, p, scores, &mut a.acc32, o)
+                    let q = &q[u * dk..(u + 1) * dk];
+                    let o = &mut out[j * dv..(j + 1) * dv];
+                    ops::attend_f32(q, kv, first, p, scores, &mut a.acc32, o);
+                    j += 1;
                 }
             }
         }

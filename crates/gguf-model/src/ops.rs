@@ -252,8 +252,12 @@ fn online_softmax(
             (None, (s - max).exp())
         };
         update(slot, rescale, weight);
-        let ms = rescale.unwrap_or(1.0);
-        sum = sum.mul_add(ms, weight);
+        // `sum · 1 + weight` fused is the plain sum; the plain add spares the call to `fmaf`
+        // that `mul_add` is without a target feature.
+        sum = match rescale {
+            Some(ms) => sum.mul_add(ms, weight),
+            None => sum + weight,
+        };
         slot += 1;
         if slot == capacity {
             slot = 0;
@@ -266,80 +270,92 @@ fn online_softmax(
     }
 }
 
-/// One query head against the cached positions `first..=last` of its KV head (positions
-/// before `first` masked, for sliding windows), as `ggml_flash_attn_ext` (one-chunk path, f16
-/// K and V): the query rounded to f16, online softmax in f32, the weighted values accumulated in
-/// f16.
+/// Query heads that share a KV head against its cached positions `first..=last` (positions
+/// before `first` masked, for sliding windows), each as `ggml_flash_attn_ext` computes it
+/// (one-chunk path, f16 K and V): the query rounded to f16, online softmax in f32, the
+/// weighted values accumulated in f16. `q` holds the heads' queries back to back (`dk` values
+/// each) and `out` their outputs (`dv` each); each head's numbers are those it has alone.
 ///
-/// The work runs in three passes with the same numbers as one: every position's logit (they do
-/// not depend on the softmax's running state), the softmax's rescales and weights, then the
-/// value rows in order
-/// ([`vec::mad_f16_rows`], which an instruction set may run with the accumulator in
-/// registers). The dot products run back to back instead of each waiting on the previous
-/// position's exponential and value update.
-#[allow(clippy::too_many_arguments)]
+/// The work runs in three passes with the same numbers as one: every position's logit for
+/// every head (they do not depend on the softmax's running state; [`vec::dot_f16_rows`] reads
+/// each key once for all the heads), each head's softmax rescales and weights, then the value
+/// rows in order ([`vec::mad_f16_rows`], which an instruction set may run with the
+/// accumulators in registers, the heads' chains of dependent steps side by side). The dot
+/// products run back to back instead of each waiting on the previous position's exponential
+/// and value update.
+///
+/// # Panics
+/// If `heads` is 0 or does not divide the lengths of `q` and `out`.
 pub(crate) fn attend_f16(
     q: &[f32],
+    heads: usize,
     kv: KvHead<'_, f16>,
-    first: usize,
-    last: usize,
+    positions: (usize, usize),
     scores: Scores,
     scratch: &mut AttendScratch,
     out: &mut [f32],
 ) {
-    let (dk, dv) = (q.len(), out.len());
+    let (first, last) = positions;
+    let dv = out.len() / heads;
     let AttendScratch {
         q16,
         acc,
         logits,
         weights,
         rescales,
+        inverses,
     } = scratch;
-    q16.resize(dk, f16::ZERO);
+    q16.resize(q.len(), f16::ZERO);
     vec::f32_to_f16(q, q16);
     acc.clear();
-    acc.resize(dv, f16::ZERO);
-    logits.clear();
-    let mut slot = first % kv.capacity;
-    for _ in first..=last {
-        logits.push(scores.logit(vec::dot_f16(kv.key(slot, dk), q16)));
-        slot += 1;
-        if slot == kv.capacity {
-            slot = 0;
-        }
-    }
-    // The softmax pass: each position's rescale and weight.
-    weights.clear();
-    rescales.clear();
-    let mut logit = logits.iter();
-    let inv = online_softmax(
-        first,
-        last,
-        kv.capacity,
-        // One call per position, in order (see `online_softmax`).
-        |_| logit.next().copied().unwrap_or(f32::NAN),
-        |_, rescale, weight| {
-            rescales.push(rescale);
-            weights.push(weight);
-        },
-    );
-    // The values, in runs of consecutive cache slots (the ring wraps at most once).
-    let (start, count) = (first % kv.capacity, weights.len());
+    acc.resize(heads * dv, f16::ZERO);
+    // The scores, row by row with the heads side by side, in runs of consecutive cache slots
+    // (the ring wraps at most once).
+    let (start, count) = (first % kv.capacity, last + 1 - first);
     let run = count.min(kv.capacity - start);
+    logits.clear();
+    logits.resize(count * heads, 0.0);
+    let keys = |slot: usize| &kv.keys[slot * kv.key_stride..];
+    let (before, after) = logits.split_at_mut(run * heads);
+    vec::dot_f16_rows(before, keys(start), kv.key_stride, q16, heads);
+    vec::dot_f16_rows(after, keys(0), kv.key_stride, q16, heads);
+    for l in logits.iter_mut() {
+        *l = scores.logit(*l);
+    }
+    // The softmax pass: each head's rescale and weight at each position, laid out as the
+    // logits.
+    weights.clear();
+    weights.resize(count * heads, 0.0);
+    rescales.clear();
+    rescales.resize(count * heads, None);
+    inverses.clear();
+    for h in 0..heads {
+        let mut logit = logits.iter().skip(h).step_by(heads);
+        let mut step = rescales.iter_mut().zip(weights.iter_mut()).skip(h).step_by(heads);
+        let inv = online_softmax(
+            first,
+            last,
+            kv.capacity,
+            // One call per position, in order (see `online_softmax`).
+            |_| logit.next().copied().unwrap_or(f32::NAN),
+            |_, rescale, weight| {
+                if let Some((r, w)) = step.next() {
+                    (*r, *w) = (rescale, weight);
+                }
+            },
+        );
+        inverses.push(inv);
+    }
+    // The values, in the same runs.
     let values = |slot: usize| &kv.values[slot * kv.value_stride..];
     let stride = kv.value_stride;
-    vec::mad_f16_rows(
-        acc,
-        values(start),
-        stride,
-        &rescales[..run],
-        &weights[..run],
-    );
-    if run < count {
-        vec::mad_f16_rows(acc, values(0), stride, &rescales[run..], &weights[run..]);
-    }
-    for (o, a) in out.iter_mut().zip(acc.iter()) {
-        *o = a.to_f32() * inv;
+    let (early, late) = (..run * heads, run * heads..);
+    vec::mad_f16_rows(acc, heads, values(start), stride, &rescales[early], &weights[early]);
+    vec::mad_f16_rows(acc, heads, values(0), stride, &rescales[late.clone()], &weights[late]);
+    for ((out, acc), &inv) in out.chunks_exact_mut(dv).zip(acc.chunks_exact(dv)).zip(&*inverses) {
+        for (o, a) in out.iter_mut().zip(acc) {
+            *o = a.to_f32() * inv;
+        }
     }
 }
 
@@ -351,6 +367,8 @@ pub(crate) struct AttendScratch {
     logits: Vec<f32>,
     weights: Vec<f32>,
     rescales: Vec<Option<f32>>,
+    /// Each head's reciprocal weight sum.
+    inverses: Vec<f32>,
 }
 
 /// ggml's tile sizes for flash attention over a batch of queries (`GGML_FA_TILE_Q`,
@@ -711,7 +729,7 @@ mod tests {
             capacity: 1,
         };
         let mut scratch = AttendScratch::default();
-        attend_f16(&q, kv, 0, 0, Scores::new(0.3, 0.0), &mut scratch, &mut out);
+        attend_f16(&q, 1, kv, (0, 0), Scores::new(0.3, 0.0), &mut scratch, &mut out);
         let expected: Vec<f32> = (0..dk).map(|i| 1.0 + i as f32).collect();
         assert_eq!(out, expected);
     }

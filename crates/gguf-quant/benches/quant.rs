@@ -142,6 +142,43 @@ fn bench(c: &mut Criterion) {
     }
     group.finish();
 
+    // One decode step's attention over 1024 cached positions of an f16 cache (head size 64,
+    // SmolLM2's: three KV heads a cache row, three query heads to each), for one query head
+    // and for the three that share a KV head: the scores, then the values (a rescale on every
+    // 50th row, as new maxima come). Throughput counts (position, head) pairs.
+    let (positions, head, stride) = (1024usize, 64usize, 192usize);
+    let cache: Vec<half::f16> = values(positions * stride, 17)
+        .into_iter()
+        .map(half::f16::from_f32)
+        .collect();
+    let mut group = c.benchmark_group("attention_1024x64");
+    for heads in [1usize, 3] {
+        let queries: Vec<half::f16> = values(head * heads, 19)
+            .into_iter()
+            .map(half::f16::from_f32)
+            .collect();
+        let steps = positions * heads;
+        let softmax_weights: Vec<f32> = values(steps, 23).iter().map(|v| v.abs()).collect();
+        let rescales: Vec<Option<f32>> = (0..steps)
+            .map(|i| (i / heads % 50 == 0).then_some(0.5))
+            .collect();
+        group.throughput(Throughput::Elements(steps as u64));
+        let mut scores = vec![0f32; steps];
+        group.bench_function(format!("dot_f16_rows_x{heads}"), |b| {
+            b.iter(|| {
+                gguf_quant::vec::dot_f16_rows(&mut scores, black_box(&cache), stride, &queries, heads)
+            })
+        });
+        let mut acc = vec![half::f16::ZERO; head * heads];
+        group.bench_function(format!("mad_f16_rows_x{heads}"), |b| {
+            b.iter(|| {
+                let values = black_box(&cache);
+                gguf_quant::vec::mad_f16_rows(&mut acc, heads, values, stride, &rescales, &softmax_weights)
+            })
+        });
+    }
+    group.finish();
+
     // The activations work in place, so each run gets a fresh copy of the gate (not timed).
     // Gates in [-6, 6): inside GELU's table range (±10), where a model's activations mostly are.
     let width = 2048;

@@ -38,12 +38,18 @@ pub(crate) struct VecKernels {
     /// See [`mad_f16_rows`]; `None` runs [`scale_f16`] and [`mad_f16`] row by row. The table's
     /// entry gets checked lengths.
     pub(crate) mad_f16_rows: Option<MadRowsFn>,
+    /// See [`dot_f16_rows`]; `None` runs [`dot_f16`] row by row. The table's entry gets
+    /// checked lengths.
+    pub(crate) dot_f16_rows: Option<DotRowsFn>,
 }
 
-/// A [`mad_f16_rows`] kernel: `(acc, values, stride, rescales, weights)`, with `values`
-/// holding `weights.len()` rows (`stride` apart) of `acc.len()` values, and `rescales` as long
-/// as `weights`.
-pub(crate) type MadRowsFn = fn(&mut [f16], &[f16], usize, &[Option<f32>], &[f32]);
+/// A [`dot_f16_rows`] kernel: `(out, rows, stride, queries, heads)`, with lengths checked
+/// as there.
+pub(crate) type DotRowsFn = fn(&mut [f32], &[f16], usize, &[f16], usize);
+
+/// A [`mad_f16_rows`] kernel: `(acc, heads, values, stride, rescales, weights)`, with
+/// lengths checked as there and `rescales` as long as `weights`.
+pub(crate) type MadRowsFn = fn(&mut [f16], usize, &[f16], usize, &[Option<f32>], &[f32]);
 
 /// The scalar twins.
 pub(crate) const SCALAR: VecKernels = VecKernels {
@@ -56,6 +62,7 @@ pub(crate) const SCALAR: VecKernels = VecKernels {
     gemm_f32: gemm_f32_scalar,
     soft_max_f32: soft_max_f32_scalar,
     mad_f16_rows: None,
+    dot_f16_rows: None,
 };
 
 /// The kernels of this process's instruction set (chosen once).
@@ -100,6 +107,53 @@ fn dot_f16_scalar(a: &[f16], b: &[f16]) -> f32 {
     sum as f32
 }
 
+/// `out[r * heads + h] = dot_f16(row r, query h)`: `queries` holds `heads` queries of
+/// `n = queries.len() / heads` values back to back, and `rows[r * stride..]` the `n` values of
+/// row `r`, for the `out.len() / heads` rows. This is attention scoring the query heads that
+/// share a KV head against their cached keys; the bits are [`dot_f16`]'s, row by row and head
+/// by head (an instruction set may score several rows and heads at once).
+///
+/// # Panics
+/// If `heads` is 0 or does not divide `queries.len()` and `out.len()`, if `stride < n`, or if
+/// `rows` does not hold the rows.
+///
+/// ```
+/// use gguf_quant::vec::{dot_f16, dot_f16_rows};
+/// use half::f16;
+/// let keys: Vec<f16> = (0..3 * 4).map(|i| f16::from_f32(i as f32)).collect();
+/// let one = [f16::ONE, f16::ZERO, f16::ONE];
+/// let mut scores = [0f32; 3];
+/// dot_f16_rows(&mut scores, &keys, 4, &one, 1);
+/// assert_eq!(scores, [2.0, 10.0, 18.0]);
+/// assert_eq!(scores[1], dot_f16(&keys[4..7], &one));
+///
+/// // Two queries: row by row, each row's scores side by side.
+/// let two = [f16::ONE, f16::ZERO, f16::ONE, f16::ZERO, f16::ONE, f16::ZERO];
+/// let mut scores = [0f32; 6];
+/// dot_f16_rows(&mut scores, &keys, 4, &two, 2);
+/// assert_eq!(scores, [2.0, 1.0, 10.0, 5.0, 18.0, 9.0]);
+/// ```
+pub fn dot_f16_rows(out: &mut [f32], rows: &[f16], stride: usize, queries: &[f16], heads: usize) {
+    assert!(heads > 0 && queries.len() % heads == 0 && out.len() % heads == 0);
+    let (n, m) = (queries.len() / heads, out.len() / heads);
+    if m == 0 {
+        return;
+    }
+    assert!(stride >= n && rows.len() >= (m - 1) * stride + n);
+    let k = kernels();
+    match k.dot_f16_rows {
+        Some(f) => f(out, rows, stride, queries, heads),
+        None => {
+            for (r, scores) in out.chunks_exact_mut(heads).enumerate() {
+                let row = &rows[r * stride..r * stride + n];
+                for (o, q) in scores.iter_mut().zip(queries.chunks_exact(n)) {
+                    *o = (k.dot_f16)(row, q);
+                }
+            }
+        }
+    }
+}
+
 /// `acc[i] = f16(x[i] * s + acc[i])` (fused), as `ggml_vec_mad_f16`.
 pub fn mad_f16(acc: &mut [f16], x: &[f16], s: f32) {
     let n = acc.len().min(x.len());
@@ -112,37 +166,43 @@ fn mad_f16_scalar(acc: &mut [f16], x: &[f16], s: f32) {
     }
 }
 
-/// Value rows into `acc` one after another, as attention accumulates them: for row `r`
-/// (`values[r * stride..]`, `acc.len()` values), first [`scale_f16`]`(acc, s)` when
-/// `rescales[r]` is `Some(s)`, then [`mad_f16`]`(acc, row, weights[r])`. The numbers are those
-/// of those calls; an instruction set may keep `acc` in registers between rows (the f16
-/// rounding after each step included).
+/// Value rows into `heads` accumulators one after another, as attention accumulates them:
+/// `acc` holds the accumulators back to back (`n = acc.len() / heads` values each), and for
+/// row `r` (`values[r * stride..]`, `n` values) and head `h`, with `i = r * heads + h`, first
+/// [`scale_f16`]`(acc_h, s)` when `rescales[i]` is `Some(s)`, then
+/// [`mad_f16`]`(acc_h, row, weights[i])`. The numbers are those of those calls; an instruction
+/// set may keep the accumulators in registers between rows (the f16 rounding after each step
+/// included) and update several heads with each row it loads.
 ///
 /// # Panics
-/// If `rescales` is shorter than `weights`, or `values` does not hold `weights.len()` rows.
+/// If `heads` is 0 or does not divide `acc.len()` and `weights.len()`, if `rescales` is
+/// shorter than `weights`, or if `values` does not hold the rows.
 pub fn mad_f16_rows(
     acc: &mut [f16],
+    heads: usize,
     values: &[f16],
     stride: usize,
     rescales: &[Option<f32>],
     weights: &[f32],
 ) {
-    let rows = weights.len();
-    assert!(rescales.len() >= rows);
+    assert!(heads > 0 && acc.len() % heads == 0 && weights.len() % heads == 0);
+    assert!(rescales.len() >= weights.len());
+    let (n, rows) = (acc.len() / heads, weights.len() / heads);
     if rows == 0 {
         return;
     }
-    assert!(stride >= acc.len() && values.len() >= (rows - 1) * stride + acc.len());
+    assert!(stride >= n && values.len() >= (rows - 1) * stride + n);
     let k = kernels();
     match k.mad_f16_rows {
-        Some(f) => f(acc, values, stride, &rescales[..rows], weights),
+        Some(f) => f(acc, heads, values, stride, &rescales[..weights.len()], weights),
         None => {
-            for (r, (&rescale, &w)) in rescales.iter().zip(weights).enumerate() {
-                if let Some(s) = rescale {
-                    (k.scale_f16)(acc, s);
+            for (h, acc) in acc.chunks_exact_mut(n).enumerate() {
+                for r in 0..rows {
+                    if let Some(s) = rescales[r * heads + h] {
+                        (k.scale_f16)(acc, s);
+                    }
+                    (k.mad_f16)(acc, &values[r * stride..r * stride + n], weights[r * heads + h]);
                 }
-                let n = acc.len();
-                (k.mad_f16)(acc, &values[r * stride..r * stride + n], w);
             }
         }
     }

@@ -134,6 +134,7 @@ macro_rules! vec_kernels {
                 unsafe { $soft_max(x.len(), x.as_mut_ptr(), max) }
             },
             mad_f16_rows: None,
+            dot_f16_rows: None,
         };
     };
 }

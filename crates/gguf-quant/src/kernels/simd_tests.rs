@@ -613,9 +613,9 @@ fn simd_activation_quantizers_match_their_twins_byte_for_byte() {
 }
 
 /// Every table's fused value accumulation (`vec::mad_f16_rows`) equals the scalar twins'
-/// `scale_f16` and `mad_f16` called row by row, bit for bit: rows with and without a rescale
-/// (one of them 0, as the first position's is), widths that fill 64-, 16- and 1-value steps,
-/// padded rows.
+/// `scale_f16` and `mad_f16` called row by row and head by head, bit for bit: rows with and
+/// without a rescale (one of them 0, as the first position's is), widths that fill 64-, 16- and
+/// 1-value steps, padded rows, one head and several (in groups of four and fewer).
 #[test]
 fn simd_mad_f16_rows_equal_the_row_by_row_twins_bit_for_bit() {
     let twin = crate::vec::SCALAR;
@@ -626,31 +626,81 @@ fn simd_mad_f16_rows_equal_the_row_by_row_twins_bit_for_bit() {
             continue;
         };
         for n in [1usize, 15, 16, 17, 64, 80, 100, 256] {
-            let stride = n + (n % 3);
-            let rows = 37;
-            let values: Vec<f16> = (0..rows * stride)
-                .map(|_| f16::from_f32(rng.unit() * 2.0))
-                .collect();
-            let weights: Vec<f32> = (0..rows).map(|_| rng.unit().abs()).collect();
-            let rescales: Vec<Option<f32>> = (0..rows)
-                .map(|r| match r % 5 {
-                    _ if r == 0 => Some(0.0),
-                    1 => Some(rng.unit().abs()),
-                    _ => None,
-                })
-                .collect();
-            let mut acc: Vec<f16> = (0..n).map(|_| f16::from_f32(rng.unit())).collect();
-            let mut theirs = acc.clone();
-            rows_kernel(&mut acc, &values, stride, &rescales, &weights);
-            for r in 0..rows {
-                if let Some(s) = rescales[r] {
-                    (twin.scale_f16)(&mut theirs, s);
+            for heads in [1usize, 2, 3, 4, 7] {
+                let stride = n + (n % 3);
+                let rows = 37;
+                let values: Vec<f16> = (0..rows * stride)
+                    .map(|_| f16::from_f32(rng.unit() * 2.0))
+                    .collect();
+                let steps = rows * heads;
+                let weights: Vec<f32> = (0..steps).map(|_| rng.unit().abs()).collect();
+                let rescales: Vec<Option<f32>> = (0..steps)
+                    .map(|i| match (i / heads) % 5 {
+                        _ if i < heads => Some(0.0),
+                        1 if i % 2 == 0 => Some(rng.unit().abs()),
+                        2 if i % 2 == 1 => Some(rng.unit().abs()),
+                        _ => None,
+                    })
+                    .collect();
+                let mut acc: Vec<f16> = (0..n * heads).map(|_| f16::from_f32(rng.unit())).collect();
+                let mut theirs = acc.clone();
+                rows_kernel(&mut acc, heads, &values, stride, &rescales, &weights);
+                for (h, theirs) in theirs.chunks_exact_mut(n).enumerate() {
+                    for r in 0..rows {
+                        if let Some(s) = rescales[r * heads + h] {
+                            (twin.scale_f16)(theirs, s);
+                        }
+                        let row = &values[r * stride..r * stride + n];
+                        (twin.mad_f16)(theirs, row, weights[r * heads + h]);
+                    }
                 }
-                (twin.mad_f16)(&mut theirs, &values[r * stride..r * stride + n], weights[r]);
+                let bits = |v: &[f16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(
+                    bits(&acc),
+                    bits(&theirs),
+                    "{} mad_f16_rows {n} x {heads}",
+                    isa.name()
+                );
+                tested += 1;
             }
-            let bits = |v: &[f16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-            assert_eq!(bits(&acc), bits(&theirs), "{} mad_f16_rows {n}", isa.name());
-            tested += 1;
+        }
+    }
+    // AVX-512 has the kernel; on a CPU without it nothing here runs it.
+    assert_eq!(tested > 0, simd(Isa::Avx512).is_some());
+}
+
+/// Every table's batched scoring (`vec::dot_f16_rows`) equals the scalar twin's `dot_f16` row
+/// by row and head by head, bit for bit: row counts around the batch of 16, lengths with and
+/// without a tail of fewer than 32 values, padded rows, one query and several (in groups of
+/// four and fewer), and large values among small (where the order of the additions shows).
+#[test]
+fn simd_dot_f16_rows_equal_the_row_by_row_twin_bit_for_bit() {
+    let twin = crate::vec::SCALAR;
+    let mut rng = Rng(0x5EED_F00D_0000_0032);
+    let mut tested = 0;
+    for (isa, k) in simd_isas() {
+        let Some(rows_kernel) = k.vec.and_then(|v| v.dot_f16_rows) else {
+            continue;
+        };
+        for n in [1usize, 31, 32, 64, 100, 128, 256, 512] {
+            for (m, heads) in [(1usize, 1usize), (15, 2), (16, 1), (17, 3), (40, 4), (33, 7)] {
+                let stride = n + (n % 3) + 8;
+                let rows: Vec<f16> = (0..m * stride)
+                    .map(|i| f16::from_f32(rng.unit() * if i % 7 == 0 { 300.0 } else { 2.0 }))
+                    .collect();
+                let queries: Vec<f16> =
+                    (0..n * heads).map(|_| f16::from_f32(rng.unit() * 3.0)).collect();
+                let mut ours = vec![f32::NAN; m * heads];
+                rows_kernel(&mut ours, &rows, stride, &queries, heads);
+                for (i, &o) in ours.iter().enumerate() {
+                    let (r, h) = (i / heads, i % heads);
+                    let row = &rows[r * stride..r * stride + n];
+                    let t = (twin.dot_f16)(row, &queries[h * n..(h + 1) * n]);
+                    let name = isa.name();
+                    assert_eq!(o.to_bits(), t.to_bits(), "{name} dot_f16_rows {n}: row {r}/{m}, head {h}/{heads}");
+                }
+                tested += 1;
+            }
         }
     }
     // AVX-512 has the kernel; on a CPU without it nothing here runs it.

@@ -27,13 +27,14 @@ pub(super) fn kernels(base: VecKernels) -> VecKernels {
             // SAFETY: as for `dot_f16`.
             unsafe { mad_f16_avx512(n, acc.as_mut_ptr(), x.as_ptr(), s) }
         },
-        mad_f16_rows: Some(|acc, values, stride, rescales, weights| {
+        mad_f16_rows: Some(|acc, heads, values, stride, rescales, weights| {
             // SAFETY: the CPU has AVX-512 F and AVX2, FMA, F16C (as above); `vec::mad_f16_rows`
-            // checked that `values` holds `weights.len()` rows of `acc.len()` values, `stride`
-            // apart, and `rescales` one per row.
+            // checked that `acc` holds `heads` accumulators, `values` a row of as many values
+            // per `heads` weights, `stride` apart, and `rescales` as many as `weights`.
             unsafe {
                 mad_f16_rows_avx512(
-                    acc.len(),
+                    acc.len() / heads,
+                    heads,
                     acc.as_mut_ptr(),
                     values.as_ptr(),
                     stride,
@@ -42,98 +43,350 @@ pub(super) fn kernels(base: VecKernels) -> VecKernels {
                 )
             }
         }),
+        dot_f16_rows: Some(|out, rows, stride, queries, heads| {
+            // SAFETY: the CPU has AVX-512 F and AVX2, FMA, F16C (as above); `vec::dot_f16_rows`
+            // checked that `queries` holds `heads` queries, `out` as many scores per row, and
+            // `rows` that many rows of a query's length, `stride` apart.
+            unsafe {
+                dot_f16_rows_avx512(
+                    out.len() / heads,
+                    out.as_mut_ptr(),
+                    rows.as_ptr(),
+                    stride,
+                    queries.len() / heads,
+                    heads,
+                    queries.as_ptr(),
+                )
+            }
+        }),
         ..base
     }
 }
 
-/// `vec::mad_f16_rows` with `acc` held in registers, `K` vectors of 16 values (from `acc`) at a
-/// time, across all the rows: each step rounds to f16 and back in the register
-/// (`vcvtps2ph` + `vcvtph2ps`), which is what storing and reloading the f16 does, so the
-/// numbers are `scale_f16`'s and `mad_f16`'s row by row.
+/// `out[r * heads + h] = dot_f16_avx512(row r, query h)` for `m` rows. When the length is
+/// 32, 64, 128 or 256 (no scalar tail), up to four heads at a time and sixteen rows at a time:
+/// each key vector is widened once for all the heads (the queries once for all the rows), and
+/// each row's sixteen-lane sum is reduced with the others' in one transposed tree
+/// ([`reduce_sixteen`]), so each score has `dot_f16_avx512`'s bits. Other rows and lengths go
+/// one by one.
 ///
 /// # Safety
-/// The CPU has AVX-512 F, AVX2, FMA and F16C; `acc` points to `n` values, and `values` to
-/// `weights.len()` rows of `n` values, `stride` apart; `rescales` is as long as `weights`.
+/// The CPU has AVX-512 F, AVX2, FMA and F16C; `out` points to `m * heads` values, `rows` to
+/// `m` rows of `n` values `stride` apart, `queries` to `heads * n` values.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn dot_f16_rows_avx512(
+    m: usize,
+    out: *mut f32,
+    rows: *const f16,
+    stride: usize,
+    n: usize,
+    heads: usize,
+    queries: *const f16,
+) {
+    let mut h0 = 0;
+    while h0 < heads {
+        let group = (heads - h0).min(4);
+        let scores = Scores {
+            out,
+            heads,
+            h0,
+            rows,
+            stride,
+            m,
+        };
+        // SAFETY: heads h0..h0 + group exist (caller), each query of n = 16V values.
+        let done = unsafe {
+            let q = queries.add(h0 * n);
+            match (n, group) {
+                (32, 1) => dot_rows_heads::<1, 2>(scores, q),
+                (32, 2) => dot_rows_heads::<2, 2>(scores, q),
+                (32, 3) => dot_rows_heads::<3, 2>(scores, q),
+                (32, _) => dot_rows_heads::<4, 2>(scores, q),
+                (64, 1) => dot_rows_heads::<1, 4>(scores, q),
+                (64, 2) => dot_rows_heads::<2, 4>(scores, q),
+                (64, 3) => dot_rows_heads::<3, 4>(scores, q),
+                (64, _) => dot_rows_heads::<4, 4>(scores, q),
+                (128, 1) => dot_rows_heads::<1, 8>(scores, q),
+                (128, 2) => dot_rows_heads::<2, 8>(scores, q),
+                (128, 3) => dot_rows_heads::<3, 8>(scores, q),
+                (128, _) => dot_rows_heads::<4, 8>(scores, q),
+                (256, 1) => dot_rows_heads::<1, 16>(scores, q),
+                (256, 2) => dot_rows_heads::<2, 16>(scores, q),
+                (256, 3) => dot_rows_heads::<3, 16>(scores, q),
+                (256, _) => dot_rows_heads::<4, 16>(scores, q),
+                _ => 0,
+            }
+        };
+        for r in done..m {
+            for h in h0..h0 + group {
+                // SAFETY: row r < m holds n values, query h < heads too, and score
+                // r * heads + h is in `out` (caller).
+                unsafe {
+                    *out.add(r * heads + h) =
+                        dot_f16_avx512(n, rows.add(r * stride), queries.add(h * n))
+                }
+            }
+        }
+        h0 += group;
+    }
+}
+
+/// Where [`dot_rows_heads`] reads its `m` rows and writes the scores of heads from `h0`.
+#[derive(Clone, Copy)]
+struct Scores {
+    out: *mut f32,
+    heads: usize,
+    h0: usize,
+    rows: *const f16,
+    stride: usize,
+    m: usize,
+}
+
+/// Scores of `H` heads (queries of `16V` values from `queries`) for the rows of
+/// [`dot_f16_rows_avx512`], sixteen at a time; returns how many rows it scored (the rest are
+/// fewer than sixteen).
+///
+/// # Safety
+/// As [`dot_f16_rows_avx512`]'s, with `n = 16V`, `V` even, and `queries` at head `h0`'s query
+/// with `h0 + H <= heads`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn dot_rows_heads<const H: usize, const V: usize>(
+    at: Scores,
+    queries: *const f16,
+) -> usize {
+    let load = |p: *const f16, i: usize| {
+        // SAFETY: i + 16 <= 16V = n (the loops below); the load is unaligned.
+        unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(p.add(i).cast())) }
+    };
+    // SAFETY: H queries of 16V values (caller).
+    let q: [[__m512; V]; H] =
+        std::array::from_fn(|h| std::array::from_fn(|v| load(unsafe { queries.add(h * 16 * V) }, 16 * v)));
+    let mut r = 0;
+    while r + 16 <= at.m {
+        let mut sums = [[_mm512_setzero_ps(); 16]; H];
+        for j in 0..16 {
+            // SAFETY: row r + j < m holds n values (caller).
+            let row = unsafe { at.rows.add((r + j) * at.stride) };
+            let mut acc = [[_mm512_setzero_ps(); 2]; H];
+            for v in (0..V).step_by(2) {
+                let (k0, k1) = (load(row, 16 * v), load(row, 16 * v + 16));
+                for (acc, q) in acc.iter_mut().zip(&q) {
+                    acc[0] = _mm512_fmadd_ps(k0, q[v], acc[0]);
+                    acc[1] = _mm512_fmadd_ps(k1, q[v + 1], acc[1]);
+                }
+            }
+            for (sums, acc) in sums.iter_mut().zip(&acc) {
+                sums[j] = _mm512_add_ps(acc[0], acc[1]);
+            }
+        }
+        for (h, sums) in sums.iter().enumerate() {
+            let mut scores = [0f32; 16];
+            // SAFETY: 16 floats fit `scores`; the store is unaligned.
+            unsafe { _mm512_storeu_ps(scores.as_mut_ptr(), reduce_sixteen(sums)) };
+            for (j, &s) in scores.iter().enumerate() {
+                // SAFETY: score (r + j) * heads + h0 + h is in `out` (caller).
+                unsafe { *at.out.add((r + j) * at.heads + at.h0 + h) = s };
+            }
+        }
+        r += 16;
+    }
+    r
+}
+
+/// The sixteen lanes of each of sixteen vectors summed as [`dot_f16_finish`] sums AVX2's
+/// accumulator (after `dot_f16_avx512` has added its two halves): lanes `j` and `j + 8`, then
+/// `j` and `j + 4`, then `(0 + 1) + (2 + 3)`. Lane `k` of the result is vector `k`'s sum. The
+/// tree is transposed (each step adds lanes of two vectors at once), but every addition adds
+/// the same two numbers as the one-vector tree, so the bits are the same.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn reduce_sixteen(sums: &[__m512; 16]) -> __m512 {
+    // Lanes j and j + 8 of each vector, two vectors a result: [vector 2k | vector 2k + 1].
+    let halves: [__m512; 8] = std::array::from_fn(|k| {
+        let (a, b) = (sums[2 * k], sums[2 * k + 1]);
+        _mm512_add_ps(
+            _mm512_shuffle_f32x4::<0x44>(a, b),
+            _mm512_shuffle_f32x4::<0xEE>(a, b),
+        )
+    });
+    // Lanes j and j + 4: four vectors a result, one per 128-bit lane.
+    let quarters: [__m512; 4] = std::array::from_fn(|k| {
+        let (a, b) = (halves[2 * k], halves[2 * k + 1]);
+        _mm512_add_ps(
+            _mm512_shuffle_f32x4::<0x88>(a, b),
+            _mm512_shuffle_f32x4::<0xDD>(a, b),
+        )
+    });
+    // Lanes 0 + 1 and 2 + 3 (vectors 4k + l and 4k + 4 + l in 128-bit lane l)...
+    let pairs: [__m512; 2] = std::array::from_fn(|k| {
+        let (a, b) = (quarters[2 * k], quarters[2 * k + 1]);
+        _mm512_add_ps(_mm512_shuffle_ps::<0x88>(a, b), _mm512_shuffle_ps::<0xDD>(a, b))
+    });
+    // ...then their sum, which leaves vector 4k + l in lane 4l + k: transposed back.
+    let (a, b) = (pairs[0], pairs[1]);
+    let total = _mm512_add_ps(_mm512_shuffle_ps::<0x88>(a, b), _mm512_shuffle_ps::<0xDD>(a, b));
+    let order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    _mm512_permutexvar_ps(order, total)
+}
+
+/// `vec::mad_f16_rows` with the accumulators held in registers, up to four heads at a time
+/// and `K` vectors of 16 values (from each accumulator) at a time, across all the rows: each
+/// value row is widened once for the heads, and each step rounds to f16 and back in the
+/// register (`vcvtps2ph` + `vcvtph2ps`), which is what storing and reloading the f16 does, so
+/// the numbers are `scale_f16`'s and `mad_f16`'s row by row. The heads' chains of dependent
+/// steps run side by side.
+///
+/// # Safety
+/// The CPU has AVX-512 F, AVX2, FMA and F16C; `acc` points to `heads * n` values, and
+/// `values` to `weights.len() / heads` rows of `n` values, `stride` apart; `rescales` is as
+/// long as `weights`, a multiple of `heads`.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn mad_f16_rows_avx512(
     n: usize,
+    heads: usize,
     acc: *mut f16,
     values: *const f16,
     stride: usize,
     rescales: &[Option<f32>],
     weights: &[f32],
 ) {
+    let mut h0 = 0;
+    while h0 < heads {
+        let group = (heads - h0).min(4);
+        let rows = Rows {
+            values,
+            stride,
+            heads,
+            h0,
+            rescales,
+            weights,
+        };
+        // SAFETY: accumulators h0..h0 + group are in `acc` (caller).
+        unsafe {
+            match group {
+                1 => mad_heads::<1>(n, acc.add(h0 * n), rows),
+                2 => mad_heads::<2>(n, acc.add(h0 * n), rows),
+                3 => mad_heads::<3>(n, acc.add(h0 * n), rows),
+                _ => mad_heads::<4>(n, acc.add(h0 * n), rows),
+            }
+        }
+        h0 += group;
+    }
+}
+
+/// The value rows and softmax steps of [`mad_f16_rows_avx512`], for heads from `h0`.
+#[derive(Clone, Copy)]
+struct Rows<'a> {
+    values: *const f16,
+    stride: usize,
+    heads: usize,
+    h0: usize,
+    rescales: &'a [Option<f32>],
+    weights: &'a [f32],
+}
+
+impl Rows<'_> {
+    fn count(&self) -> usize {
+        self.weights.len() / self.heads
+    }
+
+    /// Head `h0 + h`'s rescale and weight at row `r`.
+    fn step(&self, r: usize, h: usize) -> (Option<f32>, f32) {
+        let i = r * self.heads + self.h0 + h;
+        (self.rescales[i], self.weights[i])
+    }
+}
+
+/// Heads `h0..h0 + H` of [`mad_f16_rows_avx512`], their `n` values each at `acc`.
+///
+/// # Safety
+/// As [`mad_f16_rows_avx512`]'s, with `acc` at head `h0`'s accumulator and `h0 + H <= heads`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn mad_heads<const H: usize>(n: usize, acc: *mut f16, rows: Rows<'_>) {
     let mut c = 0;
     while c + 64 <= n {
-        // SAFETY: values c..c + 64 of `acc` and of every row are in bounds (caller).
-        unsafe { mad_rows_chunk::<4>(acc.add(c), values.add(c), stride, rescales, weights) };
+        // SAFETY: values c..c + 64 of each accumulator and of every row are in bounds (caller).
+        unsafe { mad_rows_chunk::<4, H>(n, acc.add(c), c, rows) };
         c += 64;
     }
     while c + 16 <= n {
-        // SAFETY: values c..c + 16 of `acc` and of every row are in bounds (caller).
-        unsafe { mad_rows_chunk::<1>(acc.add(c), values.add(c), stride, rescales, weights) };
+        // SAFETY: values c..c + 16 of each accumulator and of every row are in bounds (caller).
+        unsafe { mad_rows_chunk::<1, H>(n, acc.add(c), c, rows) };
         c += 16;
     }
     if c < n {
         // The last n % 16 values, row by row as `mad_f16_avx512`'s scalar tail computes them.
-        for (r, (&rescale, &w)) in rescales.iter().zip(weights).enumerate() {
-            for k in c..n {
-                // SAFETY: k < n, in `acc` and in row r.
-                unsafe {
-                    let mut a = *acc.add(k);
-                    if let Some(s) = rescale {
-                        a = f16::from_f32(a.to_f32() * s);
+        for h in 0..H {
+            for r in 0..rows.count() {
+                let (rescale, w) = rows.step(r, h);
+                for k in c..n {
+                    // SAFETY: k < n, in accumulator h and in row r (caller).
+                    unsafe {
+                        let a = acc.add(h * n + k);
+                        if let Some(s) = rescale {
+                            *a = f16::from_f32((*a).to_f32() * s);
+                        }
+                        let v = *rows.values.add(r * rows.stride + k);
+                        *a = f16::from_f32(v.to_f32().mul_add(w, (*a).to_f32()));
                     }
-                    let v = *values.add(r * stride + k);
-                    *acc.add(k) = f16::from_f32(v.to_f32().mul_add(w, a.to_f32()));
                 }
             }
         }
     }
 }
 
-/// Values `0..16K` of `acc` through every row (see [`mad_f16_rows_avx512`]).
+/// Values `c..c + 16K` of `H` accumulators (`n` apart from `acc`) through every row (see
+/// [`mad_f16_rows_avx512`]).
 ///
 /// # Safety
-/// As [`mad_f16_rows_avx512`]'s, for `16K` values.
+/// As [`mad_heads`]'s, for values `c..c + 16K`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn mad_rows_chunk<const K: usize>(
+unsafe fn mad_rows_chunk<const K: usize, const H: usize>(
+    n: usize,
     acc: *mut f16,
-    values: *const f16,
-    stride: usize,
-    rescales: &[Option<f32>],
-    weights: &[f32],
+    c: usize,
+    rows: Rows<'_>,
 ) {
     let round = |x: __m512| _mm512_cvtph_ps(_mm512_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(x));
-    // SAFETY: 16K values at `acc` (caller); the loads are unaligned.
-    let mut a: [__m512; K] = std::array::from_fn(|k| unsafe {
-        _mm512_cvtph_ps(_mm256_loadu_si256(acc.add(16 * k).cast()))
+    // SAFETY: 16K values at each accumulator (caller); the loads are unaligned.
+    let mut a: [[__m512; K]; H] = std::array::from_fn(|h| {
+        std::array::from_fn(|k| unsafe {
+            _mm512_cvtph_ps(_mm256_loadu_si256(acc.add(h * n + 16 * k).cast()))
+        })
     });
-    for (r, (&rescale, &w)) in rescales.iter().zip(weights).enumerate() {
-        if let Some(s) = rescale {
-            let vs = _mm512_set1_ps(s);
-            for a in &mut a {
-                *a = round(_mm512_mul_ps(*a, vs));
+    for r in 0..rows.count() {
+        // SAFETY: values c..c + 16K of row r (caller); the loads are unaligned.
+        let v: [__m512; K] = std::array::from_fn(|k| unsafe {
+            let p = rows.values.add(r * rows.stride + c + 16 * k);
+            _mm512_cvtph_ps(_mm256_loadu_si256(p.cast()))
+        });
+        for (h, a) in a.iter_mut().enumerate() {
+            let (rescale, w) = rows.step(r, h);
+            if let Some(s) = rescale {
+                let vs = _mm512_set1_ps(s);
+                for a in a.iter_mut() {
+                    *a = round(_mm512_mul_ps(*a, vs));
+                }
+            }
+            let vw = _mm512_set1_ps(w);
+            for (a, &v) in a.iter_mut().zip(&v) {
+                *a = round(_mm512_fmadd_ps(v, vw, *a));
             }
         }
-        let vw = _mm512_set1_ps(w);
-        for (k, a) in a.iter_mut().enumerate() {
-            // SAFETY: 16K values of row r (caller); the load is unaligned.
-            let v = unsafe {
-                _mm512_cvtph_ps(_mm256_loadu_si256(values.add(r * stride + 16 * k).cast()))
-            };
-            *a = round(_mm512_fmadd_ps(v, vw, *a));
-        }
     }
-    for (k, a) in a.iter().enumerate() {
-        // SAFETY: as the loads above; the store is unaligned.
-        unsafe {
-            _mm256_storeu_si256(
-                acc.add(16 * k).cast(),
-                _mm512_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(*a),
-            )
-        };
+    for (h, a) in a.iter().enumerate() {
+        for (k, a) in a.iter().enumerate() {
+            // SAFETY: as the loads above; the store is unaligned.
+            unsafe {
+                _mm256_storeu_si256(
+                    acc.add(h * n + 16 * k).cast(),
+                    _mm512_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(*a),
+                )
+            };
+        }
     }
 }
 
