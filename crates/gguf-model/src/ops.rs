@@ -331,7 +331,11 @@ pub(crate) fn attend_f16(
     inverses.clear();
     for h in 0..heads {
         let mut logit = logits.iter().skip(h).step_by(heads);
-        let mut step = rescales.iter_mut().zip(weights.iter_mut()).skip(h).step_by(heads);
+        let mut step = rescales
+            .iter_mut()
+            .zip(weights.iter_mut())
+            .skip(h)
+            .step_by(heads);
         let inv = online_softmax(
             first,
             last,
@@ -350,9 +354,27 @@ pub(crate) fn attend_f16(
     let values = |slot: usize| &kv.values[slot * kv.value_stride..];
     let stride = kv.value_stride;
     let (early, late) = (..run * heads, run * heads..);
-    vec::mad_f16_rows(acc, heads, values(start), stride, &rescales[early], &weights[early]);
-    vec::mad_f16_rows(acc, heads, values(0), stride, &rescales[late.clone()], &weights[late]);
-    for ((out, acc), &inv) in out.chunks_exact_mut(dv).zip(acc.chunks_exact(dv)).zip(&*inverses) {
+    vec::mad_f16_rows(
+        acc,
+        heads,
+        values(start),
+        stride,
+        &rescales[early],
+        &weights[early],
+    );
+    vec::mad_f16_rows(
+        acc,
+        heads,
+        values(0),
+        stride,
+        &rescales[late.clone()],
+        &weights[late],
+    );
+    for ((out, acc), &inv) in out
+        .chunks_exact_mut(dv)
+        .zip(acc.chunks_exact(dv))
+        .zip(&*inverses)
+    {
         for (o, a) in out.iter_mut().zip(acc) {
             *o = a.to_f32() * inv;
         }
@@ -729,7 +751,15 @@ mod tests {
             capacity: 1,
         };
         let mut scratch = AttendScratch::default();
-        attend_f16(&q, 1, kv, (0, 0), Scores::new(0.3, 0.0), &mut scratch, &mut out);
+        attend_f16(
+            &q,
+            1,
+            kv,
+            (0, 0),
+            Scores::new(0.3, 0.0),
+            &mut scratch,
+            &mut out,
+        );
         let expected: Vec<f32> = (0..dk).map(|i| 1.0 + i as f32).collect();
         assert_eq!(out, expected);
     }
