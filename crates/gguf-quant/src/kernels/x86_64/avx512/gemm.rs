@@ -77,12 +77,15 @@ pub(super) fn widen(v: __m256i) -> __m512i {
     _mm512_castsi256_si512(v)
 }
 
-/// The tile of a type whose blocks hold 32 signed values (`unpack(block)`) against Q8_0
-/// activations: `avx2::gemm::q0_tile`'s outputs. Each weight vector is offset once per tile
-/// step and each activation vector's excess computed once, so a product is one `vpdpbusd`.
+/// The tile of a type whose blocks hold 32 signed values (`unpack`) against Q8_0
+/// activations: `avx2::gemm::q0_tile`'s outputs. A 512-bit accumulator holds two weight rows'
+/// eight-lane accumulators side by side (rows `2p` and `2p + 1`), so that one `vpdpbusd`, one
+/// conversion and one fused multiply-add take a block of both rows, with each half's scale:
+/// every accumulator still takes its rows' blocks one after another, as AVX2's. Each weight
+/// block pair is offset once per tile step and each activation block's excess computed once.
 ///
 /// # Safety
-/// Weight rows `w + i * row_bytes` (`i < RM`) hold `blocks` blocks of `w_size` bytes, and
+/// Weight rows `w + i * row_bytes` (`i < RM <= 4`) hold `blocks` blocks of `w_size` bytes, and
 /// activation rows `a + j * act_row` (`j < RN`) `blocks` Q8_0 blocks; `s` holds their scales.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
@@ -95,56 +98,59 @@ unsafe fn q0_tile<const RM: usize, const RN: usize>(
     a: *const u8,
     act_row: usize,
     s: TileScales,
-    pair: impl Fn(*const u8) -> __m512i,
-    one: impl Fn(*const u8) -> __m256i,
+    unpack: impl Fn(*const u8, *const u8) -> __m512i,
 ) -> [[f32; RM]; RN] {
     const A: usize = size_of::<BlockQ8_0>();
     const QS: usize = offset_of!(BlockQ8_0, qs);
-    let mut acc = [[_mm256_setzero_ps(); RM]; RN];
+    // Row pairs; an odd last row is paired with itself (its second half unused).
+    let pairs = RM.div_ceil(2);
+    let mut acc = [[_mm512_setzero_ps(); 2]; RN];
     let mut d = [[[0f32; 4]; RN]; CHUNK];
-    // SAFETY: block l of weight row i is in bounds (caller), and so is block l + 1 where
-    // `pair` reads it.
-    let block = |i: usize, l: usize| unsafe { w.add(i * row_bytes + l * w_size) };
+    // SAFETY: block l of weight row i < RM is in bounds (caller).
+    let block = |i: usize, l: usize| unsafe { w.add(i.min(RM - 1) * row_bytes + l * w_size) };
     // SAFETY: block l of activation row j is in bounds (caller); the load is unaligned.
     let acts =
         |j: usize, l: usize| unsafe { _mm256_loadu_si256(a.add(j * act_row + l * A + QS).cast()) };
+    // A pair's scales from a tile step's four: lanes 0..8 its first row's, 8..16 its second's.
+    let spread = [
+        _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
+        _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3),
+    ];
     for l0 in (0..blocks).step_by(CHUNK) {
         let len = CHUNK.min(blocks - l0);
         scale_products(&mut d[..len], s, l0);
-        let mut l = 0;
-        while l + 2 <= len {
+        for (l, d) in d[..len].iter().enumerate() {
             let b = l0 + l;
-            let x: [__m512i; RM] = std::array::from_fn(|i| pair(block(i, b)));
-            for (j, acc) in acc.iter_mut().enumerate() {
-                let y = join(acts(j, b), acts(j, b + 1));
-                let e = excess(y);
-                for i in 0..RM {
-                    let (first, second) = low_high(_mm512_cvtepi32_ps(lane_sums(x[i], e, y)));
-                    acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(d[l][j][i]), first, acc[i]);
-                    acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(d[l + 1][j][i]), second, acc[i]);
+            let x: [__m512i; 2] = std::array::from_fn(|p| {
+                if p < pairs {
+                    unpack(block(2 * p, b), block(2 * p + 1, b))
+                } else {
+                    _mm512_setzero_si512()
                 }
-            }
-            l += 2;
-        }
-        if l < len {
-            let b = l0 + l;
-            let x: [__m256i; RM] = std::array::from_fn(|i| one(block(i, b)));
-            for (j, acc) in acc.iter_mut().enumerate() {
-                let y = acts(j, b);
-                let e = _mm512_castsi512_si256(excess(widen(y)));
-                for i in 0..RM {
-                    let lanes = _mm256_cvtepi32_ps(lane_sums256(x[i], e, y));
-                    acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(d[l][j][i]), lanes, acc[i]);
+            });
+            for (j, (acc, d)) in acc.iter_mut().zip(d).enumerate() {
+                let y = _mm512_broadcast_i64x4(acts(j, b));
+                let e = excess(y);
+                // SAFETY: `d` holds four f32; the load is unaligned.
+                let d = _mm512_castps128_ps512(unsafe { _mm_loadu_ps(d.as_ptr()) });
+                for p in 0..pairs {
+                    let lanes = _mm512_cvtepi32_ps(lane_sums(x[p], e, y));
+                    acc[p] = _mm512_fmadd_ps(_mm512_permutexvar_ps(spread[p], d), lanes, acc[p]);
                 }
             }
         }
     }
-    acc.map(|row| row.map(|v| hsum(v)))
+    acc.map(|acc| {
+        std::array::from_fn(|i| {
+            let (first, second) = low_high(acc[i / 2]);
+            hsum(if i % 2 == 0 { first } else { second })
+        })
+    })
 }
 
-/// Defines `$tile`, the tile of `$block` weights, from `unpack`'s `$pair` and `$one`.
+/// Defines `$tile`, the tile of `$block` weights, from `unpack::$pair`.
 macro_rules! q0_tile_of {
-    ($tile:ident, $block:ty, $pair:ident, $one:ident) => {
+    ($tile:ident, $block:ty, $pair:ident) => {
         /// # Safety
         /// As [`q0_tile`]'s, for these weights.
         #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
@@ -156,17 +162,15 @@ macro_rules! q0_tile_of {
             act_row: usize,
             s: TileScales,
         ) -> [[f32; RM]; RN] {
-            // SAFETY: `q0_tile` passes the start of two blocks in bounds (caller's guarantee).
-            let pair = |b: *const u8| unsafe { unpack::$pair(b) };
-            // SAFETY: `q0_tile` passes the start of a block in bounds (caller's guarantee).
-            let one = |b: *const u8| unsafe { unpack::$one(b) };
+            // SAFETY: `q0_tile` passes the starts of two blocks in bounds (caller's guarantee).
+            let unpack = |b0: *const u8, b1: *const u8| unsafe { unpack::$pair(b0, b1) };
             const W: usize = size_of::<$block>();
             // SAFETY: the caller's guarantee.
-            unsafe { q0_tile::<RM, RN>(blocks, w, row_bytes, W, a, act_row, s, pair, one) }
+            unsafe { q0_tile::<RM, RN>(blocks, w, row_bytes, W, a, act_row, s, unpack) }
         }
     };
 }
 
-q0_tile_of!(q8_0_tile, BlockQ8_0, q8_0_pair, q8_0_one);
-q0_tile_of!(q4_0_tile, BlockQ4_0, q4_0_pair, q4_0_one);
-q0_tile_of!(q5_0_tile, BlockQ5_0, q5_0_pair, q5_0_one);
+q0_tile_of!(q8_0_tile, BlockQ8_0, q8_0_pair);
+q0_tile_of!(q4_0_tile, BlockQ4_0, q4_0_pair);
+q0_tile_of!(q5_0_tile, BlockQ5_0, q5_0_pair);

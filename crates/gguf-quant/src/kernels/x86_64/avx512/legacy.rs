@@ -114,8 +114,9 @@ macro_rules! q0_rows_of {
             ahead: usize,
             a: *const u8,
         ) -> [f32; R] {
-            // SAFETY: `q0_rows` passes the start of two blocks in bounds (caller's guarantee).
-            let pair = |b: *const u8| unsafe { unpack::$pair(b) };
+            // SAFETY: `q0_rows` passes the start of two consecutive blocks in bounds (caller's
+            // guarantee).
+            let pair = |b: *const u8| unsafe { unpack::$pair(b, b.add(size_of::<$block>())) };
             // SAFETY: `q0_rows` passes the start of a block in bounds (caller's guarantee).
             let one = |b: *const u8| unsafe { unpack::$one(b) };
             const _: () = assert!(offset_of!($block, d) == 0);

@@ -1,7 +1,8 @@
 //! The weights of the 32-value types as `vpdpbusd` takes them: each signed value `x` as the
 //! unsigned byte `x + 128` (see `gemm::lane_sums`), straight from the block's bits, for one
-//! block (256 bits) or two consecutive blocks (512 bits, the first in the low half). Element
-//! `k` of a block is byte `k` of its half, as AVX2's unpacking has it.
+//! block (256 bits) or two blocks (512 bits, the first in the low half: consecutive blocks of a
+//! row, or the same block of two rows). Element `k` of a block is byte `k` of its half, as
+//! AVX2's unpacking has it.
 
 use std::arch::x86_64::*;
 use std::mem::offset_of;
@@ -25,20 +26,19 @@ unsafe fn nibbles_pair(p0: *const u8, p1: *const u8) -> __m512i {
     _mm512_and_si512(z, _mm512_set1_epi8(0x0F))
 }
 
-/// Q8_0: the values at `p` and `p + size_of::<BlockQ8_0>()`.
+/// Q8_0: the values of the blocks at `p0` and `p1`.
 ///
 /// # Safety
-/// `p` must point to two whole Q8_0 blocks.
+/// `p0` and `p1` must point to whole Q8_0 blocks.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-pub(super) unsafe fn q8_0_pair(p: *const u8) -> __m512i {
+pub(super) unsafe fn q8_0_pair(p0: *const u8, p1: *const u8) -> __m512i {
     const QS: usize = offset_of!(BlockQ8_0, qs);
-    const SIZE: usize = size_of::<BlockQ8_0>();
     // SAFETY: the caller's guarantee; the loads are unaligned.
     let (lo, hi) = unsafe {
         (
-            _mm256_loadu_si256(p.add(QS).cast()),
-            _mm256_loadu_si256(p.add(SIZE + QS).cast()),
+            _mm256_loadu_si256(p0.add(QS).cast()),
+            _mm256_loadu_si256(p1.add(QS).cast()),
         )
     };
     let both = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi);
@@ -57,16 +57,16 @@ pub(super) unsafe fn q8_0_one(p: *const u8) -> __m256i {
     _mm256_xor_si256(x, _mm256_set1_epi8(-128))
 }
 
-/// Q4_0 (`x = q - 8`, so `x + 128 = q + 120`): the blocks at `p` and the next one.
+/// Q4_0 (`x = q - 8`, so `x + 128 = q + 120`): the blocks at `p0` and `p1`.
 ///
 /// # Safety
-/// `p` must point to two whole Q4_0 blocks.
+/// `p0` and `p1` must point to whole Q4_0 blocks.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-pub(super) unsafe fn q4_0_pair(p: *const u8) -> __m512i {
+pub(super) unsafe fn q4_0_pair(p0: *const u8, p1: *const u8) -> __m512i {
     const QS: usize = offset_of!(BlockQ4_0, qs);
     // SAFETY: the caller's guarantee.
-    let q = unsafe { nibbles_pair(p.add(QS), p.add(size_of::<BlockQ4_0>() + QS)) };
+    let q = unsafe { nibbles_pair(p0.add(QS), p1.add(QS)) };
     _mm512_add_epi8(q, _mm512_set1_epi8(120))
 }
 
@@ -99,20 +99,19 @@ unsafe fn q5_0_high_bits(p: *const u8) -> u32 {
 
 /// Q5_0 (`x = q - 16`, `q` the nibble plus 16 times the fifth bit, so `x + 128` is the nibble
 /// with 0x80 above it where the fifth bit is set and 0x70 where it is clear): the blocks at
-/// `p` and the next one.
+/// `p0` and `p1`.
 ///
 /// # Safety
-/// `p` must point to two whole Q5_0 blocks.
+/// `p0` and `p1` must point to whole Q5_0 blocks.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-pub(super) unsafe fn q5_0_pair(p: *const u8) -> __m512i {
+pub(super) unsafe fn q5_0_pair(p0: *const u8, p1: *const u8) -> __m512i {
     const QS: usize = offset_of!(BlockQ5_0, qs);
-    const SIZE: usize = size_of::<BlockQ5_0>();
     // SAFETY: the caller's guarantee.
     let (q, bits) = unsafe {
         (
-            nibbles_pair(p.add(QS), p.add(SIZE + QS)),
-            u64::from(q5_0_high_bits(p)) | u64::from(q5_0_high_bits(p.add(SIZE))) << 32,
+            nibbles_pair(p0.add(QS), p1.add(QS)),
+            u64::from(q5_0_high_bits(p0)) | u64::from(q5_0_high_bits(p1)) << 32,
         )
     };
     let high = _mm512_mask_blend_epi8(bits, _mm512_set1_epi8(0x70), _mm512_set1_epi8(-128));
