@@ -166,14 +166,27 @@ fn bench(c: &mut Criterion) {
         let mut scores = vec![0f32; steps];
         group.bench_function(format!("dot_f16_rows_x{heads}"), |b| {
             b.iter(|| {
-                gguf_quant::vec::dot_f16_rows(&mut scores, black_box(&cache), stride, &queries, heads)
+                gguf_quant::vec::dot_f16_rows(
+                    &mut scores,
+                    black_box(&cache),
+                    stride,
+                    &queries,
+                    heads,
+                )
             })
         });
         let mut acc = vec![half::f16::ZERO; head * heads];
         group.bench_function(format!("mad_f16_rows_x{heads}"), |b| {
             b.iter(|| {
                 let values = black_box(&cache);
-                gguf_quant::vec::mad_f16_rows(&mut acc, heads, values, stride, &rescales, &softmax_weights)
+                gguf_quant::vec::mad_f16_rows(
+                    &mut acc,
+                    heads,
+                    values,
+                    stride,
+                    &rescales,
+                    &softmax_weights,
+                )
             })
         });
     }

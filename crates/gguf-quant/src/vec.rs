@@ -194,14 +194,25 @@ pub fn mad_f16_rows(
     assert!(stride >= n && values.len() >= (rows - 1) * stride + n);
     let k = kernels();
     match k.mad_f16_rows {
-        Some(f) => f(acc, heads, values, stride, &rescales[..weights.len()], weights),
+        Some(f) => f(
+            acc,
+            heads,
+            values,
+            stride,
+            &rescales[..weights.len()],
+            weights,
+        ),
         None => {
             for (h, acc) in acc.chunks_exact_mut(n).enumerate() {
                 for r in 0..rows {
                     if let Some(s) = rescales[r * heads + h] {
                         (k.scale_f16)(acc, s);
                     }
-                    (k.mad_f16)(acc, &values[r * stride..r * stride + n], weights[r * heads + h]);
+                    (k.mad_f16)(
+                        acc,
+                        &values[r * stride..r * stride + n],
+                        weights[r * heads + h],
+                    );
                 }
             }
         }

@@ -683,13 +683,21 @@ fn simd_dot_f16_rows_equal_the_row_by_row_twin_bit_for_bit() {
             continue;
         };
         for n in [1usize, 31, 32, 64, 100, 128, 256, 512] {
-            for (m, heads) in [(1usize, 1usize), (15, 2), (16, 1), (17, 3), (40, 4), (33, 7)] {
+            for (m, heads) in [
+                (1usize, 1usize),
+                (15, 2),
+                (16, 1),
+                (17, 3),
+                (40, 4),
+                (33, 7),
+            ] {
                 let stride = n + (n % 3) + 8;
                 let rows: Vec<f16> = (0..m * stride)
                     .map(|i| f16::from_f32(rng.unit() * if i % 7 == 0 { 300.0 } else { 2.0 }))
                     .collect();
-                let queries: Vec<f16> =
-                    (0..n * heads).map(|_| f16::from_f32(rng.unit() * 3.0)).collect();
+                let queries: Vec<f16> = (0..n * heads)
+                    .map(|_| f16::from_f32(rng.unit() * 3.0))
+                    .collect();
                 let mut ours = vec![f32::NAN; m * heads];
                 rows_kernel(&mut ours, &rows, stride, &queries, heads);
                 for (i, &o) in ours.iter().enumerate() {
@@ -697,7 +705,11 @@ fn simd_dot_f16_rows_equal_the_row_by_row_twin_bit_for_bit() {
                     let row = &rows[r * stride..r * stride + n];
                     let t = (twin.dot_f16)(row, &queries[h * n..(h + 1) * n]);
                     let name = isa.name();
-                    assert_eq!(o.to_bits(), t.to_bits(), "{name} dot_f16_rows {n}: row {r}/{m}, head {h}/{heads}");
+                    assert_eq!(
+                        o.to_bits(),
+                        t.to_bits(),
+                        "{name} dot_f16_rows {n}: row {r}/{m}, head {h}/{heads}"
+                    );
                 }
                 tested += 1;
             }

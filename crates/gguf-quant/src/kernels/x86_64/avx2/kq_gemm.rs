@@ -25,33 +25,33 @@ use crate::kernels::RowsFn;
 
 /// Weight rows per tile: their unpacked blocks (`TILE_ROWS` × 864 bytes) stay in L1 while every
 /// activation row runs against them.
-const TILE_ROWS: usize = 16;
+pub(in crate::kernels::x86_64) const TILE_ROWS: usize = 16;
 /// Activation rows computed together: one lane each of the reduced sums and accumulators.
-const GROUP: usize = 8;
-const Q8K: usize = size_of::<BlockQ8K>();
-const Q8K_QS: usize = offset_of!(BlockQ8K, qs);
-const Q8K_BSUMS: usize = offset_of!(BlockQ8K, bsums);
+pub(in crate::kernels::x86_64) const GROUP: usize = 8;
+pub(in crate::kernels::x86_64) const Q8K: usize = size_of::<BlockQ8K>();
+pub(in crate::kernels::x86_64) const Q8K_QS: usize = offset_of!(BlockQ8K, qs);
+pub(in crate::kernels::x86_64) const Q8K_BSUMS: usize = offset_of!(BlockQ8K, bsums);
 
 /// A Q8_K block of zeros, read in place of the missing activation rows of the last group.
-static ZERO_Q8K: [u8; Q8K] = [0; Q8K];
+pub(in crate::kernels::x86_64) static ZERO_Q8K: [u8; Q8K] = [0; Q8K];
 
 /// One weight super-block, unpacked for the product.
 #[repr(C, align(32))]
-struct Unpacked {
+pub(in crate::kernels::x86_64) struct Unpacked {
     /// The 256 values as unsigned bytes: the value plus the format's bias (Q6_K 32, Q3_K 4,
     /// else 0); IQ4_XS: the magnitude of the value.
-    codes: [u8; QK_K],
+    pub(in crate::kernels::x86_64) codes: [u8; QK_K],
     /// Per 32 values, the scales of their two groups of 16 as 16 i16 lanes (8 each), matching
     /// `maddubs`'s pair sums.
-    scales: [i16; QK_K / 2],
+    pub(in crate::kernels::x86_64) scales: [i16; QK_K / 2],
     /// Per group of 16, `-bias · scale` (the bias correction, times Q8_K's `bsums`).
-    corr: [i16; 16],
+    pub(in crate::kernels::x86_64) corr: [i16; 16],
     /// Per group of 16, its min (the formats with mins).
-    mins: [i16; 16],
+    pub(in crate::kernels::x86_64) mins: [i16; 16],
     /// IQ4_XS: the values, whose signs go onto the activations.
-    signs: [i8; QK_K],
-    d: f32,
-    dmin: f32,
+    pub(in crate::kernels::x86_64) signs: [i8; QK_K],
+    pub(in crate::kernels::x86_64) d: f32,
+    pub(in crate::kernels::x86_64) dmin: f32,
 }
 
 const _: () = assert!(size_of::<Unpacked>() == 864);
@@ -67,7 +67,7 @@ const EMPTY: Unpacked = Unpacked {
 };
 
 /// A weight format as the tiled product reads it.
-trait Format {
+pub(in crate::kernels::x86_64) trait Format {
     /// Bytes per block.
     const SIZE: usize;
     /// Whether blocks have mins (`s2`, subtracted with `dmin`).
@@ -125,7 +125,7 @@ fn store_codes(u: &mut Unpacked, at: usize, v: __m256i) {
     unsafe { _mm256_storeu_si256(u.codes.as_mut_ptr().add(at).cast(), v) };
 }
 
-struct Q6K;
+pub(in crate::kernels::x86_64) struct Q6K;
 impl Format for Q6K {
     const SIZE: usize = size_of::<BlockQ6K>();
     const HAS_MIN: bool = false;
@@ -199,7 +199,7 @@ unsafe fn q45_head(x: *const u8, u: &mut Unpacked) {
     unsafe { _mm256_store_si256(u.mins.as_mut_ptr().cast(), mins) };
 }
 
-struct Q5K;
+pub(in crate::kernels::x86_64) struct Q5K;
 impl Format for Q5K {
     const SIZE: usize = size_of::<BlockQ5K>();
     const HAS_MIN: bool = true;
@@ -233,7 +233,7 @@ impl Format for Q5K {
     }
 }
 
-struct Q4K;
+pub(in crate::kernels::x86_64) struct Q4K;
 impl Format for Q4K {
     const SIZE: usize = size_of::<BlockQ4K>();
     const HAS_MIN: bool = true;
@@ -261,7 +261,7 @@ impl Format for Q4K {
     }
 }
 
-struct Q3K;
+pub(in crate::kernels::x86_64) struct Q3K;
 impl Format for Q3K {
     const SIZE: usize = size_of::<BlockQ3K>();
     const HAS_MIN: bool = false;
@@ -311,7 +311,7 @@ impl Format for Q3K {
     }
 }
 
-struct Q2K;
+pub(in crate::kernels::x86_64) struct Q2K;
 impl Format for Q2K {
     const SIZE: usize = size_of::<BlockQ2K>();
     const HAS_MIN: bool = true;
@@ -343,7 +343,7 @@ impl Format for Q2K {
     }
 }
 
-struct Iq4Xs;
+pub(in crate::kernels::x86_64) struct Iq4Xs;
 impl Format for Iq4Xs {
     const SIZE: usize = size_of::<BlockIq4Xs>();
     const HAS_MIN: bool = false;
@@ -399,7 +399,7 @@ impl Format for Iq4Xs {
 /// The lane sums of each of eight vectors: lane t of the result is the sum of `v[t]`'s lanes.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn reduce8(v: [__m256i; GROUP]) -> __m256i {
+pub(in crate::kernels::x86_64) fn reduce8(v: [__m256i; GROUP]) -> __m256i {
     let h01 = _mm256_hadd_epi32(v[0], v[1]);
     let h23 = _mm256_hadd_epi32(v[2], v[3]);
     let h45 = _mm256_hadd_epi32(v[4], v[5]);
@@ -530,9 +530,28 @@ unsafe fn tile<F: Format>(
     }
 }
 
+/// A tile of the tiled product, all its blocks in order: [`tile`]'s arguments and guarantees.
+pub(in crate::kernels::x86_64) type TileFn = unsafe fn(
+    &mut [Unpacked; TILE_ROWS],
+    usize,
+    *const u8,
+    usize,
+    usize,
+    *const u8,
+    usize,
+    usize,
+    *mut f32,
+    usize,
+);
+
 /// The [`crate::kernels::GemmFn`] of format `F`: the tiled order from [`MIN_BATCH`] activation
-/// rows up, `row_by_row` (the ISA's several-rows kernel) below.
-fn gemm<F: Format>(
+/// rows up, with `tile` (an ISA's [`tile`] for `F`), and `row_by_row` (the ISA's several-rows
+/// kernel) below.
+///
+/// # Safety
+/// `tile` runs on this CPU and computes [`tile`]'s numbers.
+#[allow(clippy::too_many_arguments)]
+pub(in crate::kernels::x86_64) unsafe fn gemm<F: Format>(
     n: usize,
     w: &[u8],
     row_bytes: usize,
@@ -540,6 +559,7 @@ fn gemm<F: Format>(
     act_row: usize,
     out: &mut [&mut [f32]],
     row_by_row: RowsFn,
+    tile: TileFn,
 ) {
     let batch = out.len();
     if batch < MIN_BATCH {
@@ -563,11 +583,11 @@ fn gemm<F: Format>(
     for r0 in (0..rows).step_by(TILE_ROWS) {
         let count = TILE_ROWS.min(rows - r0);
         acc.fill(0.0);
-        // SAFETY: the CPU has the instruction set (the module's `kernels()`); the assert bounds
-        // every block of the tile's rows (the last `used` bytes from its start) and of every
-        // activation row; `acc` holds TILE_ROWS runs of `stride` floats.
+        // SAFETY: `tile` runs on this CPU (caller); the assert bounds every block of the tile's
+        // rows (the last `used` bytes from its start) and of every activation row; `acc` holds
+        // TILE_ROWS runs of `stride` floats.
         unsafe {
-            tile::<F>(
+            tile(
                 &mut tiles,
                 blocks,
                 w.as_ptr().add(r0 * row_bytes),
@@ -592,12 +612,28 @@ fn gemm<F: Format>(
 /// without a several-rows kernel).
 macro_rules! rows_of {
     ($name:ident, $dot:path) => {
-        fn $name(n: usize, w: &[u8], row_bytes: usize, a: &[u8], out: &mut [f32]) {
+        pub(in crate::kernels::x86_64) fn $name(
+            n: usize,
+            w: &[u8],
+            row_bytes: usize,
+            a: &[u8],
+            out: &mut [f32],
+        ) {
             for (r, o) in out.iter_mut().enumerate() {
                 *o = $dot(n, &w[r * row_bytes..], a);
             }
         }
     };
+}
+/// Q6_K's several-rows kernel, as the AVX-512 tiles' driver takes it.
+pub(in crate::kernels::x86_64) fn q6_k_rows(
+    n: usize,
+    w: &[u8],
+    rb: usize,
+    a: &[u8],
+    out: &mut [f32],
+) {
+    kquants::q6_k_q8_k_rows(n, w, rb, a, out)
 }
 rows_of!(q5_k_rows, kquants::q5_k_q8_k);
 rows_of!(q3_k_rows, kquants::q3_k_q8_k);
@@ -616,11 +652,13 @@ macro_rules! kq_gemm {
             ar: usize,
             out: &mut [&mut [f32]],
         ) {
-            gemm::<$format>(n, w, rb, a, ar, out, $rows)
+            // SAFETY: this ISA's table hands this kernel out only on a CPU with AVX2, FMA and
+            // F16C, which `tile` needs.
+            unsafe { gemm::<$format>(n, w, rb, a, ar, out, $rows, tile::<$format>) }
         }
     };
 }
-kq_gemm!(q6_k_gemm, Q6K, kquants::q6_k_q8_k_rows);
+kq_gemm!(q6_k_gemm, Q6K, q6_k_rows);
 kq_gemm!(q5_k_gemm, Q5K, q5_k_rows);
 kq_gemm!(q4_k_gemm, Q4K, kquants::q4_k_q8_k_rows);
 kq_gemm!(q3_k_gemm, Q3K, q3_k_rows);

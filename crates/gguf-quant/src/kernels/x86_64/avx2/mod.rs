@@ -26,7 +26,7 @@ mod activations;
 pub(super) mod common;
 pub(super) mod gemm;
 mod iq;
-mod kq_gemm;
+pub(super) mod kq_gemm;
 mod kquants;
 mod legacy;
 pub(super) mod packed;

@@ -151,17 +151,15 @@ struct Scores {
 /// with `h0 + H <= heads`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn dot_rows_heads<const H: usize, const V: usize>(
-    at: Scores,
-    queries: *const f16,
-) -> usize {
+unsafe fn dot_rows_heads<const H: usize, const V: usize>(at: Scores, queries: *const f16) -> usize {
     let load = |p: *const f16, i: usize| {
         // SAFETY: i + 16 <= 16V = n (the loops below); the load is unaligned.
         unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(p.add(i).cast())) }
     };
     // SAFETY: H queries of 16V values (caller).
-    let q: [[__m512; V]; H] =
-        std::array::from_fn(|h| std::array::from_fn(|v| load(unsafe { queries.add(h * 16 * V) }, 16 * v)));
+    let q: [[__m512; V]; H] = std::array::from_fn(|h| {
+        std::array::from_fn(|v| load(unsafe { queries.add(h * 16 * V) }, 16 * v))
+    });
     let mut r = 0;
     while r + 16 <= at.m {
         let mut sums = [[_mm512_setzero_ps(); 16]; H];
@@ -221,11 +219,17 @@ fn reduce_sixteen(sums: &[__m512; 16]) -> __m512 {
     // Lanes 0 + 1 and 2 + 3 (vectors 4k + l and 4k + 4 + l in 128-bit lane l)...
     let pairs: [__m512; 2] = std::array::from_fn(|k| {
         let (a, b) = (quarters[2 * k], quarters[2 * k + 1]);
-        _mm512_add_ps(_mm512_shuffle_ps::<0x88>(a, b), _mm512_shuffle_ps::<0xDD>(a, b))
+        _mm512_add_ps(
+            _mm512_shuffle_ps::<0x88>(a, b),
+            _mm512_shuffle_ps::<0xDD>(a, b),
+        )
     });
     // ...then their sum, which leaves vector 4k + l in lane 4l + k: transposed back.
     let (a, b) = (pairs[0], pairs[1]);
-    let total = _mm512_add_ps(_mm512_shuffle_ps::<0x88>(a, b), _mm512_shuffle_ps::<0xDD>(a, b));
+    let total = _mm512_add_ps(
+        _mm512_shuffle_ps::<0x88>(a, b),
+        _mm512_shuffle_ps::<0xDD>(a, b),
+    );
     let order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
     _mm512_permutexvar_ps(order, total)
 }
