@@ -134,7 +134,7 @@ fn dot_f16_scalar(a: &[f16], b: &[f16]) -> f32 {
 /// assert_eq!(scores, [2.0, 1.0, 10.0, 5.0, 18.0, 9.0]);
 /// ```
 pub fn dot_f16_rows(out: &mut [f32], rows: &[f16], stride: usize, queries: &[f16], heads: usize) {
-    assert!(heads > 0 && queries.len() % heads == 0 && out.len() % heads == 0);
+    assert!(heads > 0 && queries.len().is_multiple_of(heads) && out.len().is_multiple_of(heads));
     let (n, m) = (queries.len() / heads, out.len() / heads);
     if m == 0 {
         return;
@@ -185,7 +185,7 @@ pub fn mad_f16_rows(
     rescales: &[Option<f32>],
     weights: &[f32],
 ) {
-    assert!(heads > 0 && acc.len() % heads == 0 && weights.len() % heads == 0);
+    assert!(heads > 0 && acc.len().is_multiple_of(heads) && weights.len().is_multiple_of(heads));
     assert!(rescales.len() >= weights.len());
     let (n, rows) = (acc.len() / heads, weights.len() / heads);
     if rows == 0 {

@@ -156,9 +156,10 @@ unsafe fn dot_rows_heads<const H: usize, const V: usize>(at: Scores, queries: *c
         // SAFETY: i + 16 <= 16V = n (the loops below); the load is unaligned.
         unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(p.add(i).cast())) }
     };
-    // SAFETY: H queries of 16V values (caller).
     let q: [[__m512; V]; H] = std::array::from_fn(|h| {
-        std::array::from_fn(|v| load(unsafe { queries.add(h * 16 * V) }, 16 * v))
+        // SAFETY: H queries of 16V values (caller).
+        let query = unsafe { queries.add(h * 16 * V) };
+        std::array::from_fn(|v| load(query, 16 * v))
     });
     let mut r = 0;
     while r + 16 <= at.m {
@@ -355,8 +356,8 @@ unsafe fn mad_rows_chunk<const K: usize, const H: usize>(
     rows: Rows<'_>,
 ) {
     let round = |x: __m512| _mm512_cvtph_ps(_mm512_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(x));
-    // SAFETY: 16K values at each accumulator (caller); the loads are unaligned.
     let mut a: [[__m512; K]; H] = std::array::from_fn(|h| {
+        // SAFETY: 16K values at each accumulator (caller); the loads are unaligned.
         std::array::from_fn(|k| unsafe {
             _mm512_cvtph_ps(_mm256_loadu_si256(acc.add(h * n + 16 * k).cast()))
         })
