@@ -323,32 +323,43 @@ pub(crate) fn attend_f16(
         *l = scores.logit(*l);
     }
     // The softmax pass: each head's rescale and weight at each position, laid out as the
-    // logits.
+    // logits, with `online_softmax`'s numbers. The running maxima come first: a position
+    // that raises its head's maximum rescales by e^(old - new) and weighs 1, any other weighs
+    // e^(s - max), so every exponent is known before any exponential is taken, and one
+    // batched `exp_f32` takes them all.
     weights.clear();
     weights.resize(count * heads, 0.0);
     rescales.clear();
     rescales.resize(count * heads, None);
+    for h in 0..heads {
+        let mut max = f32::NEG_INFINITY;
+        for i in (h..count * heads).step_by(heads) {
+            let s = logits[i];
+            if s > max {
+                // Marks the new maximum; the exponential becomes the rescale below.
+                rescales[i] = Some(0.0);
+                weights[i] = max - s;
+                max = s;
+            } else {
+                weights[i] = s - max;
+            }
+        }
+    }
+    vec::exp_f32(weights);
     inverses.clear();
     for h in 0..heads {
-        let mut logit = logits.iter().skip(h).step_by(heads);
-        let mut step = rescales
-            .iter_mut()
-            .zip(weights.iter_mut())
-            .skip(h)
-            .step_by(heads);
-        let inv = online_softmax(
-            first,
-            last,
-            kv.capacity,
-            // One call per position, in order (see `online_softmax`).
-            |_| logit.next().copied().unwrap_or(f32::NAN),
-            |_, rescale, weight| {
-                if let Some((r, w)) = step.next() {
-                    (*r, *w) = (rescale, weight);
-                }
-            },
-        );
-        inverses.push(inv);
+        let mut sum = 0f32;
+        for i in (h..count * heads).step_by(heads) {
+            if rescales[i].is_some() {
+                let ms = weights[i];
+                (rescales[i], weights[i]) = (Some(ms), 1.0);
+                sum = sum.mul_add(ms, 1.0);
+            } else {
+                // `sum · 1 + weight` fused is the plain sum.
+                sum += weights[i];
+            }
+        }
+        inverses.push(if sum == 0.0 { 0.0 } else { 1.0 / sum });
     }
     // The values, in the same runs.
     let values = |slot: usize| &kv.values[slot * kv.value_stride..];
@@ -711,6 +722,78 @@ pub(crate) fn add_bias(rows: &mut [f32], bias: &[f32]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `attend_f16` for several heads at once equals ggml's one-query flash attention computed
+    /// the plain way, one head and one position at a time (`online_softmax` with libm's
+    /// `expf`, `scale_f16` and `mad_f16` row by row), bit for bit: over a ring that wraps,
+    /// with a window, with logits far apart (so that maxima change and rescales happen) and a
+    /// soft cap.
+    #[test]
+    fn attention_of_several_heads_equals_one_position_at_a_time() {
+        let (dk, dv, capacity, heads) = (64usize, 64usize, 50usize, 3usize);
+        let mut state = 0x1234_5678_9abc_def0u64;
+        let mut unit = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
+        };
+        let (key_stride, value_stride) = (2 * dk + 8, 2 * dv);
+        let keys: Vec<f16> = (0..capacity * key_stride)
+            .map(|i| f16::from_f32(unit() * if i % 5 == 0 { 6.0 } else { 1.0 }))
+            .collect();
+        let values: Vec<f16> = (0..capacity * value_stride)
+            .map(|_| f16::from_f32(unit()))
+            .collect();
+        let q: Vec<f32> = (0..heads * dk).map(|_| unit() * 3.0).collect();
+        for (first, last, softcap) in [(0, 40, 0.0), (30, 75, 0.0), (61, 99, 30.0)] {
+            let kv = KvHead {
+                keys: &keys[dk..],
+                values: &values[dv..],
+                key_stride,
+                value_stride,
+                capacity,
+            };
+            let scores = Scores::new(0.125, softcap);
+            let mut ours = vec![0f32; heads * dv];
+            let mut scratch = AttendScratch::default();
+            attend_f16(
+                &q,
+                heads,
+                kv,
+                (first, last),
+                scores,
+                &mut scratch,
+                &mut ours,
+            );
+            for h in 0..heads {
+                let q16: Vec<f16> = q[h * dk..(h + 1) * dk]
+                    .iter()
+                    .map(|&v| f16::from_f32(v))
+                    .collect();
+                let mut acc = vec![f16::ZERO; dv];
+                let inv = online_softmax(
+                    first,
+                    last,
+                    capacity,
+                    |slot| scores.logit(vec::dot_f16(kv.key(slot, dk), &q16)),
+                    |slot, rescale, weight| {
+                        if let Some(s) = rescale {
+                            vec::scale_f16(&mut acc, s);
+                        }
+                        vec::mad_f16(&mut acc, kv.value(slot, dv), weight);
+                    },
+                );
+                let theirs: Vec<f32> = acc.iter().map(|a| a.to_f32() * inv).collect();
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(
+                    bits(&ours[h * dv..(h + 1) * dv]),
+                    bits(&theirs),
+                    "head {h} of positions {first}..={last}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn rms_norm_of_constant_is_one() {

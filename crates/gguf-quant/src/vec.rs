@@ -41,6 +41,8 @@ pub(crate) struct VecKernels {
     /// See [`dot_f16_rows`]; `None` runs [`dot_f16`] row by row. The table's entry gets
     /// checked lengths.
     pub(crate) dot_f16_rows: Option<DotRowsFn>,
+    /// See [`exp_f32`].
+    pub(crate) exp_f32: fn(&mut [f32]),
 }
 
 /// A [`dot_f16_rows`] kernel: `(out, rows, stride, queries, heads)`, with lengths checked
@@ -63,6 +65,7 @@ pub(crate) const SCALAR: VecKernels = VecKernels {
     soft_max_f32: soft_max_f32_scalar,
     mad_f16_rows: None,
     dot_f16_rows: None,
+    exp_f32: exp_f32_scalar,
 };
 
 /// The kernels of this process's instruction set (chosen once).
@@ -424,6 +427,25 @@ fn gemm_f32_scalar(c: &mut [f32], a: &[f32], b: &[f32], m: usize, k: usize, n: u
             }
             c[i * n + j] = acc;
         }
+    }
+}
+
+/// `x[i] = expf(x[i])`, each value as libm's `expf` gives it: glibc's on an x86-64 CPU with
+/// FMA (`__expf_fma`, the `expf` llama.cpp's attention softmax calls there), which an
+/// instruction set may compute several values at a time with the same operations.
+///
+/// ```
+/// let mut x = [0.0f32, -1.0, f32::NEG_INFINITY];
+/// gguf_quant::vec::exp_f32(&mut x);
+/// assert_eq!(x, [1.0, (-1.0f32).exp(), 0.0]);
+/// ```
+pub fn exp_f32(x: &mut [f32]) {
+    (kernels().exp_f32)(x)
+}
+
+fn exp_f32_scalar(x: &mut [f32]) {
+    for v in x {
+        *v = v.exp();
     }
 }
 

@@ -135,6 +135,7 @@ macro_rules! vec_kernels {
             },
             mad_f16_rows: None,
             dot_f16_rows: None,
+            exp_f32: |x| x.iter_mut().for_each(|v| *v = v.exp()),
         };
     };
 }

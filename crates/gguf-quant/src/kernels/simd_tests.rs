@@ -719,6 +719,61 @@ fn simd_dot_f16_rows_equal_the_row_by_row_twin_bit_for_bit() {
     assert_eq!(tested > 0, simd(Isa::Avx512).is_some());
 }
 
+/// Every table's `vec::exp_f32` gives libm's `expf` bit for bit (the scalar twin calls it):
+/// every 997th f32 from -104 to 0 (where attention's softmax arguments lie), random bit
+/// patterns of every exponent, and glibc's special cases and their edges (`|x| >= 88`,
+/// underflow to subnormals and to 0, overflow, infinities, NaN, zeros), in vectors of every
+/// length around sixteen.
+#[test]
+fn simd_exp_f32_equals_libm_bit_for_bit() {
+    let mut rng = Rng(0x5EED_F00D_0000_0033);
+    let mut inputs: Vec<f32> = Vec::new();
+    let (low, high) = ((-104f32).to_bits(), 0x8000_0000u32);
+    inputs.extend((high..=low).step_by(997).map(f32::from_bits));
+    inputs.extend((0..200_000).map(|_| f32::from_bits(rng.next() as u32)));
+    for edge in [
+        88.0f32, 88.72283, 88.72284, -88.0, -103.27, -103.28, -103.97, -103.98,
+    ] {
+        for d in -3i32..=3 {
+            inputs.push(f32::from_bits(edge.to_bits().wrapping_add_signed(d)));
+        }
+    }
+    inputs.extend([
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        1e-40,
+    ]);
+    let mut tested = 0;
+    for (isa, k) in simd_isas() {
+        let Some(simd) = k.vec else { continue };
+        for len in [1usize, 15, 16, 17, 33] {
+            for chunk in inputs
+                .chunks(len)
+                .take(if len == 16 { usize::MAX } else { 2000 })
+            {
+                let mut ours = chunk.to_vec();
+                (simd.exp_f32)(&mut ours);
+                for (&x, &o) in chunk.iter().zip(&ours) {
+                    let libm = x.exp();
+                    assert!(
+                        o.to_bits() == libm.to_bits() || (o.is_nan() && libm.is_nan()),
+                        "{} exp_f32({x:e} = {:#x}): {o:e} vs libm {libm:e}",
+                        isa.name(),
+                        x.to_bits()
+                    );
+                }
+            }
+        }
+        tested += 1;
+    }
+    assert!(tested > 0 || simd_isas().is_empty());
+}
+
 /// Every SIMD table's `crate::vec` kernels equal the scalar twins bit for bit.
 #[test]
 fn simd_vec_kernels_equal_their_scalar_twins_bit_for_bit() {

@@ -10,6 +10,7 @@ use std::arch::x86_64::*;
 use half::f16;
 
 use super::super::avx2::vec::dot_f16_finish;
+use super::gemm::low_high;
 use crate::vec::VecKernels;
 
 /// AVX2's table `base` with this module's kernels in place of its f16 dot product and
@@ -59,7 +60,140 @@ pub(super) fn kernels(base: VecKernels) -> VecKernels {
                 )
             }
         }),
+        exp_f32: |x| {
+            // SAFETY: the CPU has AVX-512 F and AVX2, FMA, F16C (as above); the slice holds
+            // `x.len()` values.
+            unsafe { exp_f32_avx512(x.len(), x.as_mut_ptr()) }
+        },
         ..base
+    }
+}
+
+/// glibc's `expf` for x86-64 CPUs with FMA (`__expf_fma`, glibc 2.28 and later: Arm's
+/// optimized-routines algorithm as GCC contracts it there): with `N = 32`,
+/// `k = round(x · N/ln 2)` (by adding and subtracting 1.5 · 2^52 within one FMA),
+/// `r = x · N/ln 2 - k` (one FMA), `2^(k/N)` from a table of `2^(i/N)` and the exponent bits,
+/// and `2^(r/N) ≈ (C0·r + C1)·r² + (C2·r + 1)` in three FMAs, all in f64, rounded to f32 once.
+mod glibc_expf {
+    /// `N / ln 2`.
+    pub(super) const INV_LN2_N: u64 = 0x4047_1547_652b_82fe;
+    /// `1.5 · 2^52`: added to a double below 2^51 in magnitude, it rounds to an integer.
+    pub(super) const SHIFT: u64 = 0x4338_0000_0000_0000;
+    /// The polynomial's coefficients for `r` scaled by `N` (`C0`, `C1`, `C2`).
+    pub(super) const POLY: [u64; 3] = [
+        0x3ebc_6af8_4b91_2394,
+        0x3f2e_bfce_50fa_c4f3,
+        0x3f96_2e42_ff0c_52d6,
+    ];
+    /// Entry `i`: the bits of `2^(i/N)` minus `i << 47`, so that adding `k << 47` for any `k`
+    /// with `k % N = i` gives the bits of `2^(k/N)`.
+    pub(super) const TABLE: [u64; 32] = [
+        0x3ff0000000000000,
+        0x3fefd9b0d3158574,
+        0x3fefb5586cf9890f,
+        0x3fef9301d0125b51,
+        0x3fef72b83c7d517b,
+        0x3fef54873168b9aa,
+        0x3fef387a6e756238,
+        0x3fef1e9df51fdee1,
+        0x3fef06fe0a31b715,
+        0x3feef1a7373aa9cb,
+        0x3feedea64c123422,
+        0x3feece086061892d,
+        0x3feebfdad5362a27,
+        0x3feeb42b569d4f82,
+        0x3feeab07dd485429,
+        0x3feea47eb03a5585,
+        0x3feea09e667f3bcd,
+        0x3fee9f75e8ec5f74,
+        0x3feea11473eb0187,
+        0x3feea589994cce13,
+        0x3feeace5422aa0db,
+        0x3feeb737b0cdc5e5,
+        0x3feec49182a3f090,
+        0x3feed503b23e255d,
+        0x3feee89f995ad3ad,
+        0x3feeff76f2fb5e47,
+        0x3fef199bdd85529c,
+        0x3fef3720dcef9069,
+        0x3fef5818dcfba487,
+        0x3fef7c97337b9b5f,
+        0x3fefa4afa2a490da,
+        0x3fefd0765b6e4540,
+    ];
+    /// The top 12 bits of `|x|` from which glibc leaves the main path (`|x| >= 88`, infinities
+    /// and NaN), handled there by special cases.
+    pub(super) const SPECIAL_TOP: u32 = 0x42b;
+}
+
+/// `x[i] = expf(x[i])` with glibc's bits (see [`glibc_expf`]), sixteen values at a time as
+/// two vectors of eight doubles; the values glibc handles apart (`|x| >= 88`, infinities,
+/// NaN) and the last `n % 16` go through libm's `expf` itself.
+///
+/// # Safety
+/// The CPU has AVX-512 F, AVX2, FMA and F16C; `x` points to `n` values.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn exp_f32_avx512(n: usize, x: *mut f32) {
+    use glibc_expf::*;
+    let f = |bits: u64| _mm512_set1_pd(f64::from_bits(bits));
+    let (inv_ln2_n, shift, one) = (f(INV_LN2_N), f(SHIFT), _mm512_set1_pd(1.0));
+    let (c0, c1, c2) = (f(POLY[0]), f(POLY[1]), f(POLY[2]));
+    // SAFETY: TABLE holds 32 u64, four runs of eight; the loads are unaligned.
+    let table: [__m512i; 4] =
+        std::array::from_fn(|q| unsafe { _mm512_loadu_si512(TABLE.as_ptr().add(8 * q).cast()) });
+    let exp8 = |v: __m256| {
+        let xd = _mm512_cvtps_pd(v);
+        let kd = _mm512_fmadd_pd(inv_ln2_n, xd, shift);
+        let ki = _mm512_castpd_si512(kd);
+        let kd = _mm512_sub_pd(kd, shift);
+        let r = _mm512_fmsub_pd(inv_ln2_n, xd, kd);
+        // Entry ki % 32: from the low or the high sixteen by bit 4.
+        let low = _mm512_permutex2var_epi64(table[0], ki, table[1]);
+        let high = _mm512_permutex2var_epi64(table[2], ki, table[3]);
+        let upper = _mm512_test_epi64_mask(ki, _mm512_set1_epi64(16));
+        let t = _mm512_mask_blend_epi64(upper, low, high);
+        let s = _mm512_castsi512_pd(_mm512_add_epi64(t, _mm512_slli_epi64::<47>(ki)));
+        let z = _mm512_fmadd_pd(r, c0, c1);
+        let r2 = _mm512_mul_pd(r, r);
+        let y = _mm512_fmadd_pd(r, c2, one);
+        let y = _mm512_fmadd_pd(z, r2, y);
+        _mm512_cvtpd_ps(_mm512_mul_pd(y, s))
+    };
+    let top = _mm512_set1_epi32(SPECIAL_TOP as i32);
+    let mut i = 0;
+    while i + 16 <= n {
+        // SAFETY: i + 16 <= n; the load and the store are unaligned.
+        unsafe {
+            let v = _mm512_loadu_ps(x.add(i));
+            let abs_top = _mm512_and_si512(
+                _mm512_srli_epi32::<20>(_mm512_castps_si512(v)),
+                _mm512_set1_epi32(0x7ff),
+            );
+            let special = _mm512_cmpge_epi32_mask(abs_top, top);
+            let (lo, hi) = low_high(v);
+            let e = _mm512_castps256_ps512(exp8(lo));
+            let e = _mm512_castpd_ps(_mm512_insertf64x4::<1>(
+                _mm512_castps_pd(e),
+                _mm256_castps_pd(exp8(hi)),
+            ));
+            if special != 0 {
+                let mut inputs = [0f32; 16];
+                _mm512_storeu_ps(inputs.as_mut_ptr(), v);
+                _mm512_storeu_ps(x.add(i), e);
+                for (k, v) in inputs.iter().enumerate() {
+                    if special & (1 << k) != 0 {
+                        *x.add(i + k) = v.exp();
+                    }
+                }
+            } else {
+                _mm512_storeu_ps(x.add(i), e);
+            }
+        }
+        i += 16;
+    }
+    for k in i..n {
+        // SAFETY: k < n.
+        unsafe { *x.add(k) = (*x.add(k)).exp() };
     }
 }
 
