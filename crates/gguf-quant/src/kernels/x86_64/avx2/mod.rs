@@ -50,7 +50,7 @@ pub(crate) fn kernels() -> Option<IsaKernels> {
         rows,
         gemm,
         quantize,
-        vec: Some(vec::KERNELS),
+        vec: Some(vec::kernels()),
         packed: packed_kernels,
     })
 }

@@ -24,6 +24,382 @@ vec_kernels!(
     soft_max_f32_avx2
 );
 
+/// The table of this module's `crate::vec` kernels: `KERNELS` with the batched attention
+/// kernels.
+pub(super) fn kernels() -> crate::vec::VecKernels {
+    crate::vec::VecKernels {
+        dot_f16_rows: Some(|out, rows, stride, queries, heads| {
+            // SAFETY: the CPU has AVX2, FMA and F16C (this table is handed out only after
+            // `available()`); `vec::dot_f16_rows` checked that `queries` holds `heads`
+            // queries, `out` as many scores per row, and `rows` that many rows of a query's
+            // length, `stride` apart.
+            unsafe {
+                dot_f16_rows_avx2(
+                    out.len() / heads,
+                    out.as_mut_ptr(),
+                    rows.as_ptr(),
+                    stride,
+                    queries.len() / heads,
+                    heads,
+                    queries.as_ptr(),
+                )
+            }
+        }),
+        mad_f16_rows: Some(|acc, heads, values, stride, rescales, weights| {
+            // SAFETY: as above; `vec::mad_f16_rows` checked that `acc` holds `heads`
+            // accumulators, `values` a row of as many values per `heads` weights, `stride`
+            // apart, and `rescales` as many as `weights`.
+            unsafe {
+                mad_f16_rows_avx2(
+                    acc.len() / heads,
+                    heads,
+                    acc.as_mut_ptr(),
+                    values.as_ptr(),
+                    stride,
+                    rescales,
+                    weights,
+                )
+            }
+        }),
+        exp_f32: |x| {
+            // SAFETY: as above; the slice holds `x.len()` values.
+            unsafe { exp_f32_avx2(x.len(), x.as_mut_ptr()) }
+        },
+        ..KERNELS
+    }
+}
+
+/// `out[r * heads + h] = dot_f16_avx2(row r, query h)` for `m` rows: eight rows at a time when
+/// the length is a nonzero multiple of 32 (no scalar tail), each row's accumulators added as
+/// `dot_f16_avx2` adds them and the eight rows' lanes then summed in one transposed tree whose
+/// every addition adds the same two numbers as [`dot_f16_finish`]'s (lanes `j` and `j + 4`,
+/// then `(0 + 1) + (2 + 3)`); other rows and lengths one by one.
+///
+/// # Safety
+/// The CPU has AVX2, FMA and F16C; `out` points to `m * heads` values, `rows` to `m` rows of
+/// `n` values `stride` apart, `queries` to `heads * n` values.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_f16_rows_avx2(
+    m: usize,
+    out: *mut f32,
+    rows: *const f16,
+    stride: usize,
+    n: usize,
+    heads: usize,
+    queries: *const f16,
+) {
+    let load = |p: *const f16, i: usize| {
+        // SAFETY: i + 8 <= n (the loops below); the load is unaligned.
+        unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p.add(i).cast())) }
+    };
+    let mut r = 0;
+    if n % 32 == 0 && n > 0 {
+        let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+        while r + 8 <= m {
+            for h in 0..heads {
+                // SAFETY: query h < heads holds n values (caller).
+                let q = unsafe { queries.add(h * n) };
+                let sums: [__m256; 8] = std::array::from_fn(|j| {
+                    // SAFETY: row r + j < m holds n values (caller).
+                    let row = unsafe { rows.add((r + j) * stride) };
+                    let mut acc = [_mm256_setzero_ps(); 4];
+                    let mut i = 0;
+                    while i < n {
+                        for (k, acc) in acc.iter_mut().enumerate() {
+                            *acc = _mm256_fmadd_ps(load(row, i + 8 * k), load(q, i + 8 * k), *acc);
+                        }
+                        i += 32;
+                    }
+                    _mm256_add_ps(_mm256_add_ps(acc[0], acc[2]), _mm256_add_ps(acc[1], acc[3]))
+                });
+                // Lanes j and j + 4, two rows a vector: [row 2k | row 2k + 1].
+                let halves: [__m256; 4] = std::array::from_fn(|k| {
+                    let (a, b) = (sums[2 * k], sums[2 * k + 1]);
+                    _mm256_add_ps(
+                        _mm256_permute2f128_ps::<0x20>(a, b),
+                        _mm256_permute2f128_ps::<0x31>(a, b),
+                    )
+                });
+                // Lanes 0 + 1 and 2 + 3, then their sums: rows [0, 2, 4, 6 | 1, 3, 5, 7].
+                let pairs = [
+                    _mm256_hadd_ps(halves[0], halves[1]),
+                    _mm256_hadd_ps(halves[2], halves[3]),
+                ];
+                let total = _mm256_hadd_ps(pairs[0], pairs[1]);
+                let mut scores = [0f32; 8];
+                // SAFETY: 8 floats fit `scores`; the store is unaligned.
+                unsafe {
+                    _mm256_storeu_ps(scores.as_mut_ptr(), _mm256_permutevar8x32_ps(total, order))
+                };
+                for (j, &s) in scores.iter().enumerate() {
+                    // SAFETY: score (r + j) * heads + h is in `out` (caller).
+                    unsafe { *out.add((r + j) * heads + h) = s };
+                }
+            }
+            r += 8;
+        }
+    }
+    while r < m {
+        for h in 0..heads {
+            // SAFETY: row r < m holds n values, query h < heads too, and score r * heads + h is
+            // in `out` (caller).
+            unsafe {
+                *out.add(r * heads + h) = dot_f16_avx2(n, rows.add(r * stride), queries.add(h * n))
+            }
+        }
+        r += 1;
+    }
+}
+
+/// `vec::mad_f16_rows` with the accumulators in registers, up to four heads and up to eight
+/// vectors' worth of values at a time, across all the rows: each value row is widened once
+/// for the heads, and each step rounds to f16 and back in the register, which is what storing
+/// and reloading the f16 does, so the numbers are `scale_f16_avx2`'s and `mad_f16_avx2`'s row
+/// by row; the heads' chains of dependent steps run side by side. The last `n % 16` values go
+/// row by row as `mad_f16_avx2` computes them.
+///
+/// # Safety
+/// The CPU has AVX2, FMA and F16C; `acc` points to `heads * n` values, and `values` to
+/// `weights.len() / heads` rows of `n` values, `stride` apart; `rescales` is as long as
+/// `weights`, a multiple of `heads`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn mad_f16_rows_avx2(
+    n: usize,
+    heads: usize,
+    acc: *mut f16,
+    values: *const f16,
+    stride: usize,
+    rescales: &[Option<f32>],
+    weights: &[f32],
+) {
+    let rows = weights.len() / heads;
+    let mut h0 = 0;
+    while h0 < heads {
+        let group = (heads - h0).min(4);
+        let step = |r: usize, h: usize| {
+            let i = r * heads + h0 + h;
+            (rescales[i], weights[i])
+        };
+        // As many values of each head at a time as eight vectors hold across the group (64
+        // for one head, 32 for two to four), then sixteen.
+        let wide = if group == 1 { 64 } else { 32 };
+        let mut c = 0;
+        while c + 16 <= n {
+            let width = if c + wide <= n { wide } else { 16 };
+            // SAFETY: values c..c + width of accumulators h0..h0 + group and of every row are
+            // in bounds (caller).
+            unsafe {
+                let at = acc.add(h0 * n + c);
+                let v = values.add(c);
+                match (group, width) {
+                    (1, 64) => mad_rows_chunk::<1, 8>(n, at, v, stride, rows, step),
+                    (2, 32) => mad_rows_chunk::<2, 4>(n, at, v, stride, rows, step),
+                    (3, 32) => mad_rows_chunk::<3, 4>(n, at, v, stride, rows, step),
+                    (4, 32) => mad_rows_chunk::<4, 4>(n, at, v, stride, rows, step),
+                    (1, _) => mad_rows_chunk::<1, 2>(n, at, v, stride, rows, step),
+                    (2, _) => mad_rows_chunk::<2, 2>(n, at, v, stride, rows, step),
+                    (3, _) => mad_rows_chunk::<3, 2>(n, at, v, stride, rows, step),
+                    _ => mad_rows_chunk::<4, 2>(n, at, v, stride, rows, step),
+                }
+            }
+            c += width;
+        }
+        if c < n {
+            for h in 0..group {
+                for r in 0..rows {
+                    let (rescale, w) = step(r, h);
+                    // SAFETY: values c..n of accumulator h0 + h and of row r are in bounds
+                    // (caller).
+                    unsafe {
+                        let a = acc.add((h0 + h) * n + c);
+                        if let Some(s) = rescale {
+                            scale_f16_avx2(n - c, a, s);
+                        }
+                        mad_f16_avx2(n - c, a, values.add(r * stride + c), w);
+                    }
+                }
+            }
+        }
+        h0 += group;
+    }
+}
+
+/// `8K` values of `H` accumulators (`n` apart from `acc`) through every row (see
+/// [`mad_f16_rows_avx2`]); `step(r, h)` is head `h`'s rescale and weight at row `r`.
+///
+/// # Safety
+/// As [`mad_f16_rows_avx2`]'s, for the `8K` values at `acc + h * n` and at `values` in each
+/// of the `rows` rows.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn mad_rows_chunk<const H: usize, const K: usize>(
+    n: usize,
+    acc: *mut f16,
+    values: *const f16,
+    stride: usize,
+    rows: usize,
+    step: impl Fn(usize, usize) -> (Option<f32>, f32),
+) {
+    let round = |x: __m256| _mm256_cvtph_ps(_mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(x));
+    let mut a: [[__m256; K]; H] = std::array::from_fn(|h| {
+        // SAFETY: 8K values at each accumulator (caller); the loads are unaligned.
+        std::array::from_fn(|k| unsafe {
+            _mm256_cvtph_ps(_mm_loadu_si128(acc.add(h * n + 8 * k).cast()))
+        })
+    });
+    for r in 0..rows {
+        // SAFETY: 8K values of row r (caller); the loads are unaligned.
+        let v: [__m256; K] = std::array::from_fn(|k| unsafe {
+            _mm256_cvtph_ps(_mm_loadu_si128(values.add(r * stride + 8 * k).cast()))
+        });
+        for (h, a) in a.iter_mut().enumerate() {
+            let (rescale, w) = step(r, h);
+            if let Some(s) = rescale {
+                let vs = _mm256_set1_ps(s);
+                for a in a.iter_mut() {
+                    *a = round(_mm256_mul_ps(*a, vs));
+                }
+            }
+            let vw = _mm256_set1_ps(w);
+            for (a, &v) in a.iter_mut().zip(&v) {
+                *a = round(_mm256_fmadd_ps(v, vw, *a));
+            }
+        }
+    }
+    for (h, a) in a.iter().enumerate() {
+        for (k, a) in a.iter().enumerate() {
+            // SAFETY: as the loads above; the store is unaligned.
+            unsafe {
+                _mm_storeu_si128(
+                    acc.add(h * n + 8 * k).cast(),
+                    _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(*a),
+                )
+            };
+        }
+    }
+}
+
+/// `x[i] = expf(x[i])` with glibc's bits (`vec::exp_f32`; the algorithm and its constants in
+/// [`glibc_expf`]), eight values at a time as two vectors of four doubles; the values glibc
+/// handles apart (`|x| >= 88`, infinities, NaN) and the last `n % 8` go through libm's `expf`
+/// itself.
+///
+/// # Safety
+/// The CPU has AVX2, FMA and F16C; `x` points to `n` values.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn exp_f32_avx2(n: usize, x: *mut f32) {
+    use glibc_expf::*;
+    let f = |bits: u64| _mm256_set1_pd(f64::from_bits(bits));
+    let (inv_ln2_n, shift, one) = (f(INV_LN2_N), f(SHIFT), _mm256_set1_pd(1.0));
+    let (c0, c1, c2) = (f(POLY[0]), f(POLY[1]), f(POLY[2]));
+    let exp4 = |v: __m128| {
+        let xd = _mm256_cvtps_pd(v);
+        let kd = _mm256_fmadd_pd(inv_ln2_n, xd, shift);
+        let ki = _mm256_castpd_si256(kd);
+        let kd = _mm256_sub_pd(kd, shift);
+        let r = _mm256_fmsub_pd(inv_ln2_n, xd, kd);
+        let index = _mm256_and_si256(ki, _mm256_set1_epi64x(31));
+        // SAFETY: every index is below 32, in TABLE.
+        let t = unsafe { _mm256_i64gather_epi64::<8>(TABLE.as_ptr().cast(), index) };
+        let s = _mm256_castsi256_pd(_mm256_add_epi64(t, _mm256_slli_epi64::<47>(ki)));
+        let z = _mm256_fmadd_pd(r, c0, c1);
+        let r2 = _mm256_mul_pd(r, r);
+        let y = _mm256_fmadd_pd(r, c2, one);
+        let y = _mm256_fmadd_pd(z, r2, y);
+        _mm256_cvtpd_ps(_mm256_mul_pd(y, s))
+    };
+    let top = _mm256_set1_epi32(SPECIAL_TOP as i32 - 1);
+    let mut i = 0;
+    while i + 8 <= n {
+        // SAFETY: i + 8 <= n; the load and the store are unaligned.
+        unsafe {
+            let v = _mm256_loadu_ps(x.add(i));
+            let abs_top = _mm256_and_si256(
+                _mm256_srli_epi32::<20>(_mm256_castps_si256(v)),
+                _mm256_set1_epi32(0x7ff),
+            );
+            let special = _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(abs_top, top)));
+            let e = _mm256_set_m128(
+                exp4(_mm256_extractf128_ps::<1>(v)),
+                exp4(_mm256_castps256_ps128(v)),
+            );
+            let mut inputs = [0f32; 8];
+            _mm256_storeu_ps(inputs.as_mut_ptr(), v);
+            _mm256_storeu_ps(x.add(i), e);
+            if special != 0 {
+                for (k, v) in inputs.iter().enumerate() {
+                    if special & (1 << k) != 0 {
+                        *x.add(i + k) = v.exp();
+                    }
+                }
+            }
+        }
+        i += 8;
+    }
+    for k in i..n {
+        // SAFETY: k < n.
+        unsafe { *x.add(k) = (*x.add(k)).exp() };
+    }
+}
+
+/// glibc's `expf` for x86-64 CPUs with FMA (`__expf_fma`, glibc 2.28 and later: Arm's
+/// optimized-routines algorithm as GCC contracts it there): with `N = 32`,
+/// `k = round(x · N/ln 2)` (by adding and subtracting 1.5 · 2^52 within one FMA),
+/// `r = x · N/ln 2 - k` (one FMA), `2^(k/N)` from a table of `2^(i/N)` and the exponent bits,
+/// and `2^(r/N) ≈ (C0·r + C1)·r² + (C2·r + 1)` in three FMAs, all in f64, rounded to f32 once.
+/// The AVX-512 kernel shares these.
+pub(in crate::kernels::x86_64) mod glibc_expf {
+    /// `N / ln 2`.
+    pub(in crate::kernels::x86_64) const INV_LN2_N: u64 = 0x4047_1547_652b_82fe;
+    /// `1.5 · 2^52`: added to a double below 2^51 in magnitude, it rounds to an integer.
+    pub(in crate::kernels::x86_64) const SHIFT: u64 = 0x4338_0000_0000_0000;
+    /// The polynomial's coefficients for `r` scaled by `N` (`C0`, `C1`, `C2`).
+    pub(in crate::kernels::x86_64) const POLY: [u64; 3] = [
+        0x3ebc_6af8_4b91_2394,
+        0x3f2e_bfce_50fa_c4f3,
+        0x3f96_2e42_ff0c_52d6,
+    ];
+    /// Entry `i`: the bits of `2^(i/N)` minus `i << 47`, so that adding `k << 47` for any `k`
+    /// with `k % N = i` gives the bits of `2^(k/N)`.
+    pub(in crate::kernels::x86_64) const TABLE: [u64; 32] = [
+        0x3ff0000000000000,
+        0x3fefd9b0d3158574,
+        0x3fefb5586cf9890f,
+        0x3fef9301d0125b51,
+        0x3fef72b83c7d517b,
+        0x3fef54873168b9aa,
+        0x3fef387a6e756238,
+        0x3fef1e9df51fdee1,
+        0x3fef06fe0a31b715,
+        0x3feef1a7373aa9cb,
+        0x3feedea64c123422,
+        0x3feece086061892d,
+        0x3feebfdad5362a27,
+        0x3feeb42b569d4f82,
+        0x3feeab07dd485429,
+        0x3feea47eb03a5585,
+        0x3feea09e667f3bcd,
+        0x3fee9f75e8ec5f74,
+        0x3feea11473eb0187,
+        0x3feea589994cce13,
+        0x3feeace5422aa0db,
+        0x3feeb737b0cdc5e5,
+        0x3feec49182a3f090,
+        0x3feed503b23e255d,
+        0x3feee89f995ad3ad,
+        0x3feeff76f2fb5e47,
+        0x3fef199bdd85529c,
+        0x3fef3720dcef9069,
+        0x3fef5818dcfba487,
+        0x3fef7c97337b9b5f,
+        0x3fefa4afa2a490da,
+        0x3fefd0765b6e4540,
+    ];
+    /// The top 12 bits of `|x|` from which glibc leaves the main path (`|x| >= 88`, infinities
+    /// and NaN), handled there by special cases.
+    pub(in crate::kernels::x86_64) const SPECIAL_TOP: u32 = 0x42b;
+}
+
 /// # Safety
 /// `w` and `a` point to `n` little-endian f16 values each.
 #[target_feature(enable = "avx2,fma,f16c")]

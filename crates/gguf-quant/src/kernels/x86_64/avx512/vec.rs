@@ -9,7 +9,7 @@ use std::arch::x86_64::*;
 
 use half::f16;
 
-use super::super::avx2::vec::dot_f16_finish;
+use super::super::avx2::vec::{dot_f16_finish, glibc_expf};
 use super::gemm::low_high;
 use crate::vec::VecKernels;
 
@@ -69,64 +69,8 @@ pub(super) fn kernels(base: VecKernels) -> VecKernels {
     }
 }
 
-/// glibc's `expf` for x86-64 CPUs with FMA (`__expf_fma`, glibc 2.28 and later: Arm's
-/// optimized-routines algorithm as GCC contracts it there): with `N = 32`,
-/// `k = round(x · N/ln 2)` (by adding and subtracting 1.5 · 2^52 within one FMA),
-/// `r = x · N/ln 2 - k` (one FMA), `2^(k/N)` from a table of `2^(i/N)` and the exponent bits,
-/// and `2^(r/N) ≈ (C0·r + C1)·r² + (C2·r + 1)` in three FMAs, all in f64, rounded to f32 once.
-mod glibc_expf {
-    /// `N / ln 2`.
-    pub(super) const INV_LN2_N: u64 = 0x4047_1547_652b_82fe;
-    /// `1.5 · 2^52`: added to a double below 2^51 in magnitude, it rounds to an integer.
-    pub(super) const SHIFT: u64 = 0x4338_0000_0000_0000;
-    /// The polynomial's coefficients for `r` scaled by `N` (`C0`, `C1`, `C2`).
-    pub(super) const POLY: [u64; 3] = [
-        0x3ebc_6af8_4b91_2394,
-        0x3f2e_bfce_50fa_c4f3,
-        0x3f96_2e42_ff0c_52d6,
-    ];
-    /// Entry `i`: the bits of `2^(i/N)` minus `i << 47`, so that adding `k << 47` for any `k`
-    /// with `k % N = i` gives the bits of `2^(k/N)`.
-    pub(super) const TABLE: [u64; 32] = [
-        0x3ff0000000000000,
-        0x3fefd9b0d3158574,
-        0x3fefb5586cf9890f,
-        0x3fef9301d0125b51,
-        0x3fef72b83c7d517b,
-        0x3fef54873168b9aa,
-        0x3fef387a6e756238,
-        0x3fef1e9df51fdee1,
-        0x3fef06fe0a31b715,
-        0x3feef1a7373aa9cb,
-        0x3feedea64c123422,
-        0x3feece086061892d,
-        0x3feebfdad5362a27,
-        0x3feeb42b569d4f82,
-        0x3feeab07dd485429,
-        0x3feea47eb03a5585,
-        0x3feea09e667f3bcd,
-        0x3fee9f75e8ec5f74,
-        0x3feea11473eb0187,
-        0x3feea589994cce13,
-        0x3feeace5422aa0db,
-        0x3feeb737b0cdc5e5,
-        0x3feec49182a3f090,
-        0x3feed503b23e255d,
-        0x3feee89f995ad3ad,
-        0x3feeff76f2fb5e47,
-        0x3fef199bdd85529c,
-        0x3fef3720dcef9069,
-        0x3fef5818dcfba487,
-        0x3fef7c97337b9b5f,
-        0x3fefa4afa2a490da,
-        0x3fefd0765b6e4540,
-    ];
-    /// The top 12 bits of `|x|` from which glibc leaves the main path (`|x| >= 88`, infinities
-    /// and NaN), handled there by special cases.
-    pub(super) const SPECIAL_TOP: u32 = 0x42b;
-}
-
-/// `x[i] = expf(x[i])` with glibc's bits (see [`glibc_expf`]), sixteen values at a time as
+/// `x[i] = expf(x[i])` with glibc's bits (`vec::exp_f32`; the algorithm and its constants in
+/// `avx2::vec::glibc_expf`), sixteen values at a time as
 /// two vectors of eight doubles; the values glibc handles apart (`|x| >= 88`, infinities,
 /// NaN) and the last `n % 16` go through libm's `expf` itself.
 ///
