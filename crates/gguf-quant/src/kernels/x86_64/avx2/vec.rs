@@ -93,7 +93,7 @@ unsafe fn dot_f16_rows_avx2(
         unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p.add(i).cast())) }
     };
     let mut r = 0;
-    if n % 32 == 0 && n > 0 {
+    if n.is_multiple_of(32) && n > 0 {
         let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
         while r + 8 <= m {
             for h in 0..heads {
