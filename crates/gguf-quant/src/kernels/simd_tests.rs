@@ -822,14 +822,15 @@ fn simd_vec_kernels_equal_their_scalar_twins_bit_for_bit() {
 }
 
 /// `gemm_f32` and `soft_max_f32` of `simd` equal the twins' bit for bit: products of every
-/// row count around the blockings (1, 4, 6 rows) and column counts around the vector widths,
+/// row count around the blockings (1, 4, 6, 8 rows) and column counts around the vector
+/// widths and masked tails,
 /// accumulating into non-zero `c`; softmax over lengths with and without tails, with `-inf`
 /// (masked) entries and differences large enough for `expf`'s saturating branches.
 fn check_attention_kernels(name: &str, simd: &VecKernels, twin: &VecKernels, rng: &mut Rng) {
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-    for m in [0usize, 1, 2, 4, 5, 6, 7, 12, 13] {
+    for m in [0usize, 1, 2, 4, 5, 6, 7, 8, 9, 12, 13, 16, 17] {
         for k in [0usize, 1, 3, 8, 64] {
-            for n in [0usize, 1, 3, 4, 7, 8, 9, 16, 17, 24, 33, 64] {
+            for n in [0usize, 1, 3, 4, 7, 8, 9, 16, 17, 24, 31, 32, 33, 48, 64, 65] {
                 let a: Vec<f32> = (0..m * k).map(|_| rng.unit() * 3.0).collect();
                 let b: Vec<f32> = (0..k * n).map(|_| rng.unit() * 3.0).collect();
                 let c: Vec<f32> = (0..m * n).map(|_| rng.unit()).collect();

@@ -65,7 +65,94 @@ pub(super) fn kernels(base: VecKernels) -> VecKernels {
             // `x.len()` values.
             unsafe { exp_f32_avx512(x.len(), x.as_mut_ptr()) }
         },
+        gemm_f32: |c, a, b, m, k, n| {
+            crate::vec::check_gemm(c, a, b, m, k, n);
+            // SAFETY: as above; the check makes the slices hold `m * n`, `m * k` and `k * n`
+            // values.
+            unsafe { gemm_f32_avx512(m, k, n, c.as_mut_ptr(), a.as_ptr(), b.as_ptr()) }
+        },
         ..base
+    }
+}
+
+/// `c += a·b` (row-major `m × k` times `k × n`) as `vec::gemm_f32`: every element one chain of
+/// fused multiply-adds over `k` in order, which no blocking changes, so AVX2's bits. Blocks
+/// of eight rows (then one at a time) by 32 columns (then 16, then the rest under a mask);
+/// sixteen accumulators hide the latency, and a block reads each `b` row once for eight rows.
+///
+/// # Safety
+/// The CPU has AVX-512 F, AVX2, FMA and F16C; `c`, `a` and `b` point to `m * n`, `m * k` and
+/// `k * n` values.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn gemm_f32_avx512(m: usize, k: usize, n: usize, c: *mut f32, a: *const f32, b: *const f32) {
+    let mut i = 0;
+    while i + 8 <= m {
+        // SAFETY: rows i..i + 8 of `c` and `a` are in bounds (caller).
+        unsafe { gemm_rows::<8>(k, n, c.add(i * n), a.add(i * k), b) };
+        i += 8;
+    }
+    while i < m {
+        // SAFETY: row i of `c` and `a` is in bounds (caller).
+        unsafe { gemm_rows::<1>(k, n, c.add(i * n), a.add(i * k), b) };
+        i += 1;
+    }
+}
+
+/// [`gemm_f32_avx512`] for `R` rows.
+///
+/// # Safety
+/// As [`gemm_f32_avx512`]'s, for `R` rows of `c` and `a`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn gemm_rows<const R: usize>(k: usize, n: usize, c: *mut f32, a: *const f32, b: *const f32) {
+    let mut j = 0;
+    while j + 32 <= n {
+        // SAFETY: columns j..j + 32 of the R rows of `c` and of the k rows of `b`, and the
+        // R * k values of `a`, are in bounds (caller); loads and stores are unaligned.
+        unsafe {
+            let mut acc = [[_mm512_setzero_ps(); 2]; R];
+            for (r, acc) in acc.iter_mut().enumerate() {
+                acc[0] = _mm512_loadu_ps(c.add(r * n + j));
+                acc[1] = _mm512_loadu_ps(c.add(r * n + j + 16));
+            }
+            for l in 0..k {
+                let b0 = _mm512_loadu_ps(b.add(l * n + j));
+                let b1 = _mm512_loadu_ps(b.add(l * n + j + 16));
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    let x = _mm512_set1_ps(*a.add(r * k + l));
+                    acc[0] = _mm512_fmadd_ps(x, b0, acc[0]);
+                    acc[1] = _mm512_fmadd_ps(x, b1, acc[1]);
+                }
+            }
+            for (r, acc) in acc.iter().enumerate() {
+                _mm512_storeu_ps(c.add(r * n + j), acc[0]);
+                _mm512_storeu_ps(c.add(r * n + j + 16), acc[1]);
+            }
+        }
+        j += 32;
+    }
+    while j < n {
+        // Sixteen columns, or the last n - j under a mask (masked-off lanes are neither read
+        // nor written).
+        let lanes = (n - j).min(16);
+        let mask: __mmask16 = if lanes == 16 { !0 } else { (1 << lanes) - 1 };
+        // SAFETY: as above, for the `lanes` columns from j.
+        unsafe {
+            let mut acc = [_mm512_setzero_ps(); R];
+            for (r, acc) in acc.iter_mut().enumerate() {
+                *acc = _mm512_maskz_loadu_ps(mask, c.add(r * n + j));
+            }
+            for l in 0..k {
+                let b0 = _mm512_maskz_loadu_ps(mask, b.add(l * n + j));
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    *acc = _mm512_fmadd_ps(_mm512_set1_ps(*a.add(r * k + l)), b0, *acc);
+                }
+            }
+            for (r, acc) in acc.iter().enumerate() {
+                _mm512_mask_storeu_ps(c.add(r * n + j), mask, *acc);
+            }
+        }
+        j += lanes;
     }
 }
 
