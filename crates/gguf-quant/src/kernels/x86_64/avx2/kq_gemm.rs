@@ -28,12 +28,12 @@ use crate::kernels::RowsFn;
 pub(in crate::kernels::x86_64) const TILE_ROWS: usize = 16;
 /// Activation rows computed together: one lane each of the reduced sums and accumulators.
 pub(in crate::kernels::x86_64) const GROUP: usize = 8;
-pub(in crate::kernels::x86_64) const Q8K: usize = size_of::<BlockQ8K>();
+const Q8K: usize = size_of::<BlockQ8K>();
 pub(in crate::kernels::x86_64) const Q8K_QS: usize = offset_of!(BlockQ8K, qs);
-pub(in crate::kernels::x86_64) const Q8K_BSUMS: usize = offset_of!(BlockQ8K, bsums);
+const Q8K_BSUMS: usize = offset_of!(BlockQ8K, bsums);
 
 /// A Q8_K block of zeros, read in place of the missing activation rows of the last group.
-pub(in crate::kernels::x86_64) static ZERO_Q8K: [u8; Q8K] = [0; Q8K];
+static ZERO_Q8K: [u8; Q8K] = [0; Q8K];
 
 /// One weight super-block, unpacked for the product.
 #[repr(C, align(32))]
@@ -399,7 +399,7 @@ impl Format for Iq4Xs {
 /// The lane sums of each of eight vectors: lane t of the result is the sum of `v[t]`'s lanes.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(in crate::kernels::x86_64) fn reduce8(v: [__m256i; GROUP]) -> __m256i {
+fn reduce8(v: [__m256i; GROUP]) -> __m256i {
     let h01 = _mm256_hadd_epi32(v[0], v[1]);
     let h23 = _mm256_hadd_epi32(v[2], v[3]);
     let h45 = _mm256_hadd_epi32(v[4], v[5]);
@@ -440,34 +440,18 @@ unsafe fn tile_block<F: Format>(
         unsafe { F::unpack(w.add(r * row_bytes + b * F::SIZE), u) };
     }
     for g in (0..batch).step_by(GROUP) {
-        let ys: [*const u8; GROUP] = std::array::from_fn(|t| {
-            if g + t < batch {
-                // SAFETY: activation row g + t holds block b (caller).
-                unsafe { a.add((g + t) * act_row + b * Q8K) }
-            } else {
-                ZERO_Q8K.as_ptr()
-            }
-        });
+        // SAFETY: the caller's guarantee for block b of every activation row.
+        let ys = unsafe { group_blocks(a, act_row, b, g, batch) };
         // SAFETY: each of `ys` is a whole Q8_K block (above), `acc` holds this group's lanes
         // of every row (caller); `Unpacked`'s arrays are 32-byte aligned at 32-byte offsets.
         unsafe {
-            let dy = _mm256_setr_ps(
-                ys[0].cast::<f32>().read_unaligned(),
-                ys[1].cast::<f32>().read_unaligned(),
-                ys[2].cast::<f32>().read_unaligned(),
-                ys[3].cast::<f32>().read_unaligned(),
-                ys[4].cast::<f32>().read_unaligned(),
-                ys[5].cast::<f32>().read_unaligned(),
-                ys[6].cast::<f32>().read_unaligned(),
-                ys[7].cast::<f32>().read_unaligned(),
-            );
-            let bsums = |t: usize| _mm256_loadu_si256(ys[t].add(Q8K_BSUMS).cast());
+            let dy = group_scales(&ys);
             for (r, u) in tiles.iter().enumerate().take(rows) {
                 let mut s = [_mm256_setzero_si256(); GROUP];
                 if F::BIASED {
                     let corr = _mm256_load_si256(u.corr.as_ptr().cast());
                     for (t, s) in s.iter_mut().enumerate() {
-                        *s = _mm256_madd_epi16(corr, bsums(t));
+                        *s = _mm256_madd_epi16(corr, bsums(&ys, t));
                     }
                 }
                 for c in 0..QK_K / 32 {
@@ -489,21 +473,83 @@ unsafe fn tile_block<F: Format>(
                         );
                     }
                 }
-                let mut res = _mm256_mul_ps(_mm256_set1_ps(u.d), _mm256_cvtepi32_ps(reduce8(s)));
-                if F::HAS_MIN {
-                    let mins = _mm256_load_si256(u.mins.as_ptr().cast());
-                    let m = std::array::from_fn(|t| _mm256_madd_epi16(mins, bsums(t)));
-                    res = _mm256_fnmadd_ps(
-                        _mm256_set1_ps(u.dmin),
-                        _mm256_cvtepi32_ps(reduce8(m)),
-                        res,
-                    );
-                }
-                let p = acc.add(r * stride + g);
-                _mm256_storeu_ps(p, _mm256_fmadd_ps(res, dy, _mm256_loadu_ps(p)));
+                finish_row::<F>(u, s, &ys, dy, acc.add(r * stride + g));
             }
         }
     }
+}
+
+/// The Q8_K blocks `b` of activation rows `g..g + GROUP`, [`ZERO_Q8K`] in place of rows past
+/// `batch`.
+///
+/// # Safety
+/// Each activation row `a + j·act_row` (`j < batch`) holds block `b` at `b·Q8K`.
+#[inline]
+pub(in crate::kernels::x86_64) unsafe fn group_blocks(
+    a: *const u8,
+    act_row: usize,
+    b: usize,
+    g: usize,
+    batch: usize,
+) -> [*const u8; GROUP] {
+    std::array::from_fn(|t| {
+        if g + t < batch {
+            // SAFETY: activation row g + t holds block b (caller).
+            unsafe { a.add((g + t) * act_row + b * Q8K) }
+        } else {
+            ZERO_Q8K.as_ptr()
+        }
+    })
+}
+
+/// The scales `d` of a group's blocks, one per lane.
+///
+/// # Safety
+/// Each of `ys` is a whole Q8_K block.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(in crate::kernels::x86_64) unsafe fn group_scales(ys: &[*const u8; GROUP]) -> __m256 {
+    // SAFETY: the caller's guarantee; `d` is the block's first field, read unaligned.
+    let d = |t: usize| unsafe { ys[t].cast::<f32>().read_unaligned() };
+    _mm256_setr_ps(d(0), d(1), d(2), d(3), d(4), d(5), d(6), d(7))
+}
+
+/// The `bsums` of block `ys[t]`.
+///
+/// # Safety
+/// `ys[t]` is a whole Q8_K block.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(in crate::kernels::x86_64) unsafe fn bsums(ys: &[*const u8; GROUP], t: usize) -> __m256i {
+    // SAFETY: the caller's guarantee; the load is unaligned.
+    unsafe { _mm256_loadu_si256(ys[t].add(Q8K_BSUMS).cast()) }
+}
+
+/// One weight row's float step for a group of activation rows, from its integer lane sums `s`
+/// (one vector per activation row): `res = d·Σs [- dmin·Σ(mins·bsums)]`, then
+/// `acc = fma(res, d_y, acc)` into the group's eight accumulators at `acc`.
+///
+/// # Safety
+/// Each of `ys` is a whole Q8_K block; `acc` points to eight floats.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(in crate::kernels::x86_64) unsafe fn finish_row<F: Format>(
+    u: &Unpacked,
+    s: [__m256i; GROUP],
+    ys: &[*const u8; GROUP],
+    dy: __m256,
+    acc: *mut f32,
+) {
+    let mut res = _mm256_mul_ps(_mm256_set1_ps(u.d), _mm256_cvtepi32_ps(reduce8(s)));
+    if F::HAS_MIN {
+        // SAFETY: `mins` is 16 i16 at a 32-byte aligned offset; `ys` are blocks (caller).
+        let mins = unsafe { _mm256_load_si256(u.mins.as_ptr().cast()) };
+        // SAFETY: as above.
+        let m = std::array::from_fn(|t| _mm256_madd_epi16(mins, unsafe { bsums(ys, t) }));
+        res = _mm256_fnmadd_ps(_mm256_set1_ps(u.dmin), _mm256_cvtepi32_ps(reduce8(m)), res);
+    }
+    // SAFETY: eight floats at `acc` (caller); the load and the store are unaligned.
+    unsafe { _mm256_storeu_ps(acc, _mm256_fmadd_ps(res, dy, _mm256_loadu_ps(acc))) };
 }
 
 /// All blocks of one tile, in order.

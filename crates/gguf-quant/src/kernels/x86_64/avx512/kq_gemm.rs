@@ -7,8 +7,8 @@
 use std::arch::x86_64::*;
 
 use super::avx2::kq_gemm::{
-    gemm, q2_k_rows, q3_k_rows, q5_k_rows, q6_k_rows, reduce8, Format, Unpacked, GROUP, Q2K, Q3K,
-    Q5K, Q6K, Q8K, Q8K_BSUMS, Q8K_QS, TILE_ROWS, ZERO_Q8K,
+    bsums, finish_row, gemm, group_blocks, group_scales, q2_k_rows, q3_k_rows, q5_k_rows,
+    q6_k_rows, Format, Unpacked, GROUP, Q2K, Q3K, Q5K, Q6K, Q8K_QS, TILE_ROWS,
 };
 use crate::blocks::QK_K;
 
@@ -38,34 +38,18 @@ unsafe fn tile_block<F: Format>(
         unsafe { F::unpack(w.add(r * row_bytes + b * F::SIZE), u) };
     }
     for g in (0..batch).step_by(GROUP) {
-        let ys: [*const u8; GROUP] = std::array::from_fn(|t| {
-            if g + t < batch {
-                // SAFETY: activation row g + t holds block b (caller).
-                unsafe { a.add((g + t) * act_row + b * Q8K) }
-            } else {
-                ZERO_Q8K.as_ptr()
-            }
-        });
+        // SAFETY: the caller's guarantee for block b of every activation row.
+        let ys = unsafe { group_blocks(a, act_row, b, g, batch) };
         // SAFETY: each of `ys` is a whole Q8_K block (above), `acc` holds this group's lanes
         // of every row (caller); `Unpacked`'s arrays hold the 64-byte runs read (unaligned).
         unsafe {
-            let dy = _mm256_setr_ps(
-                ys[0].cast::<f32>().read_unaligned(),
-                ys[1].cast::<f32>().read_unaligned(),
-                ys[2].cast::<f32>().read_unaligned(),
-                ys[3].cast::<f32>().read_unaligned(),
-                ys[4].cast::<f32>().read_unaligned(),
-                ys[5].cast::<f32>().read_unaligned(),
-                ys[6].cast::<f32>().read_unaligned(),
-                ys[7].cast::<f32>().read_unaligned(),
-            );
-            let bsums = |t: usize| _mm256_loadu_si256(ys[t].add(Q8K_BSUMS).cast());
+            let dy = group_scales(&ys);
             for (r, u) in tiles.iter().enumerate().take(rows) {
                 let mut s = [_mm512_setzero_si512(); GROUP];
                 if F::BIASED {
                     let corr = _mm256_load_si256(u.corr.as_ptr().cast());
                     for (t, s) in s.iter_mut().enumerate() {
-                        *s = _mm512_zextsi256_si512(_mm256_madd_epi16(corr, bsums(t)));
+                        *s = _mm512_zextsi256_si512(_mm256_madd_epi16(corr, bsums(&ys, t)));
                     }
                 }
                 for c in 0..QK_K / 64 {
@@ -82,18 +66,7 @@ unsafe fn tile_block<F: Format>(
                 let s = s.map(|s| {
                     _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64::<1>(s))
                 });
-                let mut res = _mm256_mul_ps(_mm256_set1_ps(u.d), _mm256_cvtepi32_ps(reduce8(s)));
-                if F::HAS_MIN {
-                    let mins = _mm256_load_si256(u.mins.as_ptr().cast());
-                    let m = std::array::from_fn(|t| _mm256_madd_epi16(mins, bsums(t)));
-                    res = _mm256_fnmadd_ps(
-                        _mm256_set1_ps(u.dmin),
-                        _mm256_cvtepi32_ps(reduce8(m)),
-                        res,
-                    );
-                }
-                let p = acc.add(r * stride + g);
-                _mm256_storeu_ps(p, _mm256_fmadd_ps(res, dy, _mm256_loadu_ps(p)));
+                finish_row::<F>(u, s, &ys, dy, acc.add(r * stride + g));
             }
         }
     }
