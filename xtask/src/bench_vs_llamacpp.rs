@@ -77,9 +77,11 @@ fn parse(args: &[String], root: &Path) -> Result<Options> {
             "--repetitions" => o.repetitions = value()?.parse().context("--repetitions")?,
             "--llama-bench" => o.llama_bench = Some(value()?.into()),
             "--out" => o.out = value()?.into(),
-            other => bail!(
-                "unknown option {other} (--models A,B --threads 1,2 --rounds N --repetitions N --llama-bench PATH --out FILE)"
-            ),
+            "--help" | "-h" => {
+                println!("cargo xtask bench-vs-llamacpp {USAGE}");
+                std::process::exit(0);
+            }
+            other => bail!("unknown option {other} ({USAGE})"),
         }
     }
     ensure!(
@@ -88,6 +90,10 @@ fn parse(args: &[String], root: &Path) -> Result<Options> {
     );
     Ok(o)
 }
+
+/// The options, for `--help` and for an unknown option's error.
+const USAGE: &str =
+    "[--models A,B] [--threads 1,2] [--rounds N] [--repetitions N] [--llama-bench PATH] [--out FILE]";
 
 pub fn run(root: &Path, args: &[String]) -> Result<()> {
     let o = parse(args, root)?;
