@@ -487,16 +487,7 @@ unsafe fn q1_tile<const RM: usize, const RN: usize>(
     const A: usize = size_of::<BlockQ8_1>();
     let ones = _mm256_set1_epi16(1);
     let mut acc = [[_mm256_setzero_ps(); RM]; RN];
-    // Lane i of mins[j]: the min terms of weight row i against activation row j, each lane
-    // summed on its own as the one-row kernel sums them. They do not depend on the sums in
-    // `acc`, so they take a pass of their own and the main loop keeps its registers.
-    let mut mins = [_mm_setzero_ps(); RN];
-    for (l, m) in s.w_m[..blocks].iter().enumerate() {
-        let m = load4(m);
-        for (j, mins) in mins.iter_mut().enumerate() {
-            *mins = _mm_fmadd_ps(m, _mm_set1_ps(s.act_s[j * s.stride + l]), *mins);
-        }
-    }
+    let mins = min_sums::<RN>(blocks, s);
     let mut d = [[[0f32; 4]; RN]; CHUNK];
     for l0 in (0..blocks).step_by(CHUNK) {
         let len = CHUNK.min(blocks - l0);
@@ -522,16 +513,42 @@ unsafe fn q1_tile<const RM: usize, const RN: usize>(
             }
         }
     }
-    let mut y = [[0f32; RM]; RN];
-    for j in 0..RN {
+    with_mins(mins, |j, i| hsum(acc[j][i]))
+}
+
+/// Lane `i` of entry `j`: the min terms `m_w · s_a` of a tile's weight row `i` against its
+/// activation row `j`, block after block in one fused multiply-add chain per lane, as the
+/// one-row kernels sum them. They do not depend on the scaled sums, so they take a pass of
+/// their own and a tile's main loop keeps its registers.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(in crate::kernels::x86_64) fn min_sums<const RN: usize>(
+    blocks: usize,
+    s: TileScales,
+) -> [__m128; RN] {
+    let mut mins = [_mm_setzero_ps(); RN];
+    for (l, m) in s.w_m[..blocks].iter().enumerate() {
+        let m = load4(m);
+        for (j, mins) in mins.iter_mut().enumerate() {
+            *mins = _mm_fmadd_ps(m, _mm_set1_ps(s.act_s[j * s.stride + l]), *mins);
+        }
+    }
+    mins
+}
+
+/// A tile's outputs with minimums: `sum(j, i) + ` lane `i` of `mins[j]`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(in crate::kernels::x86_64) fn with_mins<const RM: usize, const RN: usize>(
+    mins: [__m128; RN],
+    sum: impl Fn(usize, usize) -> f32,
+) -> [[f32; RM]; RN] {
+    std::array::from_fn(|j| {
         let mut m = [0f32; 4];
         // SAFETY: `m` holds four f32; the store is unaligned.
         unsafe { _mm_storeu_ps(m.as_mut_ptr(), mins[j]) };
-        for i in 0..RM {
-            y[j][i] = hsum(acc[j][i]) + m[i];
-        }
-    }
-    y
+        std::array::from_fn(|i| sum(j, i) + m[i])
+    })
 }
 
 /// # Safety

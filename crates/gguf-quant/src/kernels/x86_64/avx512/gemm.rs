@@ -10,12 +10,13 @@ use std::arch::x86_64::*;
 use std::mem::offset_of;
 
 use super::avx2::common::hsum;
+use super::avx2::common::nibbles;
 use super::avx2::gemm::{
-    checked_tiles, for_each_tile, gemm_wrapper, scale_products, store, tile_shapes, Scales,
-    TileScales, CHUNK,
+    checked_tiles, for_each_tile, gemm_wrapper, min_sums, scale_products, store, tile_shapes,
+    with_mins, Scales, TileScales, CHUNK,
 };
 use super::unpack;
-use crate::blocks::{BlockQ4_0, BlockQ5_0, BlockQ8_0};
+use crate::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ8_0, BlockQ8_1};
 use crate::GgmlType;
 
 /// Activation rows per tile: AVX-512's 32 registers hold the 4 x `NR` eight-lane
@@ -25,6 +26,7 @@ const NR: usize = 6;
 gemm_wrapper!(q8_0_gemm, q8_0_tile, Q8_0);
 gemm_wrapper!(q4_0_gemm, q4_0_tile, Q4_0);
 gemm_wrapper!(q5_0_gemm, q5_0_tile, Q5_0);
+gemm_wrapper!(q4_1_gemm, q4_1_tile, Q4_1);
 
 /// Two 256-bit vectors as one, `lo` in the low half.
 #[inline]
@@ -174,3 +176,74 @@ macro_rules! q0_tile_of {
 q0_tile_of!(q8_0_tile, BlockQ8_0, q8_0_pair);
 q0_tile_of!(q4_0_tile, BlockQ4_0, q4_0_pair);
 q0_tile_of!(q5_0_tile, BlockQ5_0, q5_0_pair);
+
+/// The Q4_1 tile against Q8_1 activations: `avx2::gemm::q1_tile`'s outputs. As [`q0_tile`], a
+/// 512-bit accumulator holds two weight rows' eight-lane accumulators, and one `vpdpbusd`
+/// takes a block of both (the nibbles are unsigned, so they need no offset: the lane sums are
+/// `maddubs` + `madd`'s integers); the minimums' terms are AVX2's own pass (`min_sums`).
+///
+/// # Safety
+/// Weight rows `w + i * row_bytes` (`i < RM <= 4`) hold `blocks` Q4_1 blocks, and activation
+/// rows `a + j * act_row` (`j < RN`) `blocks` Q8_1 blocks; `s` holds their scales and
+/// minimums.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn q4_1_tile<const RM: usize, const RN: usize>(
+    blocks: usize,
+    w: *const u8,
+    row_bytes: usize,
+    a: *const u8,
+    act_row: usize,
+    s: TileScales,
+) -> [[f32; RM]; RN] {
+    const A: usize = size_of::<BlockQ8_1>();
+    const W: usize = size_of::<BlockQ4_1>();
+    let pairs = RM.div_ceil(2);
+    let mut acc = [[_mm512_setzero_ps(); 2]; RN];
+    let mins = min_sums::<RN>(blocks, s);
+    let mut d = [[[0f32; 4]; RN]; CHUNK];
+    // SAFETY: block l of weight row i < RM is in bounds (caller); the load is unaligned.
+    let nibbles_of = |i: usize, l: usize| unsafe {
+        let p = w.add(i.min(RM - 1) * row_bytes + l * W + offset_of!(BlockQ4_1, qs));
+        nibbles(_mm_loadu_si128(p.cast()))
+    };
+    // SAFETY: block l of activation row j is in bounds (caller); the load is unaligned.
+    let acts = |j: usize, l: usize| unsafe {
+        _mm256_loadu_si256(
+            a.add(j * act_row + l * A + offset_of!(BlockQ8_1, qs))
+                .cast(),
+        )
+    };
+    let spread = [
+        _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
+        _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3),
+    ];
+    for l0 in (0..blocks).step_by(CHUNK) {
+        let len = CHUNK.min(blocks - l0);
+        scale_products(&mut d[..len], s, l0);
+        for (l, d) in d[..len].iter().enumerate() {
+            let b = l0 + l;
+            let x: [__m512i; 2] = std::array::from_fn(|p| {
+                if p < pairs {
+                    join(nibbles_of(2 * p, b), nibbles_of(2 * p + 1, b))
+                } else {
+                    _mm512_setzero_si512()
+                }
+            });
+            for (j, (acc, d)) in acc.iter_mut().zip(d).enumerate() {
+                let y = _mm512_broadcast_i64x4(acts(j, b));
+                // SAFETY: `d` holds four f32; the load is unaligned.
+                let d = _mm512_castps128_ps512(unsafe { _mm_loadu_ps(d.as_ptr()) });
+                for p in 0..pairs {
+                    // q < 16 and |y| <= 127: each lane's four products sum exactly in i32.
+                    let lanes =
+                        _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), x[p], y));
+                    acc[p] = _mm512_fmadd_ps(_mm512_permutexvar_ps(spread[p], d), lanes, acc[p]);
+                }
+            }
+        }
+    }
+    with_mins(mins, |j, i| {
+        let (first, second) = low_high(acc[j][i / 2]);
+        hsum(if i % 2 == 0 { first } else { second })
+    })
+}

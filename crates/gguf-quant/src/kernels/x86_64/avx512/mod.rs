@@ -13,8 +13,8 @@
 //! - `legacy`: the one-row and four-row dot products of Q8_0, Q5_0 and Q4_0 (decoding), two
 //!   blocks per `vpdpbusd`;
 //! - `vec`: the f16 dot product and multiply-add of attention, 16 lanes at a time;
-//! - `gemm`: the batched products of Q8_0, Q4_0 and Q5_0 (tinyBLAS's order), a block of two
-//!   weight rows per `vpdpbusd`;
+//! - `gemm`: the batched products of Q8_0, Q4_0 and Q5_0 (tinyBLAS's order) and of Q4_1 (its
+//!   one-row kernel's order), a block of two weight rows per `vpdpbusd`;
 //! - `kq_gemm`: the batched products of Q6_K, Q5_K, Q3_K and Q2_K (llama.cpp's tiled K-quant
 //!   order), two 32-value chunks per `vpmaddubsw`.
 //!
@@ -78,13 +78,14 @@ fn rows(ty: GgmlType) -> Option<RowsFn> {
     }
 }
 
-/// The batched products: Q8_0, Q4_0, Q5_0, Q6_K, Q5_K, Q3_K and Q2_K here, AVX2's for the
-/// others.
+/// The batched products: Q8_0, Q4_0, Q5_0, Q4_1, Q6_K, Q5_K, Q3_K and Q2_K here, AVX2's for
+/// the others.
 fn gemm(ty: GgmlType) -> Option<GemmFn> {
     match ty {
         GgmlType::Q8_0 => Some(gemm::q8_0_gemm),
         GgmlType::Q4_0 => Some(gemm::q4_0_gemm),
         GgmlType::Q5_0 => Some(gemm::q5_0_gemm),
+        GgmlType::Q4_1 => Some(gemm::q4_1_gemm),
         GgmlType::Q6_K => Some(kq_gemm::q6_k_gemm),
         GgmlType::Q5_K => Some(kq_gemm::q5_k_gemm),
         GgmlType::Q3_K => Some(kq_gemm::q3_k_gemm),
