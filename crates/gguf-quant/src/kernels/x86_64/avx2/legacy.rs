@@ -117,7 +117,7 @@ unsafe fn q4_1_q8_1_avx2<const R: usize>(
 /// reference build's disassembly has a `vfmadd231ss` there).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn min_terms(mins: __m128) -> f32 {
+pub(in crate::kernels::x86_64) fn min_terms(mins: __m128) -> f32 {
     _mm_cvtss_f32(_mm_movehdup_ps(mins))
 }
 
@@ -128,7 +128,7 @@ fn min_terms(mins: __m128) -> f32 {
 /// `p` must point to 4 readable bytes.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn f16_pair(p: *const u8) -> __m128 {
+pub(in crate::kernels::x86_64) unsafe fn f16_pair(p: *const u8) -> __m128 {
     // SAFETY: the caller guarantees 4 readable bytes; the load is unaligned.
     _mm_cvtph_ps(_mm_cvtsi32_si128(unsafe {
         p.cast::<i32>().read_unaligned()

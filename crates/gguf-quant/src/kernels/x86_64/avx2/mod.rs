@@ -28,7 +28,7 @@ pub(super) mod gemm;
 mod iq;
 pub(super) mod kq_gemm;
 mod kquants;
-mod legacy;
+pub(super) mod legacy;
 pub(super) mod packed;
 pub(super) mod vec;
 

@@ -10,8 +10,8 @@
 //!
 //! - `packed`: the GEMV and GEMM of the row-interleaved Q4_K layout, two groups of eight rows
 //!   per 512-bit vector.
-//! - `legacy`: the one-row and four-row dot products of Q8_0, Q5_0 and Q4_0 (decoding), two
-//!   blocks per `vpdpbusd`;
+//! - `legacy`: the one-row and four-row dot products of Q8_0, Q5_0, Q4_0 and Q4_1 (decoding),
+//!   two blocks per `vpdpbusd`;
 //! - `vec`: the f16 dot product and multiply-add of attention, 16 lanes at a time;
 //! - `gemm`: the batched products of Q8_0, Q4_0 and Q5_0 (tinyBLAS's order) and of Q4_1 (its
 //!   one-row kernel's order), a block of two weight rows per `vpdpbusd`;
@@ -58,22 +58,24 @@ pub(crate) fn kernels() -> Option<IsaKernels> {
     })
 }
 
-/// The one-row kernels: Q8_0, Q5_0 and Q4_0 here, AVX2's for the others.
+/// The one-row kernels: Q8_0, Q5_0, Q4_0 and Q4_1 here, AVX2's for the others.
 fn dot(ty: GgmlType) -> Option<DotFn> {
     match ty {
         GgmlType::Q8_0 => Some(legacy::q8_0_q8_0),
         GgmlType::Q5_0 => Some(legacy::q5_0_q8_0),
         GgmlType::Q4_0 => Some(legacy::q4_0_q8_0),
+        GgmlType::Q4_1 => Some(legacy::q4_1_q8_1),
         _ => avx2::dot(ty),
     }
 }
 
-/// The several-rows kernels: Q8_0, Q5_0 and Q4_0 here, AVX2's for the others.
+/// The several-rows kernels: Q8_0, Q5_0, Q4_0 and Q4_1 here, AVX2's for the others.
 fn rows(ty: GgmlType) -> Option<RowsFn> {
     match ty {
         GgmlType::Q8_0 => Some(legacy::q8_0_q8_0_rows),
         GgmlType::Q5_0 => Some(legacy::q5_0_q8_0_rows),
         GgmlType::Q4_0 => Some(legacy::q4_0_q8_0_rows),
+        GgmlType::Q4_1 => Some(legacy::q4_1_q8_1_rows),
         _ => avx2::rows(ty),
     }
 }

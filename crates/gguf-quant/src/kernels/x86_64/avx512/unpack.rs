@@ -17,7 +17,7 @@ use crate::blocks::{BlockQ4_0, BlockQ5_0, BlockQ8_0};
 /// Both pointers must point to 16 readable bytes.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn nibbles_pair(p0: *const u8, p1: *const u8) -> __m512i {
+pub(super) unsafe fn nibbles_pair(p0: *const u8, p1: *const u8) -> __m512i {
     // SAFETY: the caller's guarantee; the loads are unaligned.
     let both = unsafe { _mm256_loadu2_m128i(p1.cast(), p0.cast()) };
     // [p0, p1, p0 >> 4, p1 >> 4], then in element order [p0, p0 >> 4, p1, p1 >> 4].
