@@ -9,9 +9,9 @@ use super::common::{
 };
 use crate::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
 
-safe_wrapper!(q8_0_q8_0, q8_0_q8_0_avx2, Q8_0, rows: q8_0_q8_0_rows, group: 4);
-safe_wrapper!(q4_0_q8_0, q4_0_q8_0_avx2, Q4_0, rows: q4_0_q8_0_rows, group: 4);
-safe_wrapper!(q4_1_q8_1, q4_1_q8_1_avx2, Q4_1, rows: q4_1_q8_1_rows, group: 4);
+safe_wrapper!(q8_0_q8_0, q8_0_q8_0_avx2, Q8_0, rows: q8_0_q8_0_rows, group: 8);
+safe_wrapper!(q4_0_q8_0, q4_0_q8_0_avx2, Q4_0, rows: q4_0_q8_0_rows, group: 8);
+safe_wrapper!(q4_1_q8_1, q4_1_q8_1_avx2, Q4_1, rows: q4_1_q8_1_rows, group: 8);
 safe_wrapper!(q5_0_q8_0, q5_0_q8_0_avx2, Q5_0);
 safe_wrapper!(q5_1_q8_1, q5_1_q8_1_avx2, Q5_1);
 

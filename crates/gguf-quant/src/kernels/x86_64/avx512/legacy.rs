@@ -1,5 +1,5 @@
 //! AVX-512 dot products of Q8_0, Q5_0 and Q4_0 weights against Q8_0 activations, and of Q4_1
-//! against Q8_1 (one row, or four per call, see `safe_wrapper!`), in the order of AVX2's
+//! against Q8_1 (one row, or eight per call, see `safe_wrapper!`), in the order of AVX2's
 //! (`avx2::legacy`, ggml's AVX2 `vec_dot`): per row one eight-lane accumulator takes
 //! `fma(d_w * d_a, lanes, acc)` block after block (Q4_1: and its minimum terms
 //! `fma(m_w, s_a, mins)` beside it), then its lanes are summed. Two consecutive blocks share a 512-bit vector: one
@@ -15,10 +15,10 @@ use super::gemm::{excess, join, lane_sums, lane_sums256, low_high, widen};
 use super::unpack;
 use crate::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ8_0, BlockQ8_1};
 
-safe_wrapper!(q8_0_q8_0, q8_0_q8_0_avx512, Q8_0, rows: q8_0_q8_0_rows, group: 4);
-safe_wrapper!(q5_0_q8_0, q5_0_q8_0_avx512, Q5_0, rows: q5_0_q8_0_rows, group: 4);
-safe_wrapper!(q4_0_q8_0, q4_0_q8_0_avx512, Q4_0, rows: q4_0_q8_0_rows, group: 4);
-safe_wrapper!(q4_1_q8_1, q4_1_q8_1_avx512, Q4_1, rows: q4_1_q8_1_rows, group: 4);
+safe_wrapper!(q8_0_q8_0, q8_0_q8_0_avx512, Q8_0, rows: q8_0_q8_0_rows, group: 8);
+safe_wrapper!(q5_0_q8_0, q5_0_q8_0_avx512, Q5_0, rows: q5_0_q8_0_rows, group: 8);
+safe_wrapper!(q4_0_q8_0, q4_0_q8_0_avx512, Q4_0, rows: q4_0_q8_0_rows, group: 8);
+safe_wrapper!(q4_1_q8_1, q4_1_q8_1_avx512, Q4_1, rows: q4_1_q8_1_rows, group: 8);
 
 /// Bytes of a Q8_0 block, and where its values start.
 const A: usize = size_of::<BlockQ8_0>();

@@ -10,7 +10,7 @@
 //!
 //! - `packed`: the GEMV and GEMM of the row-interleaved Q4_K layout, two groups of eight rows
 //!   per 512-bit vector.
-//! - `legacy`: the one-row and four-row dot products of Q8_0, Q5_0, Q4_0 and Q4_1 (decoding),
+//! - `legacy`: the one-row and eight-row dot products of Q8_0, Q5_0, Q4_0 and Q4_1 (decoding),
 //!   two blocks per `vpdpbusd`;
 //! - `vec`: the f16 dot product and multiply-add of attention, 16 lanes at a time;
 //! - `gemm`: the batched products of Q8_0, Q4_0 and Q5_0 (tinyBLAS's order) and of Q4_1 (its
