@@ -303,6 +303,7 @@ pub(crate) fn attend_f16(
         logits,
         weights,
         rescales,
+        raises_max,
         inverses,
     } = scratch;
     q16.resize(q.len(), f16::ZERO);
@@ -329,15 +330,15 @@ pub(crate) fn attend_f16(
     // batched `exp_f32` takes them all.
     weights.clear();
     weights.resize(count * heads, 0.0);
-    rescales.clear();
-    rescales.resize(count * heads, None);
+    raises_max.clear();
+    raises_max.resize(count * heads, false);
     for h in 0..heads {
         let mut max = f32::NEG_INFINITY;
         for i in (h..count * heads).step_by(heads) {
             let s = logits[i];
             if s > max {
-                // Marks the new maximum; the exponential becomes the rescale below.
-                rescales[i] = Some(0.0);
+                // The exponential becomes this position's rescale below.
+                raises_max[i] = true;
                 weights[i] = max - s;
                 max = s;
             } else {
@@ -347,10 +348,12 @@ pub(crate) fn attend_f16(
     }
     vec::exp_f32(weights);
     inverses.clear();
+    rescales.clear();
+    rescales.resize(count * heads, None);
     for h in 0..heads {
         let mut sum = 0f32;
         for i in (h..count * heads).step_by(heads) {
-            if rescales[i].is_some() {
+            if raises_max[i] {
                 let ms = weights[i];
                 (rescales[i], weights[i]) = (Some(ms), 1.0);
                 sum = sum.mul_add(ms, 1.0);
@@ -400,6 +403,8 @@ pub(crate) struct AttendScratch {
     logits: Vec<f32>,
     weights: Vec<f32>,
     rescales: Vec<Option<f32>>,
+    /// Whether each position raises its head's running maximum (laid out as the logits).
+    raises_max: Vec<bool>,
     /// Each head's reciprocal weight sum.
     inverses: Vec<f32>,
 }
