@@ -79,20 +79,24 @@ pub(super) fn widen(v: __m256i) -> __m512i {
     _mm512_castsi256_si512(v)
 }
 
-/// The tile of a type whose blocks hold 32 signed values (`unpack`) against Q8_0
-/// activations: `avx2::gemm::q0_tile`'s outputs. A 512-bit accumulator holds two weight rows'
-/// eight-lane accumulators side by side (rows `2p` and `2p + 1`), so that one `vpdpbusd`, one
-/// conversion and one fused multiply-add take a block of both rows, with each half's scale:
-/// every accumulator still takes its rows' blocks one after another, as AVX2's. Each weight
-/// block pair is offset once per tile step and each activation block's excess computed once.
+/// The accumulators of a tile whose weight blocks hold 32 values (`unpack` of a block of two
+/// rows, as 32 bytes each) against activation blocks of `A` (Q8_0 or Q8_1), from which
+/// [`q0_tile`] and [`q4_1_tile`] finish their outputs. A 512-bit accumulator holds two weight
+/// rows' eight-lane accumulators side by side (rows `2p` and `2p + 1`), so that one `vpdpbusd`,
+/// one conversion and one fused multiply-add take a block of both rows, with each half's scale:
+/// every accumulator still takes its rows' blocks one after another, as AVX2's. `SIGNED`:
+/// `unpack` gives signed values offset by 128 (each product then needs `excess(y)`, computed
+/// once per activation block); otherwise unsigned ones below 128, whose lane sums are
+/// `vpdpbusd`'s own.
 ///
 /// # Safety
 /// Weight rows `w + i * row_bytes` (`i < RM <= 4`) hold `blocks` blocks of `w_size` bytes, and
-/// activation rows `a + j * act_row` (`j < RN`) `blocks` Q8_0 blocks; `s` holds their scales.
+/// activation rows `a + j * act_row` (`j < RN`) `blocks` blocks of `A`, whose 32 values start
+/// at byte `A_QS`; `s` holds their scales.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn q0_tile<const RM: usize, const RN: usize>(
+unsafe fn pair_tile<A, const A_QS: usize, const SIGNED: bool, const RM: usize, const RN: usize>(
     blocks: usize,
     w: *const u8,
     row_bytes: usize,
@@ -101,9 +105,8 @@ unsafe fn q0_tile<const RM: usize, const RN: usize>(
     act_row: usize,
     s: TileScales,
     unpack: impl Fn(*const u8, *const u8) -> __m512i,
-) -> [[f32; RM]; RN] {
-    const A: usize = size_of::<BlockQ8_0>();
-    const QS: usize = offset_of!(BlockQ8_0, qs);
+) -> [[__m512; 2]; RN] {
+    let a_size = size_of::<A>();
     // Row pairs; an odd last row is paired with itself (its second half unused).
     let pairs = RM.div_ceil(2);
     let mut acc = [[_mm512_setzero_ps(); 2]; RN];
@@ -111,8 +114,9 @@ unsafe fn q0_tile<const RM: usize, const RN: usize>(
     // SAFETY: block l of weight row i < RM is in bounds (caller).
     let block = |i: usize, l: usize| unsafe { w.add(i.min(RM - 1) * row_bytes + l * w_size) };
     // SAFETY: block l of activation row j is in bounds (caller); the load is unaligned.
-    let acts =
-        |j: usize, l: usize| unsafe { _mm256_loadu_si256(a.add(j * act_row + l * A + QS).cast()) };
+    let acts = |j: usize, l: usize| unsafe {
+        _mm256_loadu_si256(a.add(j * act_row + l * a_size + A_QS).cast())
+    };
     // A pair's scales from a tile step's four: lanes 0..8 its first row's, 8..16 its second's.
     let spread = [
         _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
@@ -132,22 +136,60 @@ unsafe fn q0_tile<const RM: usize, const RN: usize>(
             });
             for (j, (acc, d)) in acc.iter_mut().zip(d).enumerate() {
                 let y = _mm512_broadcast_i64x4(acts(j, b));
-                let e = excess(y);
+                // Unsigned values below 128 against |y| <= 127: each lane's four products sum
+                // exactly in i32 from zero.
+                let base = if SIGNED {
+                    excess(y)
+                } else {
+                    _mm512_setzero_si512()
+                };
                 // SAFETY: `d` holds four f32; the load is unaligned.
                 let d = _mm512_castps128_ps512(unsafe { _mm_loadu_ps(d.as_ptr()) });
                 for p in 0..pairs {
-                    let lanes = _mm512_cvtepi32_ps(lane_sums(x[p], e, y));
+                    let lanes = _mm512_cvtepi32_ps(lane_sums(x[p], base, y));
                     acc[p] = _mm512_fmadd_ps(_mm512_permutexvar_ps(spread[p], d), lanes, acc[p]);
                 }
             }
         }
     }
-    acc.map(|acc| {
-        std::array::from_fn(|i| {
-            let (first, second) = low_high(acc[i / 2]);
-            hsum(if i % 2 == 0 { first } else { second })
-        })
-    })
+    acc
+}
+
+/// Output `i` of a tile row's accumulators (see [`pair_tile`]): the lanes of row `i`'s half.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn row_sum(acc: &[__m512; 2], i: usize) -> f32 {
+    let (first, second) = low_high(acc[i / 2]);
+    hsum(if i % 2 == 0 { first } else { second })
+}
+
+/// The tile of a type whose blocks hold 32 signed values (`unpack`, offset by 128) against
+/// Q8_0 activations: `avx2::gemm::q0_tile`'s outputs, from [`pair_tile`].
+///
+/// # Safety
+/// Weight rows `w + i * row_bytes` (`i < RM <= 4`) hold `blocks` blocks of `w_size` bytes, and
+/// activation rows `a + j * act_row` (`j < RN`) `blocks` Q8_0 blocks; `s` holds their scales.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn q0_tile<const RM: usize, const RN: usize>(
+    blocks: usize,
+    w: *const u8,
+    row_bytes: usize,
+    w_size: usize,
+    a: *const u8,
+    act_row: usize,
+    s: TileScales,
+    unpack: impl Fn(*const u8, *const u8) -> __m512i,
+) -> [[f32; RM]; RN] {
+    const QS: usize = offset_of!(BlockQ8_0, qs);
+    // SAFETY: the caller's guarantee.
+    let acc = unsafe {
+        pair_tile::<BlockQ8_0, QS, true, RM, RN>(
+            blocks, w, row_bytes, w_size, a, act_row, s, unpack,
+        )
+    };
+    acc.map(|acc| std::array::from_fn(|i| row_sum(&acc, i)))
 }
 
 /// Defines `$tile`, the tile of `$block` weights, from `unpack::$pair`.
@@ -177,10 +219,9 @@ q0_tile_of!(q8_0_tile, BlockQ8_0, q8_0_pair);
 q0_tile_of!(q4_0_tile, BlockQ4_0, q4_0_pair);
 q0_tile_of!(q5_0_tile, BlockQ5_0, q5_0_pair);
 
-/// The Q4_1 tile against Q8_1 activations: `avx2::gemm::q1_tile`'s outputs. As [`q0_tile`], a
-/// 512-bit accumulator holds two weight rows' eight-lane accumulators, and one `vpdpbusd`
-/// takes a block of both (the nibbles are unsigned, so they need no offset: the lane sums are
-/// `maddubs` + `madd`'s integers); the minimums' terms are AVX2's own pass (`min_sums`).
+/// The Q4_1 tile against Q8_1 activations: `avx2::gemm::q1_tile`'s outputs. [`pair_tile`]
+/// takes the nibbles unsigned (no offset: the lane sums are `maddubs` + `madd`'s integers);
+/// the minimums' terms are AVX2's own pass (`min_sums`).
 ///
 /// # Safety
 /// Weight rows `w + i * row_bytes` (`i < RM <= 4`) hold `blocks` Q4_1 blocks, and activation
@@ -195,55 +236,19 @@ unsafe fn q4_1_tile<const RM: usize, const RN: usize>(
     act_row: usize,
     s: TileScales,
 ) -> [[f32; RM]; RN] {
-    const A: usize = size_of::<BlockQ8_1>();
+    const QS: usize = offset_of!(BlockQ8_1, qs);
     const W: usize = size_of::<BlockQ4_1>();
-    let pairs = RM.div_ceil(2);
-    let mut acc = [[_mm512_setzero_ps(); 2]; RN];
     let mins = min_sums::<RN>(blocks, s);
-    let mut d = [[[0f32; 4]; RN]; CHUNK];
-    // SAFETY: block l of weight row i < RM is in bounds (caller); the load is unaligned.
-    let nibbles_of = |i: usize, l: usize| unsafe {
-        let p = w.add(i.min(RM - 1) * row_bytes + l * W + offset_of!(BlockQ4_1, qs));
-        nibbles(_mm_loadu_si128(p.cast()))
+    // SAFETY: `pair_tile` passes the starts of two Q4_1 blocks in bounds (caller's guarantee);
+    // the loads are unaligned.
+    let unpack = |b0: *const u8, b1: *const u8| unsafe {
+        let nibbles_at =
+            |b: *const u8| nibbles(_mm_loadu_si128(b.add(offset_of!(BlockQ4_1, qs)).cast()));
+        join(nibbles_at(b0), nibbles_at(b1))
     };
-    // SAFETY: block l of activation row j is in bounds (caller); the load is unaligned.
-    let acts = |j: usize, l: usize| unsafe {
-        _mm256_loadu_si256(
-            a.add(j * act_row + l * A + offset_of!(BlockQ8_1, qs))
-                .cast(),
-        )
+    // SAFETY: the caller's guarantee.
+    let acc = unsafe {
+        pair_tile::<BlockQ8_1, QS, false, RM, RN>(blocks, w, row_bytes, W, a, act_row, s, unpack)
     };
-    let spread = [
-        _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
-        _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3),
-    ];
-    for l0 in (0..blocks).step_by(CHUNK) {
-        let len = CHUNK.min(blocks - l0);
-        scale_products(&mut d[..len], s, l0);
-        for (l, d) in d[..len].iter().enumerate() {
-            let b = l0 + l;
-            let x: [__m512i; 2] = std::array::from_fn(|p| {
-                if p < pairs {
-                    join(nibbles_of(2 * p, b), nibbles_of(2 * p + 1, b))
-                } else {
-                    _mm512_setzero_si512()
-                }
-            });
-            for (j, (acc, d)) in acc.iter_mut().zip(d).enumerate() {
-                let y = _mm512_broadcast_i64x4(acts(j, b));
-                // SAFETY: `d` holds four f32; the load is unaligned.
-                let d = _mm512_castps128_ps512(unsafe { _mm_loadu_ps(d.as_ptr()) });
-                for p in 0..pairs {
-                    // q < 16 and |y| <= 127: each lane's four products sum exactly in i32.
-                    let lanes =
-                        _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), x[p], y));
-                    acc[p] = _mm512_fmadd_ps(_mm512_permutexvar_ps(spread[p], d), lanes, acc[p]);
-                }
-            }
-        }
-    }
-    with_mins(mins, |j, i| {
-        let (first, second) = low_high(acc[j][i / 2]);
-        hsum(if i % 2 == 0 { first } else { second })
-    })
+    with_mins(mins, |j, i| row_sum(&acc[j], i))
 }
