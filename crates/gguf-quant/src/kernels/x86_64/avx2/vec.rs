@@ -192,14 +192,14 @@ unsafe fn mad_f16_rows_avx2(
                 let at = acc.add(h0 * n + c);
                 let v = values.add(c);
                 match (group, width) {
-                    (1, 64) => mad_rows_chunk::<1, 8>(n, at, v, stride, rows, step),
-                    (2, 32) => mad_rows_chunk::<2, 4>(n, at, v, stride, rows, step),
-                    (3, 32) => mad_rows_chunk::<3, 4>(n, at, v, stride, rows, step),
-                    (4, 32) => mad_rows_chunk::<4, 4>(n, at, v, stride, rows, step),
-                    (1, _) => mad_rows_chunk::<1, 2>(n, at, v, stride, rows, step),
-                    (2, _) => mad_rows_chunk::<2, 2>(n, at, v, stride, rows, step),
-                    (3, _) => mad_rows_chunk::<3, 2>(n, at, v, stride, rows, step),
-                    _ => mad_rows_chunk::<4, 2>(n, at, v, stride, rows, step),
+                    (1, 64) => mad_rows_chunk::<__m256, 1, 8>(n, at, v, stride, rows, step),
+                    (2, 32) => mad_rows_chunk::<__m256, 2, 4>(n, at, v, stride, rows, step),
+                    (3, 32) => mad_rows_chunk::<__m256, 3, 4>(n, at, v, stride, rows, step),
+                    (4, 32) => mad_rows_chunk::<__m256, 4, 4>(n, at, v, stride, rows, step),
+                    (1, _) => mad_rows_chunk::<__m256, 1, 2>(n, at, v, stride, rows, step),
+                    (2, _) => mad_rows_chunk::<__m256, 2, 2>(n, at, v, stride, rows, step),
+                    (3, _) => mad_rows_chunk::<__m256, 3, 2>(n, at, v, stride, rows, step),
+                    _ => mad_rows_chunk::<__m256, 4, 2>(n, at, v, stride, rows, step),
                 }
             }
             c += width;
@@ -224,15 +224,98 @@ unsafe fn mad_f16_rows_avx2(
     }
 }
 
-/// `8K` values of `H` accumulators (`n` apart from `acc`) through every row (see
-/// [`mad_f16_rows_avx2`]); `step(r, h)` is head `h`'s rescale and weight at row `r`.
+/// An f32 vector of one x86 width, as [`mad_rows_chunk`] uses it: `LANES` values widened
+/// from f16, rounded to f16 and back, stored as f16.
+///
+/// The methods are `#[inline(always)]` and carry no target features themselves: they are
+/// inlined into the kernels that do (AVX2's here, AVX-512's in `avx512::vec`), which is where
+/// their intrinsics compile.
+pub(in crate::kernels::x86_64) trait F16Lanes: Copy {
+    /// Values per vector.
+    const LANES: usize;
+    /// The `LANES` f16 at `p`, widened.
+    ///
+    /// # Safety
+    /// The CPU has the vector's instruction set; `p` points to `LANES` values.
+    unsafe fn load_f16(p: *const f16) -> Self;
+    /// `self` rounded to f16 at `p`.
+    ///
+    /// # Safety
+    /// As [`F16Lanes::load_f16`]'s.
+    unsafe fn store_f16(self, p: *mut f16);
+    /// `x` in every lane.
+    ///
+    /// # Safety
+    /// The CPU has the vector's instruction set.
+    unsafe fn splat(x: f32) -> Self;
+    /// `self` rounded to f16 and widened back, lane by lane: what a store and a reload give.
+    ///
+    /// # Safety
+    /// As [`F16Lanes::splat`]'s.
+    unsafe fn round_f16(self) -> Self;
+    /// `self · s`, lane by lane.
+    ///
+    /// # Safety
+    /// As [`F16Lanes::splat`]'s.
+    unsafe fn mul(self, s: Self) -> Self;
+    /// `fma(self, w, acc)`, lane by lane.
+    ///
+    /// # Safety
+    /// As [`F16Lanes::splat`]'s.
+    unsafe fn mul_add(self, w: Self, acc: Self) -> Self;
+}
+
+impl F16Lanes for __m256 {
+    const LANES: usize = 8;
+    #[inline(always)]
+    unsafe fn load_f16(p: *const f16) -> Self {
+        // SAFETY: AVX2 and F16C, and 8 values at `p` (caller); the load is unaligned.
+        unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p.cast())) }
+    }
+    #[inline(always)]
+    unsafe fn store_f16(self, p: *mut f16) {
+        // SAFETY: as `load_f16`'s; the store is unaligned.
+        unsafe { _mm_storeu_si128(p.cast(), _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(self)) }
+    }
+    #[inline(always)]
+    unsafe fn splat(x: f32) -> Self {
+        // SAFETY: the CPU has AVX (caller).
+        unsafe { _mm256_set1_ps(x) }
+    }
+    #[inline(always)]
+    unsafe fn round_f16(self) -> Self {
+        // SAFETY: the CPU has F16C (caller).
+        unsafe { _mm256_cvtph_ps(_mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(self)) }
+    }
+    #[inline(always)]
+    unsafe fn mul(self, s: Self) -> Self {
+        // SAFETY: the CPU has AVX (caller).
+        unsafe { _mm256_mul_ps(self, s) }
+    }
+    #[inline(always)]
+    unsafe fn mul_add(self, w: Self, acc: Self) -> Self {
+        // SAFETY: the CPU has FMA (caller).
+        unsafe { _mm256_fmadd_ps(self, w, acc) }
+    }
+}
+
+/// `K` vectors of values of `H` accumulators (`n` apart from `acc`) through `rows` value rows
+/// (`stride` apart from `values`), the registers holding the accumulators across all the rows:
+/// `step(r, h)` is head `h`'s rescale and weight at row `r`. Each value row is widened once for
+/// the heads; each step rounds to f16 and back in the register, which is what storing and
+/// reloading the f16 does, so the numbers are `scale_f16`'s and `mad_f16`'s row by row. The
+/// heads' chains of dependent steps run side by side.
 ///
 /// # Safety
-/// As [`mad_f16_rows_avx2`]'s, for the `8K` values at `acc + h * n` and at `values` in each
-/// of the `rows` rows.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn mad_rows_chunk<const H: usize, const K: usize>(
+/// The CPU has `V`'s instruction set (the caller's target features; this function is always
+/// inlined into it); `K · V::LANES` values at `acc + h · n` (`h < H`) and at
+/// `values + r · stride` (`r < rows`).
+#[inline(always)]
+pub(in crate::kernels::x86_64) unsafe fn mad_rows_chunk<
+    V: F16Lanes,
+    const H: usize,
+    const K: usize,
+>(
     n: usize,
     acc: *mut f16,
     values: *const f16,
@@ -240,41 +323,33 @@ unsafe fn mad_rows_chunk<const H: usize, const K: usize>(
     rows: usize,
     step: impl Fn(usize, usize) -> (Option<f32>, f32),
 ) {
-    let round = |x: __m256| _mm256_cvtph_ps(_mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(x));
-    let mut a: [[__m256; K]; H] = std::array::from_fn(|h| {
-        // SAFETY: 8K values at each accumulator (caller); the loads are unaligned.
-        std::array::from_fn(|k| unsafe {
-            _mm256_cvtph_ps(_mm_loadu_si128(acc.add(h * n + 8 * k).cast()))
-        })
+    let lanes = V::LANES;
+    // SAFETY (every block below): the instruction set and the values are there (caller).
+    let mut a: [[V; K]; H] = std::array::from_fn(|h| {
+        std::array::from_fn(|k| unsafe { V::load_f16(acc.add(h * n + lanes * k)) })
     });
     for r in 0..rows {
-        // SAFETY: 8K values of row r (caller); the loads are unaligned.
-        let v: [__m256; K] = std::array::from_fn(|k| unsafe {
-            _mm256_cvtph_ps(_mm_loadu_si128(values.add(r * stride + 8 * k).cast()))
-        });
+        let v: [V; K] =
+            std::array::from_fn(|k| unsafe { V::load_f16(values.add(r * stride + lanes * k)) });
         for (h, a) in a.iter_mut().enumerate() {
             let (rescale, w) = step(r, h);
-            if let Some(s) = rescale {
-                let vs = _mm256_set1_ps(s);
-                for a in a.iter_mut() {
-                    *a = round(_mm256_mul_ps(*a, vs));
+            unsafe {
+                if let Some(s) = rescale {
+                    let vs = V::splat(s);
+                    for a in a.iter_mut() {
+                        *a = a.mul(vs).round_f16();
+                    }
                 }
-            }
-            let vw = _mm256_set1_ps(w);
-            for (a, &v) in a.iter_mut().zip(&v) {
-                *a = round(_mm256_fmadd_ps(v, vw, *a));
+                let vw = V::splat(w);
+                for (a, &v) in a.iter_mut().zip(&v) {
+                    *a = v.mul_add(vw, *a).round_f16();
+                }
             }
         }
     }
     for (h, a) in a.iter().enumerate() {
         for (k, a) in a.iter().enumerate() {
-            // SAFETY: as the loads above; the store is unaligned.
-            unsafe {
-                _mm_storeu_si128(
-                    acc.add(h * n + 8 * k).cast(),
-                    _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(*a),
-                )
-            };
+            unsafe { a.store_f16(acc.add(h * n + lanes * k)) };
         }
     }
 }

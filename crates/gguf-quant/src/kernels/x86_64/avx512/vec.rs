@@ -9,7 +9,7 @@ use std::arch::x86_64::*;
 
 use half::f16;
 
-use super::super::avx2::vec::{dot_f16_finish, glibc_expf};
+use super::super::avx2::vec::{dot_f16_finish, glibc_expf, mad_rows_chunk, F16Lanes};
 use super::gemm::low_high;
 use crate::vec::VecKernels;
 
@@ -478,12 +478,12 @@ unsafe fn mad_heads<const H: usize>(n: usize, acc: *mut f16, rows: Rows<'_>) {
     let mut c = 0;
     while c + 64 <= n {
         // SAFETY: values c..c + 64 of each accumulator and of every row are in bounds (caller).
-        unsafe { mad_rows_chunk::<4, H>(n, acc.add(c), c, rows) };
+        unsafe { mad_chunk::<4, H>(n, acc.add(c), c, rows) };
         c += 64;
     }
     while c + 16 <= n {
         // SAFETY: values c..c + 16 of each accumulator and of every row are in bounds (caller).
-        unsafe { mad_rows_chunk::<1, H>(n, acc.add(c), c, rows) };
+        unsafe { mad_chunk::<1, H>(n, acc.add(c), c, rows) };
         c += 16;
     }
     if c < n {
@@ -507,56 +507,58 @@ unsafe fn mad_heads<const H: usize>(n: usize, acc: *mut f16, rows: Rows<'_>) {
     }
 }
 
-/// Values `c..c + 16K` of `H` accumulators (`n` apart from `acc`) through every row (see
-/// [`mad_f16_rows_avx512`]).
+impl F16Lanes for __m512 {
+    const LANES: usize = 16;
+    #[inline(always)]
+    unsafe fn load_f16(p: *const f16) -> Self {
+        // SAFETY: AVX-512 F, and 16 values at `p` (caller); the load is unaligned.
+        unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(p.cast())) }
+    }
+    #[inline(always)]
+    unsafe fn store_f16(self, p: *mut f16) {
+        // SAFETY: as `load_f16`'s; the store is unaligned.
+        unsafe { _mm256_storeu_si256(p.cast(), _mm512_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(self)) }
+    }
+    #[inline(always)]
+    unsafe fn splat(x: f32) -> Self {
+        // SAFETY: the CPU has AVX-512 F (caller).
+        unsafe { _mm512_set1_ps(x) }
+    }
+    #[inline(always)]
+    unsafe fn round_f16(self) -> Self {
+        // SAFETY: the CPU has AVX-512 F (caller).
+        unsafe { _mm512_cvtph_ps(_mm512_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(self)) }
+    }
+    #[inline(always)]
+    unsafe fn mul(self, s: Self) -> Self {
+        // SAFETY: the CPU has AVX-512 F (caller).
+        unsafe { _mm512_mul_ps(self, s) }
+    }
+    #[inline(always)]
+    unsafe fn mul_add(self, w: Self, acc: Self) -> Self {
+        // SAFETY: the CPU has AVX-512 F (caller).
+        unsafe { _mm512_fmadd_ps(self, w, acc) }
+    }
+}
+
+/// Values `c..c + 16K` of `H` accumulators (`n` apart from `acc`) through every row, with
+/// AVX2's [`mad_rows_chunk`] on 512-bit vectors.
 ///
 /// # Safety
 /// As [`mad_heads`]'s, for values `c..c + 16K`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn mad_rows_chunk<const K: usize, const H: usize>(
+unsafe fn mad_chunk<const K: usize, const H: usize>(
     n: usize,
     acc: *mut f16,
     c: usize,
     rows: Rows<'_>,
 ) {
-    let round = |x: __m512| _mm512_cvtph_ps(_mm512_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(x));
-    let mut a: [[__m512; K]; H] = std::array::from_fn(|h| {
-        // SAFETY: 16K values at each accumulator (caller); the loads are unaligned.
-        std::array::from_fn(|k| unsafe {
-            _mm512_cvtph_ps(_mm256_loadu_si256(acc.add(h * n + 16 * k).cast()))
-        })
-    });
-    for r in 0..rows.count() {
-        // SAFETY: values c..c + 16K of row r (caller); the loads are unaligned.
-        let v: [__m512; K] = std::array::from_fn(|k| unsafe {
-            let p = rows.values.add(r * rows.stride + c + 16 * k);
-            _mm512_cvtph_ps(_mm256_loadu_si256(p.cast()))
-        });
-        for (h, a) in a.iter_mut().enumerate() {
-            let (rescale, w) = rows.step(r, h);
-            if let Some(s) = rescale {
-                let vs = _mm512_set1_ps(s);
-                for a in a.iter_mut() {
-                    *a = round(_mm512_mul_ps(*a, vs));
-                }
-            }
-            let vw = _mm512_set1_ps(w);
-            for (a, &v) in a.iter_mut().zip(&v) {
-                *a = round(_mm512_fmadd_ps(v, vw, *a));
-            }
-        }
-    }
-    for (h, a) in a.iter().enumerate() {
-        for (k, a) in a.iter().enumerate() {
-            // SAFETY: as the loads above; the store is unaligned.
-            unsafe {
-                _mm256_storeu_si256(
-                    acc.add(h * n + 16 * k).cast(),
-                    _mm512_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(*a),
-                )
-            };
-        }
+    let step = |r: usize, h: usize| rows.step(r, h);
+    // SAFETY: the CPU has AVX-512 F (this function's features); the values are there (caller).
+    unsafe {
+        let values = rows.values.add(c);
+        mad_rows_chunk::<__m512, H, K>(n, acc, values, rows.stride, rows.count(), step)
     }
 }
 
