@@ -19,7 +19,7 @@ pub(in crate::kernels::x86_64) fn hsum(v: __m256) -> f32 {
 /// Sum of the four lanes.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) fn hsum4(v: __m128) -> f32 {
+pub(in crate::kernels::x86_64) fn hsum4(v: __m128) -> f32 {
     let s = _mm_add_ps(v, _mm_movehl_ps(v, v));
     let s = _mm_add_ss(s, _mm_movehdup_ps(s));
     _mm_cvtss_f32(s)
@@ -97,7 +97,7 @@ pub(super) unsafe fn f16_at(a: *const u8) -> f32 {
 /// `a` must point to 2 readable bytes.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn f16_splat(a: *const u8) -> __m256 {
+pub(in crate::kernels::x86_64) unsafe fn f16_splat(a: *const u8) -> __m256 {
     // SAFETY: the caller guarantees 2 readable bytes.
     let x = unsafe { a.cast::<i16>().read_unaligned() };
     _mm256_cvtph_ps(_mm_set1_epi16(x))
@@ -120,7 +120,7 @@ pub(super) fn scale_pair(sc16: __m128i, j: usize) -> __m256i {
 /// `p` must point to a Q8_K block.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn q8k_scale(p: *const u8) -> f32 {
+pub(in crate::kernels::x86_64) unsafe fn q8k_scale(p: *const u8) -> f32 {
     // SAFETY: the block holds its scale (caller); the read is unaligned.
     unsafe {
         p.add(offset_of!(BlockQ8K, d))

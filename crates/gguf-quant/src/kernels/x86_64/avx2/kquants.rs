@@ -9,7 +9,7 @@ use crate::blocks::{BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K, 
 use crate::dequant::k_scale_min;
 
 safe_wrapper!(q4_k_q8_k, q4_k_q8_k_avx2, Q4_K, rows: q4_k_q8_k_rows, group: 1);
-safe_wrapper!(q6_k_q8_k, q6_k_q8_k_avx2, Q6_K, rows: q6_k_q8_k_rows, group: 1);
+safe_wrapper!(q6_k_q8_k, q6_k_q8_k_avx2, Q6_K, rows: q6_k_q8_k_rows, group: 2);
 safe_wrapper!(q5_k_q8_k, q5_k_q8_k_avx2, Q5_K);
 safe_wrapper!(q3_k_q8_k, q3_k_q8_k_avx2, Q3_K);
 safe_wrapper!(q2_k_q8_k, q2_k_q8_k_avx2, Q2_K);
@@ -53,7 +53,7 @@ fn scaled_sub_blocks(
 /// `q8k` must point to a Q8_K block.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q8k_sums32(q8k: *const u8) -> __m128i {
+pub(in crate::kernels::x86_64) unsafe fn q8k_sums32(q8k: *const u8) -> __m128i {
     // SAFETY: the block holds its 16 bsums (caller); the load is unaligned.
     let bsums = unsafe { _mm256_loadu_si256(q8k.add(offset_of!(BlockQ8K, bsums)).cast()) };
     _mm_hadd_epi16(
@@ -80,7 +80,7 @@ fn k_min_products(mn: [u8; 8], sums32: __m128i) -> __m128i {
 /// `bw` must point to a Q4_K or Q5_K block.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn k_block_head(
+pub(in crate::kernels::x86_64) unsafe fn k_block_head(
     bw: *const u8,
     da: __m256,
     sums32: __m128i,

@@ -27,7 +27,7 @@ pub(super) mod common;
 pub(super) mod gemm;
 mod iq;
 pub(super) mod kq_gemm;
-mod kquants;
+pub(super) mod kquants;
 pub(super) mod legacy;
 pub(super) mod packed;
 pub(super) mod vec;

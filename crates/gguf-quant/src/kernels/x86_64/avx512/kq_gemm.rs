@@ -7,9 +7,10 @@
 use std::arch::x86_64::*;
 
 use super::avx2::kq_gemm::{
-    bsums, finish_row, gemm, group_blocks, group_scales, q2_k_rows, q3_k_rows, q5_k_rows,
-    q6_k_rows, Format, Unpacked, GROUP, Q2K, Q3K, Q5K, Q6K, Q8K_QS, TILE_ROWS,
+    bsums, finish_row, gemm, group_blocks, group_scales, q2_k_rows, q3_k_rows, Format, Unpacked,
+    GROUP, Q2K, Q3K, Q5K, Q6K, Q8K_QS, TILE_ROWS,
 };
+use super::kquants;
 use crate::blocks::QK_K;
 
 /// `avx2::kq_gemm::tile_block` with 512-bit integer steps (see the module's comment).
@@ -97,7 +98,7 @@ unsafe fn tile<F: Format>(
 }
 
 /// Defines the [`GemmFn`](crate::kernels::GemmFn) `$name` for the format `$format`, whose
-/// batches below the tiled floor run AVX2's `$rows`.
+/// batches below the tiled floor run `$rows`.
 macro_rules! kq_gemm {
     ($name:ident, $format:ty, $rows:path) => {
         pub(super) fn $name(
@@ -115,7 +116,7 @@ macro_rules! kq_gemm {
         }
     };
 }
-kq_gemm!(q6_k_gemm, Q6K, q6_k_rows);
-kq_gemm!(q5_k_gemm, Q5K, q5_k_rows);
+kq_gemm!(q6_k_gemm, Q6K, kquants::q6_k_q8_k_rows);
+kq_gemm!(q5_k_gemm, Q5K, kquants::q5_k_q8_k_rows);
 kq_gemm!(q3_k_gemm, Q3K, q3_k_rows);
 kq_gemm!(q2_k_gemm, Q2K, q2_k_rows);

@@ -12,6 +12,8 @@
 //!   per 512-bit vector.
 //! - `legacy`: the one-row and eight-row dot products of Q8_0, Q5_0, Q4_0 and Q4_1 (decoding),
 //!   two blocks per `vpdpbusd`;
+//! - `kquants`: the one-row dot products of Q6_K (also several rows per call) and Q5_K,
+//!   two 32-value groups per `vpmaddubsw` + `vpdpwssd`;
 //! - `vec`: the f16 dot product and multiply-add of attention, 16 lanes at a time;
 //! - `gemm`: the batched products of Q8_0, Q4_0 and Q5_0 (tinyBLAS's order) and of Q4_1 (its
 //!   one-row kernel's order), a block of two weight rows per `vpdpbusd`;
@@ -26,6 +28,7 @@
 
 mod gemm;
 mod kq_gemm;
+pub(super) mod kquants;
 mod legacy;
 mod packed;
 mod unpack;
@@ -58,24 +61,27 @@ pub(crate) fn kernels() -> Option<IsaKernels> {
     })
 }
 
-/// The one-row kernels: Q8_0, Q5_0, Q4_0 and Q4_1 here, AVX2's for the others.
+/// The one-row kernels: Q8_0, Q5_0, Q4_0, Q4_1, Q6_K and Q5_K here, AVX2's for the others.
 fn dot(ty: GgmlType) -> Option<DotFn> {
     match ty {
         GgmlType::Q8_0 => Some(legacy::q8_0_q8_0),
         GgmlType::Q5_0 => Some(legacy::q5_0_q8_0),
         GgmlType::Q4_0 => Some(legacy::q4_0_q8_0),
         GgmlType::Q4_1 => Some(legacy::q4_1_q8_1),
+        GgmlType::Q6_K => Some(kquants::q6_k_q8_k),
+        GgmlType::Q5_K => Some(kquants::q5_k_q8_k),
         _ => avx2::dot(ty),
     }
 }
 
-/// The several-rows kernels: Q8_0, Q5_0, Q4_0 and Q4_1 here, AVX2's for the others.
+/// The several-rows kernels: Q8_0, Q5_0, Q4_0, Q4_1 and Q6_K here, AVX2's for the others.
 fn rows(ty: GgmlType) -> Option<RowsFn> {
     match ty {
         GgmlType::Q8_0 => Some(legacy::q8_0_q8_0_rows),
         GgmlType::Q5_0 => Some(legacy::q5_0_q8_0_rows),
         GgmlType::Q4_0 => Some(legacy::q4_0_q8_0_rows),
         GgmlType::Q4_1 => Some(legacy::q4_1_q8_1_rows),
+        GgmlType::Q6_K => Some(kquants::q6_k_q8_k_rows),
         _ => avx2::rows(ty),
     }
 }
