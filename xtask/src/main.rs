@@ -111,7 +111,11 @@ fn ci() -> Result<()> {
     // run above used: on an AVX-512 machine the AVX2 path runs too, and must give the same
     // logits (on an AVX2 machine the AVX-512 kernels cannot run, and say so).
     let widest = gguf_quant::isa();
-    for isa in [gguf_quant::Isa::Avx512, gguf_quant::Isa::Avx2] {
+    for isa in [
+        gguf_quant::Isa::Avx512,
+        gguf_quant::Isa::AvxVnni,
+        gguf_quant::Isa::Avx2,
+    ] {
         if isa == widest {
             continue;
         }

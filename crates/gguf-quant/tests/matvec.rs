@@ -25,7 +25,7 @@ fn values(n: usize, seed: u64) -> Vec<f32> {
 /// `vec_dot` for most types; with AVX2, llamafile's tinyBLAS for Q4_0, Q5_0, Q8_0 and IQ4_NL,
 /// whose order ggml's AVX2 `vec_dot` shares for all but IQ4_NL.
 fn batch_is_row_dots(ty: GgmlType) -> bool {
-    !(matches!(isa(), Isa::Avx2 | Isa::Avx512) && ty == GgmlType::IQ4_NL)
+    !(matches!(isa(), Isa::Avx2 | Isa::AvxVnni | Isa::Avx512) && ty == GgmlType::IQ4_NL)
 }
 
 /// `matvec` equals row-by-row `vec_dot` bit for bit. `matmul` of a batch gives the same bits

@@ -281,6 +281,9 @@ pub enum Isa {
     Scalar,
     /// x86_64 with AVX2, FMA and F16C.
     Avx2,
+    /// x86_64 with AVX-VNNI besides AVX2, FMA and F16C (no AVX-512 needed). Its kernels
+    /// compute AVX2's numbers bit for bit.
+    AvxVnni,
     /// x86_64 with AVX-512 F, BW, VL and VNNI besides AVX2, FMA and F16C. Its kernels compute
     /// AVX2's numbers bit for bit.
     Avx512,
@@ -294,6 +297,7 @@ impl Isa {
         match self {
             Isa::Scalar => "scalar",
             Isa::Avx2 => "avx2",
+            Isa::AvxVnni => "avxvnni",
             Isa::Avx512 => "avx512",
             Isa::Neon => "neon",
         }
@@ -307,6 +311,8 @@ pub(crate) fn simd(isa: Isa) -> Option<IsaKernels> {
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => x86_64::avx2::kernels(),
         #[cfg(target_arch = "x86_64")]
+        Isa::AvxVnni => x86_64::avxvnni::kernels(),
+        #[cfg(target_arch = "x86_64")]
         Isa::Avx512 => x86_64::avx512::kernels(),
         #[cfg(target_arch = "aarch64")]
         Isa::Neon => aarch64::neon::kernels(),
@@ -316,7 +322,7 @@ pub(crate) fn simd(isa: Isa) -> Option<IsaKernels> {
 
 impl Isa {
     /// Every instruction set, the widest first.
-    pub const ALL: [Isa; 4] = [Isa::Avx512, Isa::Avx2, Isa::Neon, Isa::Scalar];
+    pub const ALL: [Isa; 5] = [Isa::Avx512, Isa::AvxVnni, Isa::Avx2, Isa::Neon, Isa::Scalar];
 
     /// The instruction set called `name` (as [`Isa::name`] writes it).
     pub fn from_name(name: &str) -> Option<Isa> {
@@ -344,7 +350,7 @@ fn detect() -> Isa {
         match Isa::from_name(&name) {
             Some(isa) if isa.available() => return isa,
             Some(_) => panic!("GGUF_FORCE_ISA={name}: this CPU lacks that instruction set"),
-            None => panic!("GGUF_FORCE_ISA={name}: not one of scalar, avx2, avx512, neon"),
+            None => panic!("GGUF_FORCE_ISA={name}: not one of scalar, avx2, avxvnni, avx512, neon"),
         }
     }
     Isa::ALL

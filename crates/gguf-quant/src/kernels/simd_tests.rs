@@ -222,7 +222,7 @@ fn simd_dot_kernels_match_scalar_within_reordering_bound() {
 #[test]
 fn x86_dot_kernels_equal_the_portable_ones_bit_for_bit() {
     let mut rng = Rng(0x1A2E_5000_0000_0001);
-    for isa in [Isa::Avx2, Isa::Avx512] {
+    for isa in [Isa::Avx2, Isa::AvxVnni, Isa::Avx512] {
         let Some(k) = simd(isa) else {
             eprintln!("skipping {}: not on this CPU", isa.name());
             continue;
@@ -422,7 +422,7 @@ fn simd_legacy_gemm_kernels_equal_their_twins_bit_for_bit() {
 /// without one, so that it cannot ship untested.
 fn gemm_twin(isa: Isa, ty: GgmlType) -> (GemmFn, usize) {
     match (isa, super::kq_gemm::tiled_twin(ty)) {
-        (Isa::Avx2 | Isa::Avx512, Some(twin)) => (twin, super::kq_gemm::MIN_BATCH),
+        (Isa::Avx2 | Isa::AvxVnni | Isa::Avx512, Some(twin)) => (twin, super::kq_gemm::MIN_BATCH),
         _ => panic!("{}: a {ty} GEMM kernel without a scalar twin", isa.name()),
     }
 }
@@ -513,7 +513,7 @@ fn simd_gemm_kernels_equal_their_twins_bit_for_bit() {
                         "{} {ty}: {rows} rows of {n} x batch {batch}",
                         isa.name()
                     );
-                    if matches!(isa, Isa::Avx2 | Isa::Avx512) {
+                    if matches!(isa, Isa::Avx2 | Isa::AvxVnni | Isa::Avx512) {
                         let scalar = run_gemm(portable, n, &w, row_bytes, 0..rows, &a, act_row);
                         assert_eq!(bits(&ours), bits(&scalar), "{ty}: portable, batch {batch}");
                     }
@@ -538,7 +538,8 @@ fn simd_gemm_kernels_equal_their_twins_bit_for_bit() {
 /// without one, so that it cannot ship untested.
 fn quantizer_twin(isa: Isa, act: GgmlType) -> QuantFn {
     match (isa, act) {
-        (Isa::Avx2 | Isa::Avx512, GgmlType::Q8_0 | GgmlType::Q8_1) | (_, GgmlType::Q8_K) => {
+        (Isa::Avx2 | Isa::AvxVnni | Isa::Avx512, GgmlType::Q8_0 | GgmlType::Q8_1)
+        | (_, GgmlType::Q8_K) => {
             super::activations::kernel(act).expect("portable activation quantizer")
         }
         _ => panic!("{}: a {act} quantizer without a scalar twin", isa.name()),

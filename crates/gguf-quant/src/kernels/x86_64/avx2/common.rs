@@ -25,20 +25,81 @@ pub(in crate::kernels::x86_64) fn hsum4(v: __m128) -> f32 {
     _mm_cvtss_f32(s)
 }
 
-/// Eight i32 lane sums of the products of 32 signed bytes `x` and `y`.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) fn dot_i8(x: __m256i, y: __m256i) -> __m256i {
-    // maddubs needs an unsigned left operand: move x's sign onto y.
-    let pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
-    _mm256_madd_epi16(pairs, _mm256_set1_epi16(1))
+/// How a kernel sums the products of 32 unsigned bytes `u` and 32 signed bytes `s` into eight
+/// i32 lanes of four consecutive products each: AVX2's `vpmaddubsw` + `vpmaddwd` ([`Maddubs`])
+/// or AVX-VNNI's one `vpdpbusd` ([`AvxVnni`]). Wherever AVX2's pair sums are exact in i16 (every
+/// use here: the kernels keep one operand below 128 in magnitude, or away from -128), both give
+/// the same integers, so a kernel generic over this computes the same numbers either way.
+///
+/// The methods are `#[inline(always)]` without target features of their own: they compile in
+/// the kernels they are inlined into, whose features must include the implementation's.
+pub(in crate::kernels::x86_64) trait ByteDot: Copy {
+    /// The eight lane sums of `u · s`.
+    ///
+    /// # Safety
+    /// The CPU has the implementation's instruction set.
+    unsafe fn sum4(u: __m256i, s: __m256i) -> __m256i;
+
+    /// The eight lane sums of `(u - k) · s` (`k` in every byte, `u - k` and `k` small enough for
+    /// the pair sums of both to be exact in i16), with the `k · s` part shared by the rows that
+    /// compute with the same `s`.
+    ///
+    /// # Safety
+    /// As [`ByteDot::sum4`]'s.
+    unsafe fn sum4_offset(u: __m256i, k: __m256i, s: __m256i) -> __m256i;
 }
 
-/// Eight i32 lane sums of the products of 32 unsigned bytes `u` (< 128) and signed bytes `y`.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) fn dot_u8_i8(u: __m256i, y: __m256i) -> __m256i {
-    _mm256_madd_epi16(_mm256_maddubs_epi16(u, y), _mm256_set1_epi16(1))
+/// AVX2's byte products: `vpmaddubsw` into i16 pair sums, `vpmaddwd` by 1 into i32.
+#[derive(Clone, Copy)]
+pub(in crate::kernels::x86_64) struct Maddubs;
+
+impl ByteDot for Maddubs {
+    #[inline(always)]
+    unsafe fn sum4(u: __m256i, s: __m256i) -> __m256i {
+        // SAFETY: the CPU has AVX2 (caller).
+        unsafe { _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)) }
+    }
+
+    #[inline(always)]
+    unsafe fn sum4_offset(u: __m256i, k: __m256i, s: __m256i) -> __m256i {
+        // SAFETY: the CPU has AVX2 (caller).
+        unsafe {
+            let pairs = _mm256_sub_epi16(_mm256_maddubs_epi16(u, s), _mm256_maddubs_epi16(k, s));
+            _mm256_madd_epi16(pairs, _mm256_set1_epi16(1))
+        }
+    }
+}
+
+/// AVX-VNNI's byte products: one `vpdpbusd` (VEX-encoded, no AVX-512 needed).
+#[derive(Clone, Copy)]
+pub(in crate::kernels::x86_64) struct AvxVnni;
+
+impl ByteDot for AvxVnni {
+    #[inline(always)]
+    unsafe fn sum4(u: __m256i, s: __m256i) -> __m256i {
+        // SAFETY: the CPU has AVX-VNNI (caller).
+        unsafe { _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s) }
+    }
+
+    #[inline(always)]
+    unsafe fn sum4_offset(u: __m256i, k: __m256i, s: __m256i) -> __m256i {
+        // SAFETY: the CPU has AVX-VNNI (caller).
+        unsafe {
+            let ks = _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), k, s);
+            _mm256_dpbusd_avx_epi32(_mm256_sub_epi32(_mm256_setzero_si256(), ks), u, s)
+        }
+    }
+}
+
+/// Eight i32 lane sums of the products of 32 signed bytes `x` and `y` (not both -128).
+///
+/// # Safety
+/// The CPU has `D`'s instruction set.
+#[inline(always)]
+pub(super) unsafe fn dot_i8<D: ByteDot>(x: __m256i, y: __m256i) -> __m256i {
+    // The unsigned operand takes x's magnitudes; x's sign moves onto y.
+    // SAFETY: AVX2 and `D`'s instruction set (caller).
+    unsafe { D::sum4(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x)) }
 }
 
 /// The 32 nibbles of 16 bytes, low nibbles (elements 0..16) first.

@@ -18,7 +18,7 @@
 use std::arch::x86_64::*;
 use std::mem::offset_of;
 
-use super::common::{hsum, nibbles};
+use super::common::{hsum, nibbles, ByteDot, Maddubs};
 use super::iq::iq4nl_table;
 use super::legacy::bit_bytes;
 use crate::blocks::{BlockIq4Nl, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
@@ -224,11 +224,42 @@ macro_rules! tile_shapes {
 }
 pub(in crate::kernels::x86_64) use tile_shapes;
 
-gemm_wrapper!(q8_0_gemm, q8_0_tile, Q8_0);
-gemm_wrapper!(q4_0_gemm, q4_0_tile, Q4_0);
-gemm_wrapper!(q5_0_gemm, q5_0_tile, Q5_0);
+/// Defines the GEMMs of Q8_0, Q4_0, Q5_0 and Q4_1 for one instruction set: their tiles
+/// (`*_tile_with`) compiled with `$features` and `$dot`'s byte products (AVX2's here;
+/// AVX-VNNI's in `avxvnni`, with the same integers and so the same outputs).
+macro_rules! legacy_gemms {
+    ($features:literal, $dot:ty) => {
+        legacy_gemms!(@tile $features, $dot, q8_0_tile, q8_0_tile_with);
+        legacy_gemms!(@tile $features, $dot, q4_0_tile, q4_0_tile_with);
+        legacy_gemms!(@tile $features, $dot, q5_0_tile, q5_0_tile_with);
+        legacy_gemms!(@tile $features, $dot, q4_1_tile, q4_1_tile_with);
+        gemm_wrapper!(q8_0_gemm, q8_0_tile, Q8_0);
+        gemm_wrapper!(q4_0_gemm, q4_0_tile, Q4_0);
+        gemm_wrapper!(q5_0_gemm, q5_0_tile, Q5_0);
+        gemm_wrapper!(q4_1_gemm, q4_1_tile, Q4_1);
+    };
+    (@tile $features:literal, $dot:ty, $tile:ident, $with:ident) => {
+        /// # Safety
+        /// As the generic tile's, on a CPU with these features.
+        #[target_feature(enable = $features)]
+        unsafe fn $tile<const RM: usize, const RN: usize>(
+            blocks: usize,
+            w: *const u8,
+            row_bytes: usize,
+            a: *const u8,
+            act_row: usize,
+            s: TileScales,
+        ) -> [[f32; RM]; RN] {
+            // SAFETY: the caller's guarantee.
+            unsafe { gemm::$with::<$dot, RM, RN>(blocks, w, row_bytes, a, act_row, s) }
+        }
+    };
+}
+pub(in crate::kernels::x86_64) use legacy_gemms;
+
+use super::gemm;
+legacy_gemms!("avx2,fma,f16c", Maddubs);
 gemm_wrapper!(iq4_nl_gemm, iq4_nl_tile, IQ4_NL);
-gemm_wrapper!(q4_1_gemm, q4_1_tile, Q4_1);
 gemm_wrapper!(q5_1_gemm, q5_1_tile, Q5_1);
 
 /// The blocks per row, after asserting that `w` holds `out[0].len()` weight rows of `n`
@@ -303,10 +334,12 @@ pub(in crate::kernels::x86_64) fn store<const RM: usize, const RN: usize>(
 /// # Safety
 /// Weight rows `w + i * row_bytes` (`i < RM`) hold `blocks` blocks of `w_size` bytes, and
 /// activation rows `a + j * act_row` (`j < RN`) `blocks` Q8_0 blocks; `s` holds their scales.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
+///
+/// Generic over the byte products `D` and always inlined into a kernel whose target features
+/// include AVX2, FMA, F16C and `D`'s instruction set, which the caller guarantees the CPU has.
+#[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn q0_tile<const RM: usize, const RN: usize, const ABS_ACTS: bool>(
+unsafe fn q0_tile<D: ByteDot, const RM: usize, const RN: usize, const ABS_ACTS: bool>(
     blocks: usize,
     w: *const u8,
     row_bytes: usize,
@@ -317,7 +350,6 @@ unsafe fn q0_tile<const RM: usize, const RN: usize, const ABS_ACTS: bool>(
     unpack: impl Fn(*const u8) -> __m256i,
 ) -> [[f32; RM]; RN] {
     const A: usize = size_of::<BlockQ8_0>();
-    let ones = _mm256_set1_epi16(1);
     let mut acc = [[_mm256_setzero_ps(); RM]; RN];
     let mut d = [[[0f32; 4]; RN]; CHUNK];
     for l0 in (0..blocks).step_by(CHUNK) {
@@ -328,7 +360,10 @@ unsafe fn q0_tile<const RM: usize, const RN: usize, const ABS_ACTS: bool>(
             // SAFETY: block l of weight row i is in bounds (caller).
             let x: [__m256i; RM] =
                 std::array::from_fn(|i| unpack(unsafe { w.add(i * row_bytes + l * w_size) }));
-            let ax: [__m256i; RM] = std::array::from_fn(|i| _mm256_sign_epi8(x[i], x[i]));
+            let ax: [__m256i; RM] = std::array::from_fn(|i| {
+                // SAFETY: the CPU has AVX2 (caller).
+                unsafe { _mm256_sign_epi8(x[i], x[i]) }
+            });
             for (j, acc) in acc.iter_mut().enumerate() {
                 // SAFETY: block l of activation row j is in bounds (caller); the load is
                 // unaligned.
@@ -336,15 +371,18 @@ unsafe fn q0_tile<const RM: usize, const RN: usize, const ABS_ACTS: bool>(
                     let b = a.add(j * act_row + l * A + offset_of!(BlockQ8_0, qs));
                     _mm256_loadu_si256(b.cast())
                 };
-                let ay = _mm256_sign_epi8(y, y);
-                for i in 0..RM {
-                    let pairs = if ABS_ACTS {
-                        _mm256_maddubs_epi16(ay, _mm256_sign_epi8(x[i], y))
-                    } else {
-                        _mm256_maddubs_epi16(ax[i], _mm256_sign_epi8(y, x[i]))
-                    };
-                    let lanes = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
-                    acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(d[j][i]), lanes, acc[i]);
+                // SAFETY: AVX2, FMA and `D`'s instruction set (caller).
+                unsafe {
+                    let ay = _mm256_sign_epi8(y, y);
+                    for i in 0..RM {
+                        let sums = if ABS_ACTS {
+                            D::sum4(ay, _mm256_sign_epi8(x[i], y))
+                        } else {
+                            D::sum4(ax[i], _mm256_sign_epi8(y, x[i]))
+                        };
+                        let lanes = _mm256_cvtepi32_ps(sums);
+                        acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(d[j][i]), lanes, acc[i]);
+                    }
                 }
             }
         }
@@ -387,8 +425,12 @@ fn load4(v: &[f32; 4]) -> __m128 {
 
 /// # Safety
 /// As [`q0_tile`]'s, for Q8_0 weights.
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q8_0_tile<const RM: usize, const RN: usize>(
+#[inline(always)]
+pub(in crate::kernels::x86_64) unsafe fn q8_0_tile_with<
+    D: ByteDot,
+    const RM: usize,
+    const RN: usize,
+>(
     blocks: usize,
     w: *const u8,
     row_bytes: usize,
@@ -401,13 +443,17 @@ unsafe fn q8_0_tile<const RM: usize, const RN: usize>(
         |b: *const u8| unsafe { _mm256_loadu_si256(b.add(offset_of!(BlockQ8_0, qs)).cast()) };
     const W: usize = size_of::<BlockQ8_0>();
     // SAFETY: the caller's guarantee.
-    unsafe { q0_tile::<RM, RN, false>(blocks, w, row_bytes, W, a, act_row, s, unpack) }
+    unsafe { q0_tile::<D, RM, RN, false>(blocks, w, row_bytes, W, a, act_row, s, unpack) }
 }
 
 /// # Safety
 /// As [`q0_tile`]'s, for Q4_0 weights.
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q4_0_tile<const RM: usize, const RN: usize>(
+#[inline(always)]
+pub(in crate::kernels::x86_64) unsafe fn q4_0_tile_with<
+    D: ByteDot,
+    const RM: usize,
+    const RN: usize,
+>(
     blocks: usize,
     w: *const u8,
     row_bytes: usize,
@@ -419,13 +465,17 @@ unsafe fn q4_0_tile<const RM: usize, const RN: usize>(
     let unpack = |b: *const u8| unsafe { unpack_q4_0(b) };
     const W: usize = size_of::<BlockQ4_0>();
     // SAFETY: the caller's guarantee.
-    unsafe { q0_tile::<RM, RN, true>(blocks, w, row_bytes, W, a, act_row, s, unpack) }
+    unsafe { q0_tile::<D, RM, RN, true>(blocks, w, row_bytes, W, a, act_row, s, unpack) }
 }
 
 /// # Safety
 /// As [`q0_tile`]'s, for Q5_0 weights.
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q5_0_tile<const RM: usize, const RN: usize>(
+#[inline(always)]
+pub(in crate::kernels::x86_64) unsafe fn q5_0_tile_with<
+    D: ByteDot,
+    const RM: usize,
+    const RN: usize,
+>(
     blocks: usize,
     w: *const u8,
     row_bytes: usize,
@@ -437,7 +487,7 @@ unsafe fn q5_0_tile<const RM: usize, const RN: usize>(
     let unpack = |b: *const u8| unsafe { unpack_q5_0(b) };
     const W: usize = size_of::<BlockQ5_0>();
     // SAFETY: the caller's guarantee.
-    unsafe { q0_tile::<RM, RN, true>(blocks, w, row_bytes, W, a, act_row, s, unpack) }
+    unsafe { q0_tile::<D, RM, RN, true>(blocks, w, row_bytes, W, a, act_row, s, unpack) }
 }
 
 /// # Safety
@@ -459,7 +509,7 @@ unsafe fn iq4_nl_tile<const RM: usize, const RN: usize>(
     };
     const W: usize = size_of::<BlockIq4Nl>();
     // SAFETY: the caller's guarantee.
-    unsafe { q0_tile::<RM, RN, true>(blocks, w, row_bytes, W, a, act_row, s, unpack) }
+    unsafe { q0_tile::<Maddubs, RM, RN, true>(blocks, w, row_bytes, W, a, act_row, s, unpack) }
 }
 
 /// The tile of a type with a minimum (`d * q + m`, 32 unsigned values `q < 32` from
@@ -471,10 +521,11 @@ unsafe fn iq4_nl_tile<const RM: usize, const RN: usize>(
 /// Weight rows `w + i * row_bytes` (`i < RM`) hold `blocks` blocks of `w_size` bytes, and
 /// activation rows `a + j * act_row` (`j < RN`) `blocks` Q8_1 blocks; `s` holds their scales
 /// and minimums.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
+///
+/// Generic over the byte products `D`, as [`q0_tile`].
+#[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn q1_tile<const RM: usize, const RN: usize>(
+unsafe fn q1_tile<D: ByteDot, const RM: usize, const RN: usize>(
     blocks: usize,
     w: *const u8,
     row_bytes: usize,
@@ -485,7 +536,6 @@ unsafe fn q1_tile<const RM: usize, const RN: usize>(
     unpack: impl Fn(*const u8) -> __m256i,
 ) -> [[f32; RM]; RN] {
     const A: usize = size_of::<BlockQ8_1>();
-    let ones = _mm256_set1_epi16(1);
     let mut acc = [[_mm256_setzero_ps(); RM]; RN];
     let mins = min_sums::<RN>(blocks, s);
     let mut d = [[[0f32; 4]; RN]; CHUNK];
@@ -506,9 +556,11 @@ unsafe fn q1_tile<const RM: usize, const RN: usize>(
                 };
                 for i in 0..RM {
                     // q < 32 and |y| <= 127: the pair sums are exact in i16.
-                    let pairs = _mm256_maddubs_epi16(q[i], y);
-                    let lanes = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
-                    acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(d[j][i]), lanes, acc[i]);
+                    // SAFETY: AVX2, FMA and `D`'s instruction set (caller).
+                    unsafe {
+                        let lanes = _mm256_cvtepi32_ps(D::sum4(q[i], y));
+                        acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(d[j][i]), lanes, acc[i]);
+                    }
                 }
             }
         }
@@ -553,8 +605,12 @@ pub(in crate::kernels::x86_64) fn with_mins<const RM: usize, const RN: usize>(
 
 /// # Safety
 /// As [`q1_tile`]'s, for Q4_1 weights.
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q4_1_tile<const RM: usize, const RN: usize>(
+#[inline(always)]
+pub(in crate::kernels::x86_64) unsafe fn q4_1_tile_with<
+    D: ByteDot,
+    const RM: usize,
+    const RN: usize,
+>(
     blocks: usize,
     w: *const u8,
     row_bytes: usize,
@@ -567,7 +623,7 @@ unsafe fn q4_1_tile<const RM: usize, const RN: usize>(
         |b: *const u8| unsafe { nibbles(_mm_loadu_si128(b.add(offset_of!(BlockQ4_1, qs)).cast())) };
     const W: usize = size_of::<BlockQ4_1>();
     // SAFETY: the caller's guarantee.
-    unsafe { q1_tile::<RM, RN>(blocks, w, row_bytes, W, a, act_row, s, unpack) }
+    unsafe { q1_tile::<D, RM, RN>(blocks, w, row_bytes, W, a, act_row, s, unpack) }
 }
 
 /// # Safety
@@ -594,7 +650,7 @@ unsafe fn q5_1_tile<const RM: usize, const RN: usize>(
     };
     const W: usize = size_of::<BlockQ5_1>();
     // SAFETY: the caller's guarantee.
-    unsafe { q1_tile::<RM, RN>(blocks, w, row_bytes, W, a, act_row, s, unpack) }
+    unsafe { q1_tile::<Maddubs, RM, RN>(blocks, w, row_bytes, W, a, act_row, s, unpack) }
 }
 
 /// The 32 values `q - 8` of the Q4_0 block at `b`, as signed bytes.

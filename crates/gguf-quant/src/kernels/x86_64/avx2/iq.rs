@@ -3,7 +3,9 @@
 use std::arch::x86_64::*;
 use std::mem::offset_of;
 
-use super::common::{dot_i8, f16_splat, hsum, nibbles, q8k_scale, scale_pair, scaled_blocks};
+use super::common::{
+    dot_i8, f16_splat, hsum, nibbles, q8k_scale, scale_pair, scaled_blocks, Maddubs,
+};
 use crate::blocks::{BlockIq4Nl, BlockIq4Xs, BlockQ8K, BlockQ8_0};
 use crate::grids::KVALUES_IQ4NL;
 
@@ -34,7 +36,7 @@ unsafe fn iq4_nl_q8_0_avx2(blocks: usize, w: *const u8, a: *const u8) -> f32 {
         // (<= 2 * 127 * 127) cannot saturate.
         let q = _mm_loadu_si128(bw.add(offset_of!(BlockIq4Nl, qs)).cast());
         let x = _mm256_shuffle_epi8(table, nibbles(q));
-        dot_i8(
+        dot_i8::<Maddubs>(
             x,
             _mm256_loadu_si256(ba.add(offset_of!(BlockQ8_0, qs)).cast()),
         )

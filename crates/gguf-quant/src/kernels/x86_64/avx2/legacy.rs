@@ -5,20 +5,80 @@ use std::arch::x86_64::*;
 use std::mem::offset_of;
 
 use super::common::{
-    dot_i8, dot_u8_i8, f16_product, hsum, nibbles, one_accumulator, prefetch, scaled_blocks,
+    dot_i8, f16_product, hsum, nibbles, one_accumulator, prefetch, scaled_blocks, ByteDot, Maddubs,
 };
 use crate::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
 
-safe_wrapper!(q8_0_q8_0, q8_0_q8_0_avx2, Q8_0, rows: q8_0_q8_0_rows, group: 8);
-safe_wrapper!(q4_0_q8_0, q4_0_q8_0_avx2, Q4_0, rows: q4_0_q8_0_rows, group: 8);
-safe_wrapper!(q4_1_q8_1, q4_1_q8_1_avx2, Q4_1, rows: q4_1_q8_1_rows, group: 8);
-safe_wrapper!(q5_0_q8_0, q5_0_q8_0_avx2, Q5_0);
+/// Defines the entry points of the legacy dot kernels for one instruction set: each
+/// `unsafe fn` below compiled with `$features` and `$dot`'s byte products, wrapped by
+/// `safe_wrapper!` (AVX2's here; AVX-VNNI's in `avxvnni`, with the same integers).
+macro_rules! legacy_entries {
+    ($features:literal, $dot:ty) => {
+        /// # Safety
+        /// As `q8_0_q8_0_with`'s, on a CPU with these features.
+        #[target_feature(enable = $features)]
+        unsafe fn q8_0_entry<const R: usize>(
+            blocks: usize,
+            ws: [*const u8; R],
+            ahead: usize,
+            a: *const u8,
+        ) -> [f32; R] {
+            // SAFETY: the caller's guarantee.
+            unsafe { legacy::q8_0_q8_0_with::<$dot, R>(blocks, ws, ahead, a) }
+        }
+
+        /// # Safety
+        /// As `q4_0_q8_0_with`'s, on a CPU with these features.
+        #[target_feature(enable = $features)]
+        unsafe fn q4_0_entry<const R: usize>(
+            blocks: usize,
+            ws: [*const u8; R],
+            ahead: usize,
+            a: *const u8,
+        ) -> [f32; R] {
+            // SAFETY: the caller's guarantee.
+            unsafe { legacy::q4_0_q8_0_with::<$dot, R>(blocks, ws, ahead, a) }
+        }
+
+        /// # Safety
+        /// As `q4_1_q8_1_with`'s, on a CPU with these features.
+        #[target_feature(enable = $features)]
+        unsafe fn q4_1_entry<const R: usize>(
+            blocks: usize,
+            ws: [*const u8; R],
+            ahead: usize,
+            a: *const u8,
+        ) -> [f32; R] {
+            // SAFETY: the caller's guarantee.
+            unsafe { legacy::q4_1_q8_1_with::<$dot, R>(blocks, ws, ahead, a) }
+        }
+
+        /// # Safety
+        /// As `q5_0_q8_0_with`'s, on a CPU with these features.
+        #[target_feature(enable = $features)]
+        unsafe fn q5_0_entry(blocks: usize, w: *const u8, a: *const u8) -> f32 {
+            // SAFETY: the caller's guarantee.
+            unsafe { legacy::q5_0_q8_0_with::<$dot>(blocks, w, a) }
+        }
+
+        safe_wrapper!(q8_0_q8_0, q8_0_entry, Q8_0, rows: q8_0_q8_0_rows, group: 8);
+        safe_wrapper!(q4_0_q8_0, q4_0_entry, Q4_0, rows: q4_0_q8_0_rows, group: 8);
+        safe_wrapper!(q4_1_q8_1, q4_1_entry, Q4_1, rows: q4_1_q8_1_rows, group: 8);
+        safe_wrapper!(q5_0_q8_0, q5_0_entry, Q5_0);
+    };
+}
+
+pub(in crate::kernels::x86_64) use legacy_entries;
+
+use super::legacy;
+legacy_entries!("avx2,fma,f16c", Maddubs);
 safe_wrapper!(q5_1_q8_1, q5_1_q8_1_avx2, Q5_1);
 
 /// # Safety
-/// Each of `ws` points to `blocks` Q8_0 blocks, and so does `a`. `ahead`: see [`prefetch`].
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q8_0_q8_0_avx2<const R: usize>(
+/// The CPU has AVX2, FMA, F16C and `D`'s instruction set. Each of `ws` points to `blocks` Q8_0
+/// blocks, and so does `a`. `ahead`: see [`prefetch`].
+#[inline(always)]
+pub(in crate::kernels::x86_64) unsafe fn q8_0_q8_0_with<D: ByteDot, const R: usize>(
     blocks: usize,
     ws: [*const u8; R],
     ahead: usize,
@@ -36,16 +96,18 @@ unsafe fn q8_0_q8_0_avx2<const R: usize>(
         let y = _mm256_loadu_si256(ba.add(QS).cast());
         (
             f16_product(bw.add(D), ba.add(D)),
-            _mm256_cvtepi32_ps(dot_i8(x, y)),
+            _mm256_cvtepi32_ps(dot_i8::<D>(x, y)),
         )
     };
-    one_accumulator(blocks, block)
+    // SAFETY: AVX2, FMA and F16C (caller).
+    unsafe { one_accumulator(blocks, block) }
 }
 
 /// # Safety
-/// Each of `ws` points to `blocks` Q4_0 blocks and `a` to `blocks` Q8_0 blocks. `ahead`: see [`prefetch`].
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q4_0_q8_0_avx2<const R: usize>(
+/// The CPU has AVX2, FMA, F16C and `D`'s instruction set. Each of `ws` points to `blocks` Q4_0
+/// blocks and `a` to `blocks` Q8_0 blocks. `ahead`: see [`prefetch`].
+#[inline(always)]
+pub(in crate::kernels::x86_64) unsafe fn q4_0_q8_0_with<D: ByteDot, const R: usize>(
     blocks: usize,
     ws: [*const u8; R],
     ahead: usize,
@@ -66,18 +128,19 @@ unsafe fn q4_0_q8_0_avx2<const R: usize>(
         // Pair sums of (q - 8) * y as q * y - 8 * y (each exact in i16: |q y| <= 15 * 128).
         // The 8 * y term depends on the activations only, so rows computed together share
         // it, and no sign juggling is needed since q is unsigned.
-        let pairs = _mm256_sub_epi16(_mm256_maddubs_epi16(q, y), _mm256_maddubs_epi16(eight, y));
-        let v = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+        let v = D::sum4_offset(q, eight, y);
         let (dw, da) = (offset_of!(BlockQ4_0, d), offset_of!(BlockQ8_0, d));
         (f16_product(bw.add(dw), ba.add(da)), _mm256_cvtepi32_ps(v))
     };
-    one_accumulator(blocks, block)
+    // SAFETY: AVX2, FMA and F16C (caller).
+    unsafe { one_accumulator(blocks, block) }
 }
 
 /// # Safety
-/// Each of `ws` points to `blocks` Q4_1 blocks and `a` to `blocks` Q8_1 blocks. `ahead`: see [`prefetch`].
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q4_1_q8_1_avx2<const R: usize>(
+/// The CPU has AVX2, FMA, F16C and `D`'s instruction set. Each of `ws` points to `blocks` Q4_1
+/// blocks and `a` to `blocks` Q8_1 blocks. `ahead`: see [`prefetch`].
+#[inline(always)]
+pub(in crate::kernels::x86_64) unsafe fn q4_1_q8_1_with<D: ByteDot, const R: usize>(
     blocks: usize,
     ws: [*const u8; R],
     ahead: usize,
@@ -100,13 +163,14 @@ unsafe fn q4_1_q8_1_avx2<const R: usize>(
                 mins[r] = _mm_fmadd_ps(wdm, ads, mins[r]);
                 let d = _mm256_broadcastss_ps(_mm_mul_ps(wdm, ads));
                 let q = nibbles(_mm_loadu_si128(bw.add(offset_of!(BlockQ4_1, qs)).cast()));
-                acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_u8_i8(q, y)), acc[r]);
+                acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(D::sum4(q, y)), acc[r]);
             }
         }
     }
     let mut sums = [0f32; R];
     for r in 0..R {
-        sums[r] = hsum(acc[r]) + min_terms(mins[r]);
+        // SAFETY: AVX2, FMA and F16C (caller).
+        sums[r] = unsafe { hsum(acc[r]) + min_terms(mins[r]) };
     }
     sums
 }
@@ -162,9 +226,14 @@ pub(super) fn bit_bytes(bits: u32) -> __m256i {
 }
 
 /// # Safety
-/// `w` points to `blocks` Q5_0 blocks and `a` to `blocks` Q8_0 blocks.
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q5_0_q8_0_avx2(blocks: usize, w: *const u8, a: *const u8) -> f32 {
+/// The CPU has AVX2, FMA, F16C and `D`'s instruction set. `w` points to `blocks` Q5_0 blocks
+/// and `a` to `blocks` Q8_0 blocks.
+#[inline(always)]
+pub(in crate::kernels::x86_64) unsafe fn q5_0_q8_0_with<D: ByteDot>(
+    blocks: usize,
+    w: *const u8,
+    a: *const u8,
+) -> f32 {
     let high = _mm256_set1_epi8(0xF0u8 as i8);
     const W: usize = size_of::<BlockQ5_0>();
     const A: usize = size_of::<BlockQ8_0>();
@@ -183,7 +252,7 @@ unsafe fn q5_0_q8_0_avx2(blocks: usize, w: *const u8, a: *const u8) -> f32 {
             nibbles(_mm_loadu_si128(bw.add(offset_of!(BlockQ5_0, qs)).cast())),
             _mm256_andnot_si256(bit_bytes(qh), high),
         );
-        dot_i8(
+        dot_i8::<D>(
             x,
             _mm256_loadu_si256(ba.add(offset_of!(BlockQ8_0, qs)).cast()),
         )
@@ -223,7 +292,7 @@ unsafe fn q5_1_q8_1_avx2(blocks: usize, w: *const u8, a: *const u8) -> f32 {
                 _mm256_and_si256(bit_bytes(qh), fifth),
             );
             let y = _mm256_loadu_si256(ba.add(offset_of!(BlockQ8_1, qs)).cast());
-            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_u8_i8(q, y)), acc);
+            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(Maddubs::sum4(q, y)), acc);
         }
     }
     hsum(acc) + min_terms(mins)

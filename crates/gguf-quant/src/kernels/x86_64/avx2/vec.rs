@@ -324,15 +324,20 @@ pub(in crate::kernels::x86_64) unsafe fn mad_rows_chunk<
     step: impl Fn(usize, usize) -> (Option<f32>, f32),
 ) {
     let lanes = V::LANES;
-    // SAFETY (every block below): the instruction set and the values are there (caller).
     let mut a: [[V; K]; H] = std::array::from_fn(|h| {
-        std::array::from_fn(|k| unsafe { V::load_f16(acc.add(h * n + lanes * k)) })
+        std::array::from_fn(|k| {
+            // SAFETY: the instruction set, and the values of accumulator h (caller).
+            unsafe { V::load_f16(acc.add(h * n + lanes * k)) }
+        })
     });
     for r in 0..rows {
-        let v: [V; K] =
-            std::array::from_fn(|k| unsafe { V::load_f16(values.add(r * stride + lanes * k)) });
+        let v: [V; K] = std::array::from_fn(|k| {
+            // SAFETY: the instruction set, and the values of row r (caller).
+            unsafe { V::load_f16(values.add(r * stride + lanes * k)) }
+        });
         for (h, a) in a.iter_mut().enumerate() {
             let (rescale, w) = step(r, h);
+            // SAFETY: the instruction set (caller).
             unsafe {
                 if let Some(s) = rescale {
                     let vs = V::splat(s);
@@ -349,6 +354,7 @@ pub(in crate::kernels::x86_64) unsafe fn mad_rows_chunk<
     }
     for (h, a) in a.iter().enumerate() {
         for (k, a) in a.iter().enumerate() {
+            // SAFETY: as the loads above.
             unsafe { a.store_f16(acc.add(h * n + lanes * k)) };
         }
     }

@@ -160,7 +160,7 @@ unsafe fn pair_tile<A, const A_QS: usize, const SIGNED: bool, const RM: usize, c
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 fn row_sum(acc: &[__m512; 2], i: usize) -> f32 {
     let (first, second) = low_high(acc[i / 2]);
-    hsum(if i % 2 == 0 { first } else { second })
+    hsum(if i.is_multiple_of(2) { first } else { second })
 }
 
 /// The tile of a type whose blocks hold 32 signed values (`unpack`, offset by 128) against
