@@ -40,7 +40,7 @@ pub mod testing;
 
 pub use error::{Error, Refusal, Result};
 pub use fsutil::open_regular;
-pub use mmap::MappedGguf;
+pub use mmap::{MappedBytes, MappedGguf};
 pub use reader::{GgufFile, KeyValue, TensorInfo, DEFAULT_ALIGNMENT, MAGIC, MAX_ARRAY_DEPTH};
 pub use types::{GgmlType, TypeIdError};
 pub use value::{ArrayIter, ArrayView, ByteOrder, FromValue, Value, ValueType};

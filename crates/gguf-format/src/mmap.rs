@@ -89,3 +89,53 @@ impl GgufFile<'static> {
         MappedGguf::open(path)
     }
 }
+
+/// Any file mapped read-only into memory, for formats other than GGUF (the legacy GGML files
+/// and safetensors checkpoints converters read).
+///
+/// ```no_run
+/// let mapped = gguf_format::MappedBytes::open("model.bin")?;
+/// println!("{} bytes", mapped.bytes().len());
+/// # Ok::<(), gguf_format::Error>(())
+/// ```
+pub struct MappedBytes {
+    map: Mmap,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for MappedBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MappedBytes")
+            .field("path", &self.path)
+            .field("len", &self.map.len())
+            .finish()
+    }
+}
+
+impl MappedBytes {
+    /// Maps the regular file at `path`; errors name the file.
+    pub fn open(path: impl AsRef<Path>) -> Result<MappedBytes> {
+        let path = path.as_ref();
+        let open = || -> Result<Mmap> {
+            let handle = crate::fsutil::open_regular(path)?;
+            // SAFETY: read-only and private, with the caveat `MappedGguf::open` states: another
+            // process rewriting the file while it is mapped would change bytes under us.
+            Ok(unsafe { Mmap::map(&handle)? })
+        };
+        let map = open().map_err(|e| e.in_file(path))?;
+        Ok(MappedBytes {
+            map,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The file's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.map
+    }
+
+    /// The path it was opened from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
