@@ -239,6 +239,36 @@ fn corrupt_files() -> Vec<(&'static str, Vec<u8>)> {
     ]
 }
 
+/// Small llama files in the formats before GGUF, from the published layouts
+/// (`gguf_convert::legacy::testing`): one per container version with a tensor of every type
+/// it holds, GGJT v3's K-quants, and a vocabulary-only GGJT v1 file like llama.cpp's old
+/// `models/ggml-vocab.bin`.
+fn legacy_files() -> Vec<(String, Vec<u8>)> {
+    use gguf_convert::legacy::testing::{fixture, types_of, vocab_only_ggjt};
+    use gguf_convert::legacy::Container;
+    let mut files = Vec::new();
+    for (i, (name, container)) in [
+        ("ggml-llama.bin", Container::Ggml),
+        ("ggmf-llama.bin", Container::Ggmf),
+        ("ggjt-v1-llama.bin", Container::Ggjt(1)),
+        ("ggjt-v2-llama.bin", Container::Ggjt(2)),
+        ("ggjt-v3-llama.bin", Container::Ggjt(3)),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let bytes = fixture(container, types_of(container), 32, 300, i as u64 + 1);
+        files.push((format!("legacy/{name}"), bytes));
+    }
+    let kquants = fixture(Container::Ggjt(3), &[10, 11, 12, 13, 14], 256, 8, 9);
+    files.push(("legacy/ggjt-v3-kquants.bin".to_string(), kquants));
+    files.push((
+        "legacy/ggjt-v1-vocab-only.bin".to_string(),
+        vocab_only_ggjt(1),
+    ));
+    files
+}
+
 /// Every fixture, by path relative to `fixtures/`.
 pub fn generate() -> Result<BTreeMap<String, Vec<u8>>> {
     let mut files = BTreeMap::new();
@@ -286,6 +316,7 @@ pub fn generate() -> Result<BTreeMap<String, Vec<u8>>> {
     }
     std::fs::remove_dir_all(&scratch)?;
 
+    files.extend(legacy_files());
     files.extend(crate::tokenizer_fixtures::files()?);
     files.extend(crate::model_fixtures::files()?);
     files.extend(crate::hf_json_fixtures::files()?);

@@ -5,6 +5,7 @@
 // reader of stdout has gone (`gguf inspect M | head -1`).
 #![deny(clippy::print_stdout)]
 
+mod convert;
 mod diff;
 mod edit;
 mod imatrix;
@@ -52,6 +53,8 @@ enum Command {
     Merge(edit::MergeArgs),
     /// Quantize a model to a file type, as llama-quantize does (byte for byte).
     Quantize(quantize::QuantizeArgs),
+    /// Convert a legacy GGML/GGMF/GGJT llama file to GGUF.
+    Convert(convert::ConvertArgs),
     /// What differs between two files: header, metadata, tensors, and with --values how far
     /// apart their values are (exit status 0 equal, 1 different, 2 error, as diff's).
     Diff(diff::DiffArgs),
@@ -102,6 +105,7 @@ fn main() -> ExitCode {
         Command::Perplexity(a) => run::perplexity(a),
         Command::Bench(a) => run::bench(a),
         Command::Quantize(a) => quantize::quantize(a),
+        Command::Convert(a) => convert::convert(a),
         Command::Diff(_) => unreachable!("handled above"),
     };
     match result {

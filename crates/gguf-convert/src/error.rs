@@ -1,0 +1,46 @@
+//! The one error type of this crate.
+
+/// Everything that can go wrong while converting.
+///
+/// Errors found while parsing carry the byte `offset` (from the start of the input) where the
+/// problem was found; the caller, who knows the file, adds its path.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The input ends before an item that the header or a length field promised.
+    #[error("at byte {offset}: file is truncated: {what} needs {needed} bytes but only {available} remain")]
+    Truncated {
+        /// Where the item starts.
+        offset: u64,
+        /// What was being read.
+        what: String,
+        /// Bytes the item needs.
+        needed: u64,
+        /// Bytes left in the input from `offset`.
+        available: u64,
+    },
+
+    /// A field holds a value the format does not allow.
+    #[error("at byte {offset}: {what}")]
+    Invalid {
+        /// Where the field starts.
+        offset: u64,
+        /// What is wrong, and what was expected.
+        what: String,
+    },
+
+    /// The input is a GGML-family file, but not of the llama layout this converter reads.
+    #[error("{0}")]
+    NotLlama(String),
+
+    /// Something the input holds that this converter cannot convert (yet).
+    #[error("{0}")]
+    Unsupported(String),
+
+    /// Writing the GGUF output failed.
+    #[error(transparent)]
+    Format(#[from] gguf_format::Error),
+}
+
+/// This crate's result type.
+pub type Result<T> = std::result::Result<T, Error>;

@@ -1,0 +1,24 @@
+//! Conversion to GGUF without Python.
+//!
+//! - [`legacy`]: llama models in the formats before GGUF (unversioned GGML `lmgg`, GGMF v1
+//!   `fmgg`, GGJT v1-v3 `tjgg`): hyperparameters, vocabulary and tensors to a GGUF with the
+//!   metadata llama.cpp's `convert_llama_ggml_to_gguf.py` writes, the old quantized block
+//!   layouts repacked into today's with the same dequantized values.
+//!
+//! ```
+//! use gguf_convert::legacy::{LegacyModel, Options};
+//! # let bytes = gguf_convert::legacy::testing::vocab_only_ggjt(1);
+//! let model = LegacyModel::parse(&bytes)?;
+//! assert_eq!(model.container().name(), "GGJTv1");
+//! let mut out = Vec::new();
+//! let report = model.write_gguf(&Options::new("ggml-vocab.bin"), &mut out, &mut |_, _| {})?;
+//! let file = gguf_format::GgufFile::parse(&out)?;
+//! assert_eq!(file.value("general.architecture").and_then(|v| v.as_str()), Some("llama"));
+//! assert_eq!(report.tensors.len(), 0);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod error;
+pub mod legacy;
+
+pub use error::{Error, Result};
