@@ -4,6 +4,7 @@
 mod bench_vs_llamacpp;
 mod fixtures;
 mod hf_json_fixtures;
+mod legacy_files;
 mod model_fixtures;
 mod tokenizer_fixtures;
 
@@ -22,7 +23,7 @@ fn root() -> PathBuf {
 fn usage() -> &'static str {
     "usage: cargo xtask <command>\n\
      \n  fixtures [--check]  write the test files in fixtures/ (or fail if they are stale)\
-     \n  models              fetch the real models into the cache ($GGUF_CACHE or ~/.cache/gguf)\
+     \n  models              fetch the real models (and legacy GGML files) into the cache ($GGUF_CACHE or ~/.cache/gguf)\
      \n  ci                  everything CI checks: fixtures, fmt, clippy, tests, benches in test mode,\
      \n                      and the NEON kernels under qemu when the aarch64 cross tools are installed\
      \n  bench-vs-llamacpp [--models A,B] [--threads 1,2] [--rounds N] [--repetitions N]\
@@ -44,8 +45,8 @@ fn main() -> Result<()> {
     }
 }
 
-/// Fetches every known model (verifying cached copies again), its steps on stderr; the
-/// extraction's progress is left out, as CI logs would only fill with it.
+/// Fetches every known model (verifying cached copies again) and the real legacy files, its
+/// steps on stderr; the extraction's progress is left out, as CI logs would only fill with it.
 fn models() -> Result<()> {
     for m in gguf_hub::MODELS {
         let p = gguf_hub::pull(m, true, &mut |event| {
@@ -55,7 +56,7 @@ fn models() -> Result<()> {
         })?;
         println!("{}: {}", m.name, p.display());
     }
-    Ok(())
+    legacy_files::fetch()
 }
 
 fn run(step: &str, cmd: &mut Command) -> Result<()> {

@@ -38,6 +38,29 @@ pub fn real_model(name: &str) -> Option<PathBuf> {
     None
 }
 
+/// The path of a real legacy (pre-GGUF) file in the cache's `legacy/` directory
+/// (`cargo xtask models` fetches them), if it is there.
+///
+/// # Panics
+///
+/// When the file is missing and [`required`].
+pub fn legacy_file(name: &str) -> Option<PathBuf> {
+    let path = gguf_hub::cache_dir().join("legacy").join(name);
+    if path.exists() {
+        return Some(path);
+    }
+    assert!(
+        !required(),
+        "{} is missing and GGUF_REQUIRE_MODELS=1: run `cargo xtask models`",
+        path.display()
+    );
+    eprintln!(
+        "skipping: {} not cached (run `cargo xtask models`)",
+        path.display()
+    );
+    None
+}
+
 /// Whether `python3 -c "import gguf, numpy"` works, so the tests against the reference
 /// implementation (the Python `gguf` package) can run; a note on stderr when it does not.
 ///

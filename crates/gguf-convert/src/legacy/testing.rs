@@ -240,10 +240,19 @@ pub fn types_of(container: Container) -> &'static [u32] {
     }
 }
 
-/// A one-layer llama file in `container` whose 2D tensors cycle through `types` (norms F32),
-/// with `n_embd` = `width` (a multiple of the types' block length), 4 heads and a vocabulary
-/// of `n_vocab`. `output.weight` gets f32 scales off the f16 grid where the era stores f32
-/// scales (so it converts to F32); every other tensor's scales are f16 values.
+/// The tensors of [`fixture`] whose f32 scales (in the eras that store f32 scales) are off the
+/// f16 grid, so that they convert to F32: between them and the containers, each of Q4_0, Q4_1
+/// and Q8_0 is among them somewhere, and each is also elsewhere with f16-valued scales.
+pub const INEXACT: [&str; 3] = [
+    "output.weight",
+    "layers.0.attention.wv.weight",
+    "layers.0.feed_forward.w2.weight",
+];
+
+/// A one-layer llama file in `container` whose 2D tensors cycle through `types` from the
+/// third (norms F32), with `n_embd` = `width` (a multiple of the types' block length), 4 heads
+/// and a vocabulary of `n_vocab`. The [`INEXACT`] tensors get f32 scales off the f16 grid;
+/// every other tensor's scales are f16 values.
 pub fn fixture(
     container: Container,
     types: &[u32],
@@ -282,9 +291,10 @@ pub fn fixture(
         _ => OldQuant::from_id(id).map_or(1, |q| q.block_len() as u32),
     };
     for (i, (name, dims)) in two_d.iter().enumerate() {
-        let type_id = types[i % types.len()];
+        // From the third type on, so that the first tensors are quantized in every container.
+        let type_id = types[(i + 2) % types.len()];
         let count = (dims[0] / block_len(type_id) * dims[1]) as usize;
-        let inexact = *name == "output.weight";
+        let inexact = INEXACT.contains(name);
         tensors.push(TensorData {
             name: name.to_string(),
             dims: dims.to_vec(),
