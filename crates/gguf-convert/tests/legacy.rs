@@ -453,3 +453,24 @@ fn fixtures_are_the_generators() {
         testing::vocab_only_ggjt(1)
     );
 }
+
+/// Options that would write a broken file are refused.
+#[test]
+fn nonsense_options_are_errors() {
+    let bytes = fixture("ggjt-v3-llama.bin");
+    let model = LegacyModel::parse(&bytes).unwrap();
+    for change in [
+        (|o: &mut Options| o.gqa = 0) as fn(&mut Options),
+        |o| o.gqa = 3,
+        |o| o.eps = f32::NAN,
+        |o| o.eps = -1e-5,
+        |o| o.context_length = 0,
+    ] {
+        let mut o = Options::new("m");
+        change(&mut o);
+        let e = model
+            .write_gguf(&o, &mut Vec::new(), &mut |_, _| {})
+            .unwrap_err();
+        assert!(matches!(e, Error::Invalid { .. }), "{e}");
+    }
+}

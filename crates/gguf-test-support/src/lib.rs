@@ -22,7 +22,11 @@ pub fn required() -> bool {
 ///
 /// When the model is missing and [`required`].
 pub fn real_model(name: &str) -> Option<PathBuf> {
-    let path = gguf_hub::cache_dir().join(format!("{name}.gguf"));
+    cached(gguf_hub::cache_dir().join(format!("{name}.gguf")))
+}
+
+/// `path` if it exists; else a skip note, or with [`required`] a panic.
+fn cached(path: PathBuf) -> Option<PathBuf> {
     if path.exists() {
         return Some(path);
     }
@@ -45,20 +49,7 @@ pub fn real_model(name: &str) -> Option<PathBuf> {
 ///
 /// When the file is missing and [`required`].
 pub fn legacy_file(name: &str) -> Option<PathBuf> {
-    let path = gguf_hub::cache_dir().join("legacy").join(name);
-    if path.exists() {
-        return Some(path);
-    }
-    assert!(
-        !required(),
-        "{} is missing and GGUF_REQUIRE_MODELS=1: run `cargo xtask models`",
-        path.display()
-    );
-    eprintln!(
-        "skipping: {} not cached (run `cargo xtask models`)",
-        path.display()
-    );
-    None
+    cached(gguf_hub::cache_dir().join("legacy").join(name))
 }
 
 /// Whether `python3 -c "import gguf, numpy"` works, so the tests against the reference

@@ -530,6 +530,18 @@ impl<'a> LegacyModel<'a> {
                 ),
             });
         }
+        if !(o.eps.is_finite() && o.eps > 0.0) {
+            return Err(Error::Invalid {
+                offset: 0,
+                what: format!("the RMS norm epsilon {} is not a positive number", o.eps),
+            });
+        }
+        if o.context_length == 0 {
+            return Err(Error::Invalid {
+                offset: 0,
+                what: "the context length is 0".into(),
+            });
+        }
         if self.vocab.len() < 3 {
             return Err(Error::Unsupported(format!(
                 "a vocabulary of {} tokens has no room for <unk>, <s> and </s>",

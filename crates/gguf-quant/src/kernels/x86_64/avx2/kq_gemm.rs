@@ -671,6 +671,8 @@ macro_rules! rows_of {
         }
     };
 }
+pub(in crate::kernels::x86_64) use rows_of;
+
 /// Q6_K's several-rows kernel, as the AVX-512 tiles' driver takes it.
 pub(in crate::kernels::x86_64) fn q6_k_rows(
     n: usize,

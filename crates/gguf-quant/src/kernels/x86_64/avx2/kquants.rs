@@ -158,6 +158,57 @@ unsafe fn q4_k_q8_k_avx2<const R: usize>(
     sums
 }
 
+/// What a Q6_K block's product with a Q8_K block needs besides its codes (shared with
+/// `avx512::kquants`).
+pub(in crate::kernels::x86_64) struct Q6kHead {
+    /// The low four bits of the codes.
+    pub(in crate::kernels::x86_64) ql: *const u8,
+    /// Their two high bits.
+    pub(in crate::kernels::x86_64) qh: *const u8,
+    /// `d_w · d_a` in eight lanes.
+    pub(in crate::kernels::x86_64) d: __m256,
+    /// The sixteen signed sub-block scales.
+    pub(in crate::kernels::x86_64) sc16: __m128i,
+    /// `32 Σ s_j b_j` in eight i32 lanes: the stored q is the value plus 32, so
+    /// `Σ s_j (q - 32) y = Σ s_j q y - 32 Σ s_j b_j` over the 16-value sums `b_j` of y (Q8_K's
+    /// bsums), one `madd` for the block.
+    pub(in crate::kernels::x86_64) offset: __m256i,
+}
+
+/// The [`Q6kHead`] of the Q6_K block at `bw` against the Q8_K block at `ba` (whose bsums are
+/// `bsums`), asking for the block `ahead` bytes on (see [`prefetch`]).
+///
+/// # Safety
+/// `bw` points to a Q6_K block and `ba` to a Q8_K block.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(in crate::kernels::x86_64) unsafe fn q6k_block_head(
+    bw: *const u8,
+    ba: *const u8,
+    bsums: __m256i,
+    ahead: usize,
+) -> Q6kHead {
+    // A Q6_K block spans four cache lines.
+    for line in 0..4 {
+        prefetch(bw.wrapping_add(64 * line), ahead);
+    }
+    // SAFETY: the fields lie within the blocks (caller); the loads are unaligned.
+    unsafe {
+        let d = _mm256_mul_ps(
+            _mm256_set1_ps(q8k_scale(ba)),
+            f16_splat(bw.add(offset_of!(BlockQ6K, d))),
+        );
+        let sc16 = _mm_loadu_si128(bw.add(offset_of!(BlockQ6K, scales)).cast());
+        Q6kHead {
+            ql: bw.add(offset_of!(BlockQ6K, ql)),
+            qh: bw.add(offset_of!(BlockQ6K, qh)),
+            d,
+            sc16,
+            offset: _mm256_slli_epi32(_mm256_madd_epi16(bsums, _mm256_cvtepi8_epi16(sc16)), 5),
+        }
+    }
+}
+
 /// # Safety
 /// Each of `ws` points to `blocks` Q6_K blocks and `a` to `blocks` Q8_K blocks. `ahead`: see [`prefetch`].
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -178,24 +229,14 @@ unsafe fn q6_k_q8_k_avx2<const R: usize>(
             let bsums = _mm256_loadu_si256(ba.add(offset_of!(BlockQ8K, bsums)).cast());
             for r in 0..R {
                 let bw = ws[r].add(i * size_of::<BlockQ6K>());
-                // A Q6_K block spans four cache lines.
-                for line in 0..4 {
-                    prefetch(bw.add(64 * line), ahead);
-                }
-                let (ql, qh) = (
-                    bw.add(offset_of!(BlockQ6K, ql)),
-                    bw.add(offset_of!(BlockQ6K, qh)),
-                );
-                let d = _mm256_mul_ps(
-                    _mm256_set1_ps(q8k_scale(ba)),
-                    f16_splat(bw.add(offset_of!(BlockQ6K, d))),
-                );
-                let sc16 = _mm_loadu_si128(bw.add(offset_of!(BlockQ6K, scales)).cast());
+                let Q6kHead {
+                    ql,
+                    qh,
+                    d,
+                    sc16,
+                    offset,
+                } = q6k_block_head(bw, ba, bsums, ahead);
                 let sc = _mm256_broadcastsi128_si256(sc16);
-                // The stored q is the value plus 32: Σ s_j (q - 32) y = Σ s_j q y - 32 Σ s_j b_j
-                // over the 16-value sums b_j of y (Q8_K's bsums), one madd for the block.
-                let offset =
-                    _mm256_slli_epi32(_mm256_madd_epi16(bsums, _mm256_cvtepi8_epi16(sc16)), 5);
                 let mut sumi = _mm256_setzero_si256();
                 for h in 0..2 {
                     let l1 = _mm256_loadu_si256(ql.add(64 * h).cast());

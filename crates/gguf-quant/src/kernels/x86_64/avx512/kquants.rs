@@ -10,8 +10,9 @@
 use std::arch::x86_64::*;
 use std::mem::offset_of;
 
-use super::avx2::common::{f16_splat, hsum, hsum4, prefetch, q8k_scale};
-use super::avx2::kquants::{k_block_head, q8k_sums32};
+use super::avx2::common::{hsum, hsum4, q8k_scale};
+use super::avx2::kq_gemm::rows_of;
+use super::avx2::kquants::{k_block_head, q6k_block_head, q8k_sums32, Q6kHead};
 use crate::blocks::{BlockQ5K, BlockQ6K, BlockQ8K};
 
 safe_wrapper!(q6_k_q8_k, q6_k_q8_k_avx512, Q6_K, rows: q6_k_q8_k_rows, group: 4);
@@ -38,7 +39,7 @@ fn fold(v: __m512i) -> __m256i {
 
 /// # Safety
 /// Each of `ws` points to `blocks` Q6_K blocks and `a` to `blocks` Q8_K blocks. `ahead`: see
-/// [`prefetch`].
+/// `avx2::common::prefetch`.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn q6_k_q8_k_avx512<const R: usize>(
     blocks: usize,
@@ -61,23 +62,14 @@ unsafe fn q6_k_q8_k_avx512<const R: usize>(
             let bsums = _mm256_loadu_si256(ba.add(offset_of!(BlockQ8K, bsums)).cast());
             for r in 0..R {
                 let bw = ws[r].add(i * size_of::<BlockQ6K>());
-                // A Q6_K block spans four cache lines.
-                for line in 0..4 {
-                    prefetch(bw.add(64 * line), ahead);
-                }
-                let (ql, qh) = (
-                    bw.add(offset_of!(BlockQ6K, ql)),
-                    bw.add(offset_of!(BlockQ6K, qh)),
-                );
-                let d = _mm256_mul_ps(
-                    _mm256_set1_ps(q8k_scale(ba)),
-                    f16_splat(bw.add(offset_of!(BlockQ6K, d))),
-                );
-                let sc16 = _mm_loadu_si128(bw.add(offset_of!(BlockQ6K, scales)).cast());
+                let Q6kHead {
+                    ql,
+                    qh,
+                    d,
+                    sc16,
+                    offset,
+                } = q6k_block_head(bw, ba, bsums, ahead);
                 let scales = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(sc16));
-                // AVX2's correction for the stored offset of 32 (see `avx2::kquants`).
-                let offset =
-                    _mm256_slli_epi32(_mm256_madd_epi16(bsums, _mm256_cvtepi8_epi16(sc16)), 5);
                 let mut sumi = _mm512_setzero_si512();
                 for h in 0..2 {
                     // AVX2's l1 | l2, and its high bits for groups (0 | 1), (2 | 3).
@@ -159,16 +151,6 @@ unsafe fn q5_k_q8_k_avx512(blocks: usize, w: *const u8, a: *const u8) -> f32 {
     hsum(acc) - hsum4(acc_mins)
 }
 
-/// Q5_K's several-rows kernel (as the K-quant GEMM takes it for small batches): the one-row
-/// kernel on each row.
-pub(in crate::kernels::x86_64) fn q5_k_q8_k_rows(
-    n: usize,
-    w: &[u8],
-    row_bytes: usize,
-    a: &[u8],
-    out: &mut [f32],
-) {
-    for (r, o) in out.iter_mut().enumerate() {
-        *o = q5_k_q8_k(n, &w[r * row_bytes..], a);
-    }
-}
+// Q5_K's several-rows kernel (as the K-quant GEMM takes it for small batches): the one-row
+// kernel on each row.
+rows_of!(q5_k_q8_k_rows, q5_k_q8_k);
