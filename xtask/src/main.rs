@@ -2,9 +2,9 @@
 //! `cargo xtask bench-vs-llamacpp`.
 
 mod bench_vs_llamacpp;
+mod cache_files;
 mod fixtures;
 mod hf_json_fixtures;
-mod legacy_files;
 mod model_fixtures;
 mod tokenizer_fixtures;
 
@@ -23,7 +23,7 @@ fn root() -> PathBuf {
 fn usage() -> &'static str {
     "usage: cargo xtask <command>\n\
      \n  fixtures [--check]  write the test files in fixtures/ (or fail if they are stale)\
-     \n  models              fetch the real models (and legacy GGML files) into the cache ($GGUF_CACHE or ~/.cache/gguf)\
+     \n  models              fetch the real models (and legacy GGML files, a BERT checkpoint) into the cache ($GGUF_CACHE or ~/.cache/gguf)\
      \n  ci                  everything CI checks: fixtures, fmt, clippy, tests, benches in test mode,\
      \n                      and the NEON kernels under qemu when the aarch64 cross tools are installed\
      \n  bench-vs-llamacpp [--models A,B] [--threads 1,2] [--rounds N] [--repetitions N]\
@@ -56,7 +56,7 @@ fn models() -> Result<()> {
         })?;
         println!("{}: {}", m.name, p.display());
     }
-    legacy_files::fetch()
+    cache_files::fetch()
 }
 
 fn run(step: &str, cmd: &mut Command) -> Result<()> {

@@ -50,10 +50,13 @@ pub struct ConvertArgs {
 
 pub fn convert(a: ConvertArgs) -> Result<()> {
     if a.input.is_dir() {
+        // Read (and so check) the checkpoint, to say what it is.
+        let ckpt = gguf_convert::hf::Checkpoint::open(&a.input)?;
         bail!(
-            "{}: a directory; converting Hugging Face checkpoints is not implemented yet \
-             (legacy GGML/GGMF/GGJT files are)",
-            a.input.display()
+            "{}: a Hugging Face checkpoint ({}); converting Hugging Face checkpoints is not \
+             implemented yet (legacy GGML/GGMF/GGJT files are)",
+            a.input.display(),
+            ckpt.summary()
         );
     }
     let mode = if a.force {

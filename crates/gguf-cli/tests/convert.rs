@@ -105,5 +105,26 @@ fn foreign_inputs_are_clear_errors() {
         .output()
         .unwrap();
     let msg = String::from_utf8_lossy(&e.stderr);
-    assert!(msg.contains("a directory"), "{msg}");
+    assert!(msg.contains("no config.json"), "{msg}");
+}
+
+/// A Hugging Face checkpoint is read (so checked) and named; converting it is still to come.
+#[test]
+fn a_checkpoint_directory_is_named() {
+    let Some(dir) = gguf_test_support::hf_checkpoint("all-MiniLM-L6-v2") else {
+        return;
+    };
+    let out = tempfile::tempdir().unwrap();
+    let e = gguf()
+        .arg("convert")
+        .arg(&dir)
+        .arg(out.path().join("x.gguf"))
+        .output()
+        .unwrap();
+    assert!(!e.status.success());
+    let msg = String::from_utf8_lossy(&e.stderr);
+    assert!(
+        msg.contains("model_type 'bert' (BertModel), 104 tensors in 1 safetensors file"),
+        "{msg}"
+    );
 }

@@ -4,6 +4,8 @@
 //!   `fmgg`, GGJT v1-v3 `tjgg`): hyperparameters, vocabulary and tensors to a GGUF with the
 //!   metadata llama.cpp's `convert_llama_ggml_to_gguf.py` writes, the old quantized block
 //!   layouts repacked into today's with the same dequantized values.
+//! - [`hf`]: Hugging Face checkpoints (`config.json` and safetensors weights, sharded or not),
+//!   read through memory maps; their conversion is the next step.
 //!
 //! ```
 //! use gguf_convert::legacy::{LegacyModel, Options};
@@ -19,6 +21,7 @@
 //! ```
 
 mod error;
+pub mod hf;
 pub mod legacy;
 
 pub use error::{Error, Result};

@@ -52,6 +52,16 @@ pub fn legacy_file(name: &str) -> Option<PathBuf> {
     cached(gguf_hub::cache_dir().join("legacy").join(name))
 }
 
+/// The directory of a real Hugging Face checkpoint in the cache's `hf/` directory
+/// (`cargo xtask models` fetches them), if it is there.
+///
+/// # Panics
+///
+/// When it is missing and [`required`].
+pub fn hf_checkpoint(name: &str) -> Option<PathBuf> {
+    cached(gguf_hub::cache_dir().join("hf").join(name))
+}
+
 /// Whether `python3 -c "import gguf, numpy"` works, so the tests against the reference
 /// implementation (the Python `gguf` package) can run; a note on stderr when it does not.
 ///

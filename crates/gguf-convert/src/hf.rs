@@ -1,0 +1,355 @@
+//! Hugging Face checkpoints: a directory with `config.json` and safetensors weights (one
+//! `model.safetensors`, or shards listed by `model.safetensors.index.json`), read through
+//! memory maps without copying. The safetensors headers are parsed and checked by the
+//! `safetensors` crate (offsets inside the file, sizes matching dtype and shape); this module
+//! adds the checkpoint around them: the index, the shards it names (plain file names in the
+//! directory only), tensor lookup across shards, and widening to f32.
+//!
+//! ```no_run
+//! let ckpt = gguf_convert::hf::Checkpoint::open("all-MiniLM-L6-v2".as_ref())?;
+//! assert_eq!(ckpt.model_type(), Some("bert"));
+//! let emb = ckpt.tensor("embeddings.word_embeddings.weight").unwrap();
+//! println!("{:?} {:?}", emb.dtype, emb.shape);
+//! let values = emb.to_f32()?;
+//! # Ok::<(), gguf_convert::Error>(())
+//! ```
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use gguf_format::MappedBytes;
+use half::{bf16, f16};
+use safetensors::SafeTensors;
+
+pub use safetensors::Dtype;
+
+use crate::error::{Error, Result};
+
+/// The largest `config.json` or index read (they are a few KiB; this bounds a hostile one).
+const MAX_JSON_BYTES: u64 = 64 << 20;
+
+/// A Hugging Face checkpoint directory, its weights mapped.
+pub struct Checkpoint {
+    dir: PathBuf,
+    config: serde_json::Value,
+    shards: Vec<Shard>,
+    tensors: Vec<Entry>,
+    by_name: HashMap<String, usize>,
+}
+
+impl std::fmt::Debug for Checkpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Checkpoint")
+            .field("dir", &self.dir)
+            .field("shards", &self.shards.len())
+            .field("tensors", &self.tensors.len())
+            .finish_non_exhaustive()
+    }
+}
+
+struct Shard {
+    path: PathBuf,
+    map: MappedBytes,
+}
+
+struct Entry {
+    name: String,
+    shard: usize,
+    dtype: Dtype,
+    shape: Vec<usize>,
+    range: std::ops::Range<usize>,
+}
+
+/// A tensor of a checkpoint: its dtype, shape (outermost first, as PyTorch's) and bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct HfTensor<'a> {
+    /// Its name in the checkpoint (`model.layers.0.self_attn.q_proj.weight`).
+    pub name: &'a str,
+    /// Its element type.
+    pub dtype: Dtype,
+    /// Its shape, outermost dimension first.
+    pub shape: &'a [usize],
+    /// Its little-endian bytes, straight from the mapped file.
+    pub data: &'a [u8],
+    /// The file that holds it.
+    pub file: &'a Path,
+}
+
+impl HfTensor<'_> {
+    /// Its element count.
+    pub fn len(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// Whether it has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Its values widened to f32 (F32 as is, F16 and BF16 exactly, F64 rounded to nearest).
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] for other dtypes (integers, booleans, 8-bit floats).
+    pub fn to_f32(&self) -> Result<Vec<f32>> {
+        let d = self.data;
+        Ok(match self.dtype {
+            Dtype::F32 => d
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect(),
+            Dtype::F16 => d
+                .chunks_exact(2)
+                .map(|b| f16::from_le_bytes([b[0], b[1]]).to_f32())
+                .collect(),
+            Dtype::BF16 => d
+                .chunks_exact(2)
+                .map(|b| bf16::from_le_bytes([b[0], b[1]]).to_f32())
+                .collect(),
+            Dtype::F64 => d
+                .chunks_exact(8)
+                .map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")) as f32)
+                .collect(),
+            other => {
+                return Err(Error::Unsupported(format!(
+                    "{}: tensor '{}' is {other:?}; only F32, F16, BF16 and F64 tensors are read as numbers",
+                    self.file.display(),
+                    self.name
+                )))
+            }
+        })
+    }
+}
+
+fn file_error(path: &Path, what: impl std::fmt::Display) -> Error {
+    Error::Unsupported(format!("{}: {what}", path.display()))
+}
+
+/// Reads a small JSON file (config, index), bounded in size.
+fn read_json(path: &Path) -> Result<serde_json::Value> {
+    let len = std::fs::metadata(path)
+        .map_err(|e| file_error(path, e))?
+        .len();
+    if len > MAX_JSON_BYTES {
+        return Err(file_error(
+            path,
+            format!("{len} bytes is too large for a JSON file of a checkpoint"),
+        ));
+    }
+    let text = std::fs::read(path).map_err(|e| file_error(path, e))?;
+    serde_json::from_slice(&text).map_err(|e| file_error(path, format!("not valid JSON: {e}")))
+}
+
+impl Checkpoint {
+    /// Opens the checkpoint in `dir`: its `config.json`, and its weights from
+    /// `model.safetensors.index.json`'s shards, or `model.safetensors`, or else every
+    /// `*.safetensors` file in the directory.
+    ///
+    /// # Errors
+    /// Each names the file: a missing or invalid `config.json`, no safetensors weights, an
+    /// index naming files outside the directory or missing, a damaged safetensors file, a
+    /// tensor in two shards, an index entry its shard lacks.
+    pub fn open(dir: &Path) -> Result<Checkpoint> {
+        let config_path = dir.join("config.json");
+        if !config_path.is_file() {
+            return Err(file_error(
+                dir,
+                "no config.json: not a Hugging Face checkpoint directory",
+            ));
+        }
+        let config = read_json(&config_path)?;
+        if !config.is_object() {
+            return Err(file_error(&config_path, "not a JSON object"));
+        }
+
+        // The shards, and for an index the tensor each must hold.
+        let index_path = dir.join("model.safetensors.index.json");
+        let (files, wanted): (Vec<String>, Option<HashMap<String, String>>) =
+            if index_path.is_file() {
+                let index = read_json(&index_path)?;
+                let map = index
+                    .get("weight_map")
+                    .and_then(|m| m.as_object())
+                    .ok_or_else(|| file_error(&index_path, "no \"weight_map\" object"))?;
+                let mut files = Vec::new();
+                let mut wanted = HashMap::new();
+                for (tensor, file) in map {
+                    let file = file.as_str().ok_or_else(|| {
+                        file_error(
+                            &index_path,
+                            format!("the file of '{tensor}' is not a string"),
+                        )
+                    })?;
+                    if !is_plain_name(file) {
+                        return Err(file_error(
+                            &index_path,
+                            format!("'{file}' is not a file name in the checkpoint's directory"),
+                        ));
+                    }
+                    if !files.iter().any(|f| f == file) {
+                        files.push(file.to_string());
+                    }
+                    wanted.insert(tensor.clone(), file.to_string());
+                }
+                (files, Some(wanted))
+            } else if dir.join("model.safetensors").is_file() {
+                (vec!["model.safetensors".to_string()], None)
+            } else {
+                let mut files: Vec<String> = std::fs::read_dir(dir)
+                    .map_err(|e| file_error(dir, e))?
+                    .filter_map(|e| e.ok())
+                    .filter_map(|e| e.file_name().into_string().ok())
+                    .filter(|n| n.ends_with(".safetensors"))
+                    .collect();
+                files.sort();
+                (files, None)
+            };
+        if files.is_empty() {
+            return Err(file_error(
+                dir,
+                "no safetensors weights (model.safetensors, or shards with \
+                 model.safetensors.index.json); PyTorch .bin checkpoints are not read",
+            ));
+        }
+
+        let mut shards = Vec::with_capacity(files.len());
+        let mut tensors = Vec::new();
+        let mut by_name = HashMap::new();
+        for (shard, file) in files.iter().enumerate() {
+            let path = dir.join(file);
+            let map = MappedBytes::open(&path)?;
+            let st = SafeTensors::deserialize(map.bytes())
+                .map_err(|e| file_error(&path, format!("not a valid safetensors file: {e}")))?;
+            let base = map.bytes().as_ptr() as usize;
+            for (name, view) in st.iter() {
+                if let Some(wanted) = &wanted {
+                    if wanted.get(name).map(String::as_str) != Some(file.as_str()) {
+                        // Not this shard's according to the index: what loaders ignore.
+                        continue;
+                    }
+                }
+                if by_name.contains_key(name) {
+                    return Err(file_error(
+                        &path,
+                        format!("tensor '{name}' is also in an earlier shard"),
+                    ));
+                }
+                let start = view.data().as_ptr() as usize - base;
+                by_name.insert(name.to_string(), tensors.len());
+                tensors.push(Entry {
+                    name: name.to_string(),
+                    shard,
+                    dtype: view.dtype(),
+                    shape: view.shape().to_vec(),
+                    range: start..start + view.data().len(),
+                });
+            }
+            shards.push(Shard { path, map });
+        }
+        if let Some(wanted) = &wanted {
+            let mut missing: Vec<_> = wanted
+                .iter()
+                .filter(|(t, _)| !by_name.contains_key(t.as_str()))
+                .collect();
+            missing.sort();
+            if let Some((tensor, file)) = missing.first() {
+                return Err(file_error(
+                    &dir.join(file),
+                    format!(
+                        "lacks tensor '{tensor}', which model.safetensors.index.json puts there \
+                         ({} missing in all)",
+                        missing.len()
+                    ),
+                ));
+            }
+        }
+        Ok(Checkpoint {
+            dir: dir.to_path_buf(),
+            config,
+            shards,
+            tensors,
+            by_name,
+        })
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// `config.json`.
+    pub fn config(&self) -> &serde_json::Value {
+        &self.config
+    }
+
+    /// `config.json`'s `model_type` (`llama`, `bert`, ...).
+    pub fn model_type(&self) -> Option<&str> {
+        self.config.get("model_type").and_then(|v| v.as_str())
+    }
+
+    /// `config.json`'s `architectures` (`["LlamaForCausalLM"]`).
+    pub fn architectures(&self) -> Vec<&str> {
+        self.config
+            .get("architectures")
+            .and_then(|v| v.as_array())
+            .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
+            .unwrap_or_default()
+    }
+
+    /// How many safetensors files the weights are in.
+    pub fn shard_count(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// Every tensor, shard by shard, each in its file's order.
+    pub fn tensors(&self) -> impl Iterator<Item = HfTensor<'_>> {
+        self.tensors.iter().map(|e| self.view(e))
+    }
+
+    /// The tensor called `name`, if there is one.
+    pub fn tensor(&self, name: &str) -> Option<HfTensor<'_>> {
+        self.by_name.get(name).map(|&i| self.view(&self.tensors[i]))
+    }
+
+    /// How many tensors there are.
+    pub fn len(&self) -> usize {
+        self.tensors.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.tensors.is_empty()
+    }
+
+    fn view<'a>(&'a self, e: &'a Entry) -> HfTensor<'a> {
+        let shard = &self.shards[e.shard];
+        HfTensor {
+            name: &e.name,
+            dtype: e.dtype,
+            shape: &e.shape,
+            data: &shard.map.bytes()[e.range.clone()],
+            file: &shard.path,
+        }
+    }
+
+    /// A line for messages: `model_type 'bert' (BertModel), 101 tensors in 1 safetensors file`.
+    pub fn summary(&self) -> String {
+        format!(
+            "model_type '{}' ({}), {} tensors in {} safetensors file{}",
+            self.model_type().unwrap_or("?"),
+            self.architectures().join(", "),
+            self.len(),
+            self.shard_count(),
+            if self.shard_count() == 1 { "" } else { "s" }
+        )
+    }
+}
+
+/// Whether `name` is a plain file name (no directories, not `.` or `..`).
+fn is_plain_name(name: &str) -> bool {
+    !name.is_empty()
+        && name != "."
+        && name != ".."
+        && !name.contains('/')
+        && !name.contains('\\')
+        && !name.contains('\0')
+}
