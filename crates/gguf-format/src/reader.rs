@@ -243,9 +243,12 @@ impl<'a> GgufFile<'a> {
         let magic = c.take(4).unwrap_or(data);
         if magic != MAGIC {
             let hint = match magic {
-                b"lmgg" => " (this is a legacy unversioned GGML file)",
-                b"fmgg" => " (this is a legacy GGMF file)",
-                b"tjgg" => " (this is a legacy GGJT file)",
+                b"lmgg" => {
+                    " (this is a legacy unversioned GGML file; a llama model in it converts \
+                     to GGUF with `gguf convert`)"
+                }
+                b"fmgg" => " (this is a legacy GGMF file; `gguf convert` turns it into GGUF)",
+                b"tjgg" => " (this is a legacy GGJT file; `gguf convert` turns it into GGUF)",
                 _ if data.len() < 4 => " (the file is shorter than 4 bytes)",
                 _ => "",
             };
