@@ -160,6 +160,7 @@ unsafe fn q4_k_q8_k_avx2<const R: usize>(
 
 /// What a Q6_K block's product with a Q8_K block needs besides its codes (shared with
 /// `avx512::kquants`).
+#[derive(Clone, Copy)]
 pub(in crate::kernels::x86_64) struct Q6kHead {
     /// The low four bits of the codes.
     pub(in crate::kernels::x86_64) ql: *const u8,
@@ -218,88 +219,99 @@ unsafe fn q6_k_q8_k_avx2<const R: usize>(
     ahead: usize,
     a: *const u8,
 ) -> [f32; R] {
-    let mut acc = [_mm256_setzero_ps(); R];
     let m4 = _mm256_set1_epi8(0x0F);
+    // SAFETY: the caller's guarantee; `q6_k_rows_with` passes a block's head and its Q8_K
+    // values, whose fields the loads stay within (unaligned).
+    let codes = |head: &Q6kHead, ys: *const u8| unsafe {
+        let Q6kHead { ql, qh, sc16, .. } = *head;
+        let sc = _mm256_broadcastsi128_si256(sc16);
+        let mut sumi = _mm256_setzero_si256();
+        for h in 0..2 {
+            let l1 = _mm256_loadu_si256(ql.add(64 * h).cast());
+            let l2 = _mm256_loadu_si256(ql.add(64 * h + 32).cast());
+            let hb = _mm256_loadu_si256(qh.add(32 * h).cast());
+            // Six-bit values of the four 32-value groups: low nibble | two high bits.
+            let groups = [
+                _mm256_or_si256(
+                    _mm256_and_si256(l1, m4),
+                    _mm256_slli_epi16(_mm256_and_si256(hb, _mm256_set1_epi8(0x03)), 4),
+                ),
+                _mm256_or_si256(
+                    _mm256_and_si256(l2, m4),
+                    _mm256_slli_epi16(_mm256_and_si256(hb, _mm256_set1_epi8(0x0C)), 2),
+                ),
+                _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                    _mm256_and_si256(hb, _mm256_set1_epi8(0x30)),
+                ),
+                _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16(l2, 4), m4),
+                    _mm256_srli_epi16(_mm256_and_si256(hb, _mm256_set1_epi8(0xC0u8 as i8)), 2),
+                ),
+            ];
+            let mut p = [_mm256_setzero_si256(); 4];
+            for (g, q) in groups.into_iter().enumerate() {
+                let y = _mm256_loadu_si256(ys.add(128 * h + 32 * g).cast());
+                // [s(2j) x 8, s(2j+1) x 8] as i16, j = 4h + g: each scale byte picked into
+                // the high byte of every i16 of its lane, then shifted down with its sign.
+                // (A 128-bit pick widened by `vpmovsxbw` is what ggml does, but LLVM turns
+                // that pick into three shuffles.)
+                let j = (4 * h + g) as u8;
+                let (lo, hi) = (2 * j, 2 * j + 1);
+                let pick = _mm256_set_epi64x(
+                    i64::from_le_bytes([0x80, hi, 0x80, hi, 0x80, hi, 0x80, hi]),
+                    i64::from_le_bytes([0x80, hi, 0x80, hi, 0x80, hi, 0x80, hi]),
+                    i64::from_le_bytes([0x80, lo, 0x80, lo, 0x80, lo, 0x80, lo]),
+                    i64::from_le_bytes([0x80, lo, 0x80, lo, 0x80, lo, 0x80, lo]),
+                );
+                let sv = _mm256_srai_epi16(_mm256_shuffle_epi8(sc, pick), 8);
+                p[g] = _mm256_madd_epi16(_mm256_maddubs_epi16(q, y), sv);
+            }
+            sumi = _mm256_add_epi32(
+                sumi,
+                _mm256_add_epi32(_mm256_add_epi32(p[0], p[1]), _mm256_add_epi32(p[2], p[3])),
+            );
+        }
+        sumi
+    };
+    // SAFETY: the caller's guarantee; this function enables AVX2, FMA and F16C.
+    unsafe { q6_k_rows_with(blocks, ws, ahead, a, codes) }
+}
+
+/// The Q6_K dot products' driver (AVX2's and AVX-512's, ggml's AVX2 order): per block and
+/// row the [`Q6kHead`], the block's eight i32 lane sums of scaled code products
+/// `codes(head, q8k_values)`, less the head's offset correction, into
+/// `acc = fma(d, lanes, acc)`; each row's lanes summed at the end.
+///
+/// # Safety
+/// Always inlined into a kernel whose target features include AVX2, FMA, F16C and what
+/// `codes` uses, which the CPU has; each of `ws` points to `blocks` Q6_K blocks and `a` to
+/// `blocks` Q8_K blocks. `ahead`: see [`prefetch`].
+#[inline(always)]
+pub(in crate::kernels::x86_64) unsafe fn q6_k_rows_with<const R: usize>(
+    blocks: usize,
+    ws: [*const u8; R],
+    ahead: usize,
+    a: *const u8,
+    codes: impl Fn(&Q6kHead, *const u8) -> __m256i,
+) -> [f32; R] {
+    // SAFETY (every block below): the instruction sets (caller); block i of each operand is
+    // in bounds (caller), and the loads are unaligned.
+    let mut acc = [unsafe { _mm256_setzero_ps() }; R];
     for i in 0..blocks {
-        // SAFETY: block i of each operand is in bounds (caller); loads are unaligned and
-        // stay within the fields.
         unsafe {
             let ba = a.add(i * size_of::<BlockQ8K>());
             let ys = ba.add(offset_of!(BlockQ8K, qs));
             let bsums = _mm256_loadu_si256(ba.add(offset_of!(BlockQ8K, bsums)).cast());
-            for r in 0..R {
+            for (r, acc) in acc.iter_mut().enumerate() {
                 let bw = ws[r].add(i * size_of::<BlockQ6K>());
-                let Q6kHead {
-                    ql,
-                    qh,
-                    d,
-                    sc16,
-                    offset,
-                } = q6k_block_head(bw, ba, bsums, ahead);
-                let sc = _mm256_broadcastsi128_si256(sc16);
-                let mut sumi = _mm256_setzero_si256();
-                for h in 0..2 {
-                    let l1 = _mm256_loadu_si256(ql.add(64 * h).cast());
-                    let l2 = _mm256_loadu_si256(ql.add(64 * h + 32).cast());
-                    let hb = _mm256_loadu_si256(qh.add(32 * h).cast());
-                    // Six-bit values of the four 32-value groups: low nibble | two high bits.
-                    let groups = [
-                        _mm256_or_si256(
-                            _mm256_and_si256(l1, m4),
-                            _mm256_slli_epi16(_mm256_and_si256(hb, _mm256_set1_epi8(0x03)), 4),
-                        ),
-                        _mm256_or_si256(
-                            _mm256_and_si256(l2, m4),
-                            _mm256_slli_epi16(_mm256_and_si256(hb, _mm256_set1_epi8(0x0C)), 2),
-                        ),
-                        _mm256_or_si256(
-                            _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                            _mm256_and_si256(hb, _mm256_set1_epi8(0x30)),
-                        ),
-                        _mm256_or_si256(
-                            _mm256_and_si256(_mm256_srli_epi16(l2, 4), m4),
-                            _mm256_srli_epi16(
-                                _mm256_and_si256(hb, _mm256_set1_epi8(0xC0u8 as i8)),
-                                2,
-                            ),
-                        ),
-                    ];
-                    let mut p = [_mm256_setzero_si256(); 4];
-                    for (g, q) in groups.into_iter().enumerate() {
-                        let y = _mm256_loadu_si256(ys.add(128 * h + 32 * g).cast());
-                        // [s(2j) x 8, s(2j+1) x 8] as i16, j = 4h + g: each scale byte
-                        // picked into the high byte of every i16 of its lane, then shifted
-                        // down with its sign. (A 128-bit pick widened by `vpmovsxbw` is what
-                        // ggml does, but LLVM turns that pick into three shuffles.)
-                        let j = (4 * h + g) as u8;
-                        let (lo, hi) = (2 * j, 2 * j + 1);
-                        let pick = _mm256_set_epi64x(
-                            i64::from_le_bytes([0x80, hi, 0x80, hi, 0x80, hi, 0x80, hi]),
-                            i64::from_le_bytes([0x80, hi, 0x80, hi, 0x80, hi, 0x80, hi]),
-                            i64::from_le_bytes([0x80, lo, 0x80, lo, 0x80, lo, 0x80, lo]),
-                            i64::from_le_bytes([0x80, lo, 0x80, lo, 0x80, lo, 0x80, lo]),
-                        );
-                        let sv = _mm256_srai_epi16(_mm256_shuffle_epi8(sc, pick), 8);
-                        p[g] = _mm256_madd_epi16(_mm256_maddubs_epi16(q, y), sv);
-                    }
-                    sumi = _mm256_add_epi32(
-                        sumi,
-                        _mm256_add_epi32(
-                            _mm256_add_epi32(p[0], p[1]),
-                            _mm256_add_epi32(p[2], p[3]),
-                        ),
-                    );
-                }
-                let sumi = _mm256_sub_epi32(sumi, offset);
-                acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc[r]);
+                let head = q6k_block_head(bw, ba, bsums, ahead);
+                let sumi = _mm256_sub_epi32(codes(&head, ys), head.offset);
+                *acc = _mm256_fmadd_ps(head.d, _mm256_cvtepi32_ps(sumi), *acc);
             }
         }
     }
-    let mut sums = [0f32; R];
-    for r in 0..R {
-        sums[r] = hsum(acc[r]);
-    }
-    sums
+    acc.map(|acc| unsafe { hsum(acc) })
 }
 
 /// # Safety

@@ -12,8 +12,8 @@ use std::mem::offset_of;
 
 use super::avx2::common::{hsum, hsum4, q8k_scale};
 use super::avx2::kq_gemm::rows_of;
-use super::avx2::kquants::{k_block_head, q6k_block_head, q8k_sums32, Q6kHead};
-use crate::blocks::{BlockQ5K, BlockQ6K, BlockQ8K};
+use super::avx2::kquants::{k_block_head, q6_k_rows_with, q8k_sums32, Q6kHead};
+use crate::blocks::{BlockQ5K, BlockQ8K};
 
 safe_wrapper!(q6_k_q8_k, q6_k_q8_k_avx512, Q6_K, rows: q6_k_q8_k_rows, group: 4);
 safe_wrapper!(q5_k_q8_k, q5_k_q8_k_avx512, Q5_K);
@@ -47,57 +47,42 @@ unsafe fn q6_k_q8_k_avx512<const R: usize>(
     ahead: usize,
     a: *const u8,
 ) -> [f32; R] {
-    let mut acc = [_mm256_setzero_ps(); R];
     let m4 = _mm512_set1_epi8(0x0F);
     // The high bits of AVX2's groups 2g + 1 sit two bits above those of groups 2g.
     let high_shift = _mm512_inserti64x4::<1>(_mm512_setzero_si512(), _mm256_set1_epi16(2));
     // Groups (0, 1) of half h take scales 8h..8h + 4, groups (2, 3) the next four.
     let picks = [0, 4, 8, 12].map(|first| scale_picks(first, 8));
-    for i in 0..blocks {
-        // SAFETY: block i of each operand is in bounds (caller); loads are unaligned and stay
-        // within the fields.
-        unsafe {
-            let ba = a.add(i * size_of::<BlockQ8K>());
-            let ys = ba.add(offset_of!(BlockQ8K, qs));
-            let bsums = _mm256_loadu_si256(ba.add(offset_of!(BlockQ8K, bsums)).cast());
-            for r in 0..R {
-                let bw = ws[r].add(i * size_of::<BlockQ6K>());
-                let Q6kHead {
-                    ql,
-                    qh,
-                    d,
-                    sc16,
-                    offset,
-                } = q6k_block_head(bw, ba, bsums, ahead);
-                let scales = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(sc16));
-                let mut sumi = _mm512_setzero_si512();
-                for h in 0..2 {
-                    // AVX2's l1 | l2, and its high bits for groups (0 | 1), (2 | 3).
-                    let l = _mm512_loadu_si512(ql.add(64 * h).cast());
-                    let hb = _mm256_loadu_si256(qh.add(32 * h).cast());
-                    let hb = _mm512_srlv_epi16(_mm512_broadcast_i64x4(hb), high_shift);
-                    let g01 = _mm512_or_si512(
-                        _mm512_and_si512(l, m4),
-                        _mm512_slli_epi16::<4>(_mm512_and_si512(hb, _mm512_set1_epi8(0x03))),
-                    );
-                    let g23 = _mm512_or_si512(
-                        _mm512_and_si512(_mm512_srli_epi16::<4>(l), m4),
-                        _mm512_and_si512(hb, _mm512_set1_epi8(0x30)),
-                    );
-                    let y01 = _mm512_loadu_si512(ys.add(128 * h).cast());
-                    let y23 = _mm512_loadu_si512(ys.add(128 * h + 64).cast());
-                    // q < 64: the pair sums (<= 2 · 63 · 128) are exact in i16.
-                    let s01 = _mm512_permutexvar_epi16(picks[2 * h], scales);
-                    let s23 = _mm512_permutexvar_epi16(picks[2 * h + 1], scales);
-                    sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(g01, y01), s01);
-                    sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(g23, y23), s23);
-                }
-                let sumi = _mm256_sub_epi32(fold(sumi), offset);
-                acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc[r]);
-            }
+    // SAFETY: the caller's guarantee; `q6_k_rows_with` passes a block's head and its Q8_K
+    // values, whose fields the loads stay within (unaligned).
+    let codes = |head: &Q6kHead, ys: *const u8| unsafe {
+        let Q6kHead { ql, qh, sc16, .. } = *head;
+        let scales = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(sc16));
+        let mut sumi = _mm512_setzero_si512();
+        for h in 0..2 {
+            // AVX2's l1 | l2, and its high bits for groups (0 | 1), (2 | 3).
+            let l = _mm512_loadu_si512(ql.add(64 * h).cast());
+            let hb = _mm256_loadu_si256(qh.add(32 * h).cast());
+            let hb = _mm512_srlv_epi16(_mm512_broadcast_i64x4(hb), high_shift);
+            let g01 = _mm512_or_si512(
+                _mm512_and_si512(l, m4),
+                _mm512_slli_epi16::<4>(_mm512_and_si512(hb, _mm512_set1_epi8(0x03))),
+            );
+            let g23 = _mm512_or_si512(
+                _mm512_and_si512(_mm512_srli_epi16::<4>(l), m4),
+                _mm512_and_si512(hb, _mm512_set1_epi8(0x30)),
+            );
+            let y01 = _mm512_loadu_si512(ys.add(128 * h).cast());
+            let y23 = _mm512_loadu_si512(ys.add(128 * h + 64).cast());
+            // q < 64: the pair sums (<= 2 · 63 · 128) are exact in i16.
+            let s01 = _mm512_permutexvar_epi16(picks[2 * h], scales);
+            let s23 = _mm512_permutexvar_epi16(picks[2 * h + 1], scales);
+            sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(g01, y01), s01);
+            sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(g23, y23), s23);
         }
-    }
-    acc.map(|acc| hsum(acc))
+        fold(sumi)
+    };
+    // SAFETY: the caller's guarantee; this function enables every instruction set used.
+    unsafe { q6_k_rows_with(blocks, ws, ahead, a, codes) }
 }
 
 /// # Safety
