@@ -468,7 +468,7 @@ impl<'a> LegacyModel<'a> {
         let era = self.container.era();
         let mut done = 0;
         let mut rounded_blocks = 0u64;
-        for (plan, t) in plans.iter().zip(&self.tensors) {
+        for ((plan, t), spec) in plans.iter().zip(&self.tensors).zip(builder.tensors()) {
             w.write_tensor_with(|w| match plan.action {
                 Action::Copy(_) => w.write_all(t.data),
                 Action::Repack(q, _) => {
@@ -503,11 +503,7 @@ impl<'a> LegacyModel<'a> {
                     Ok(())
                 }
             })?;
-            done += builder
-                .tensors()
-                .iter()
-                .find(|s| s.name() == plan.name)
-                .map_or(0, TensorSpec::size);
+            done += spec.size();
             progress(done, total);
         }
         w.finish()?;
