@@ -295,10 +295,11 @@ pub(in crate::kernels::x86_64) unsafe fn q6_k_rows_with<const R: usize>(
     a: *const u8,
     codes: impl Fn(&Q6kHead, *const u8) -> __m256i,
 ) -> [f32; R] {
-    // SAFETY (every block below): the instruction sets (caller); block i of each operand is
-    // in bounds (caller), and the loads are unaligned.
+    // SAFETY: the CPU has AVX (caller).
     let mut acc = [unsafe { _mm256_setzero_ps() }; R];
     for i in 0..blocks {
+        // SAFETY: the instruction sets (caller); block i of each operand is in bounds
+        // (caller), and the loads are unaligned.
         unsafe {
             let ba = a.add(i * size_of::<BlockQ8K>());
             let ys = ba.add(offset_of!(BlockQ8K, qs));
@@ -311,6 +312,7 @@ pub(in crate::kernels::x86_64) unsafe fn q6_k_rows_with<const R: usize>(
             }
         }
     }
+    // SAFETY: the CPU has AVX2 (caller).
     acc.map(|acc| unsafe { hsum(acc) })
 }
 
