@@ -240,11 +240,11 @@ fn corrupt_files() -> Vec<(&'static str, Vec<u8>)> {
 }
 
 /// Small llama files in the formats before GGUF, from the published layouts
-/// (`gguf_convert::legacy::testing`): one per container version with a tensor of every type
+/// (`legacy_fixtures`): one per container version with a tensor of every type
 /// it holds, GGJT v3's K-quants, and a vocabulary-only GGJT v1 file like llama.cpp's old
 /// `models/ggml-vocab.bin`.
 fn legacy_files() -> Vec<(String, Vec<u8>)> {
-    use gguf_convert::legacy::testing::{fixture, types_of, vocab_only_ggjt};
+    use crate::legacy_fixtures::{fixture, types_of, vocab_only_ggjt};
     use gguf_convert::legacy::Container;
     let mut files = Vec::new();
     for (i, (name, container)) in [

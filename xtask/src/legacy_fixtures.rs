@@ -1,28 +1,38 @@
-//! Writing legacy files from the published layouts, for tests and `cargo xtask fixtures`:
-//! [`write()`] lays out a container, [`blocks`] makes deterministic blocks of a type in an era's
-//! layout, and [`fixture`] builds the small llama files the fixtures hold.
+//! The legacy (pre-GGUF) fixtures, written from the published layouts: [`write()`] lays out a
+//! container, [`blocks`] makes deterministic blocks of a type in an era's layout, and
+//! [`fixture`] builds the small llama files `fixtures/legacy/` holds.
 
+use gguf_convert::legacy::{Container, Hparams, OldQuant, MAGIC_GGJT, MAGIC_GGMF, MAGIC_GGML};
+use gguf_test_support::Rng;
 use half::f16;
 
-use super::blocks::{Era, OldQuant};
-use super::{Container, Hparams, GGJT_ALIGNMENT, MAGIC_GGJT, MAGIC_GGMF, MAGIC_GGML};
+/// The alignment of GGJT tensor data.
+const GGJT_ALIGNMENT: usize = 32;
+
+/// Elements per block of a legacy quantized type.
+fn quant_block_len(q: OldQuant) -> u32 {
+    match q {
+        OldQuant::Q4_2 | OldQuant::Q4_3 => 16,
+        _ => 32,
+    }
+}
 
 /// A tensor to write: its legacy name, dimensions (row length first), type id and data.
 #[derive(Debug, Clone, PartialEq)]
-pub struct TensorData {
+pub(crate) struct TensorData {
     /// The legacy name (`layers.0.attention.wq.weight`).
-    pub name: String,
+    pub(crate) name: String,
     /// Dimensions, row length first.
-    pub dims: Vec<u32>,
+    pub(crate) dims: Vec<u32>,
     /// The legacy type id.
-    pub type_id: u32,
+    pub(crate) type_id: u32,
     /// The data, in the container's layout for the type.
-    pub data: Vec<u8>,
+    pub(crate) data: Vec<u8>,
 }
 
 /// A legacy file: magic, version, hyperparameters, vocabulary (scores but for GGML), tensors
 /// (their data aligned to 32 bytes in GGJT).
-pub fn write(
+pub(crate) fn write(
     container: Container,
     hp: &Hparams,
     vocab: &[(Vec<u8>, f32)],
@@ -49,7 +59,7 @@ pub fn write(
     for (text, score) in vocab {
         u32le(&mut out, text.len() as u32);
         out.extend_from_slice(text);
-        if container.has_scores() {
+        if container != Container::Ggml {
             out.extend_from_slice(&score.to_le_bytes());
         }
     }
@@ -69,52 +79,27 @@ pub fn write(
     out
 }
 
-/// A deterministic xorshift generator.
-#[derive(Debug, Clone)]
-pub struct Rng(u64);
-
-impl Rng {
-    /// A generator from `seed`.
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    /// A random byte.
-    pub fn byte(&mut self) -> u8 {
-        (self.next_u64() >> 32) as u8
-    }
-
-    /// A random f16 scale in about ±(2^-10 .. 2^-3), as f32.
-    fn scale(&mut self) -> f32 {
-        let x = (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32;
-        let sign = if self.next_u64() & 1 == 0 { 1.0 } else { -1.0 };
-        f16::from_f32(sign * (0.001 + 0.1 * x)).to_f32()
-    }
+/// A random f16 scale in about ±(2^-10 .. 2^-3), as f32.
+fn random_scale(rng: &mut Rng) -> f32 {
+    let x = (rng.next() >> 40) as f32 / (1u64 << 24) as f32;
+    let sign = if rng.next() & 1 == 0 { 1.0 } else { -1.0 };
+    f16::from_f32(sign * (0.001 + 0.1 * x)).to_f32()
 }
 
 /// `count` blocks of `type_id` in `container`'s layout from `rng`. F32 and F16 get finite
 /// values in ±1; quantized types random codes with f16 scales, which are stored as f32 in the
 /// eras that have f32 scales; with `inexact_scales` those are nudged off the f16 grid, so
 /// that no f16 holds them. The K-quants (ids 10-14) get random bytes with finite f16 scales.
-pub fn blocks(
+pub(crate) fn blocks(
     type_id: u32,
     container: Container,
     count: usize,
     inexact_scales: bool,
     rng: &mut Rng,
 ) -> Vec<u8> {
-    let era = container.era();
     let mut out = Vec::new();
     let scale = |rng: &mut Rng, out: &mut Vec<u8>, f32_scale: bool| {
-        let s = rng.scale();
+        let s = random_scale(rng);
         if f32_scale {
             let s = if inexact_scales {
                 s * (1.0 + f32::EPSILON * 64.0)
@@ -126,21 +111,11 @@ pub fn blocks(
             out.extend_from_slice(&f16::from_f32(s).to_le_bytes());
         }
     };
-    let bytes = |rng: &mut Rng, out: &mut Vec<u8>, n: usize| {
-        for _ in 0..n {
-            out.push(rng.byte());
-        }
-    };
+    let bytes = |rng: &mut Rng, out: &mut Vec<u8>, n: usize| out.extend(rng.bytes(n));
     for _ in 0..count {
         match type_id {
-            0 => {
-                let v = (rng.next_u64() >> 40) as f32 / (1u64 << 23) as f32 - 1.0;
-                out.extend_from_slice(&v.to_le_bytes());
-            }
-            1 => {
-                let v = (rng.next_u64() >> 40) as f32 / (1u64 << 23) as f32 - 1.0;
-                out.extend_from_slice(&f16::from_f32(v).to_le_bytes());
-            }
+            0 => out.extend_from_slice(&rng.unit().to_le_bytes()),
+            1 => out.extend_from_slice(&f16::from_f32(rng.unit()).to_le_bytes()),
             10..=14 => {
                 let ty = gguf_format::GgmlType::from_id_opt(type_id).expect("a K-quant");
                 let start = out.len();
@@ -154,13 +129,13 @@ pub fn blocks(
                     _ => &[208],
                 };
                 for &a in at {
-                    let s = f16::from_f32(rng.scale()).to_le_bytes();
+                    let s = f16::from_f32(random_scale(rng)).to_le_bytes();
                     out[start + a..start + a + 2].copy_from_slice(&s);
                 }
             }
             _ => {
                 let q = OldQuant::from_id(type_id).expect("a legacy quantized type");
-                let f32_scales = era != Era::Current;
+                let f32_scales = container != Container::Ggjt(3);
                 match q {
                     OldQuant::Q4_0 => {
                         scale(rng, &mut out, f32_scales);
@@ -202,7 +177,7 @@ pub fn blocks(
 
 /// A vocabulary of `n` tokens like llama's: three specials, the 256 single bytes, then words
 /// with spaces, an empty token, a non-ASCII one; scores falling with the id.
-pub fn vocab(n: u32) -> Vec<(Vec<u8>, f32)> {
+pub(crate) fn vocab(n: u32) -> Vec<(Vec<u8>, f32)> {
     let words: [&[u8]; 6] = [
         b" the",
         b"hello world",
@@ -231,7 +206,7 @@ pub fn vocab(n: u32) -> Vec<(Vec<u8>, f32)> {
 }
 
 /// The types of every tensor type `container` holds (2D tensors cycle through them).
-pub fn types_of(container: Container) -> &'static [u32] {
+pub(crate) fn types_of(container: Container) -> &'static [u32] {
     match container {
         Container::Ggml | Container::Ggmf => &[0, 1, 2, 3],
         Container::Ggjt(1) => &[0, 1, 2, 3, 4, 5, 6, 7, 8],
@@ -243,7 +218,7 @@ pub fn types_of(container: Container) -> &'static [u32] {
 /// The tensors of [`fixture`] whose f32 scales (in the eras that store f32 scales) are off the
 /// f16 grid, so that they convert to F32: between them and the containers, each of Q4_0, Q4_1
 /// and Q8_0 is among them somewhere, and each is also elsewhere with f16-valued scales.
-pub const INEXACT: [&str; 3] = [
+pub(crate) const INEXACT: [&str; 3] = [
     "output.weight",
     "layers.0.attention.wv.weight",
     "layers.0.feed_forward.w2.weight",
@@ -253,7 +228,7 @@ pub const INEXACT: [&str; 3] = [
 /// third (norms F32), with `n_embd` = `width` (a multiple of the types' block length), 4 heads
 /// and a vocabulary of `n_vocab`. The [`INEXACT`] tensors get f32 scales off the f16 grid;
 /// every other tensor's scales are f16 values.
-pub fn fixture(
+pub(crate) fn fixture(
     container: Container,
     types: &[u32],
     width: u32,
@@ -288,7 +263,7 @@ pub fn fixture(
     let block_len = |id: u32| match id {
         0 | 1 => 1,
         10..=14 => 256,
-        _ => OldQuant::from_id(id).map_or(1, |q| q.block_len() as u32),
+        _ => OldQuant::from_id(id).map_or(1, quant_block_len),
     };
     for (i, (name, dims)) in two_d.iter().enumerate() {
         // From the third type on, so that the first tensors are quantized in every container.
@@ -319,7 +294,7 @@ pub fn fixture(
 
 /// A vocabulary-only GGJT file of this version, as llama.cpp's old `models/ggml-vocab.bin`:
 /// LLaMA 7B's hyperparameters and a 300-token vocabulary.
-pub fn vocab_only_ggjt(version: u32) -> Vec<u8> {
+pub(crate) fn vocab_only_ggjt(version: u32) -> Vec<u8> {
     let hp = Hparams {
         n_vocab: 300,
         n_embd: 4096,

@@ -5,6 +5,7 @@ mod bench_vs_llamacpp;
 mod cache_files;
 mod fixtures;
 mod hf_json_fixtures;
+mod legacy_fixtures;
 mod model_fixtures;
 mod tokenizer_fixtures;
 

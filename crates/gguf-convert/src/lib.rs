@@ -7,16 +7,16 @@
 //! - [`hf`]: Hugging Face checkpoints (`config.json` and safetensors weights, sharded or not),
 //!   read through memory maps; their conversion is the next step.
 //!
-//! ```
+//! ```no_run
 //! use gguf_convert::legacy::{LegacyModel, Options};
-//! # let bytes = gguf_convert::legacy::testing::vocab_only_ggjt(1);
+//! let bytes = std::fs::read("ggml-vocab.bin")?;
 //! let model = LegacyModel::parse(&bytes)?;
-//! assert_eq!(model.container().name(), "GGJTv1");
+//! println!("{}", model.container().name()); // GGJTv1
 //! let mut out = Vec::new();
 //! let report = model.write_gguf(&Options::new("ggml-vocab.bin"), &mut out, &mut |_, _| {})?;
 //! let file = gguf_format::GgufFile::parse(&out)?;
 //! assert_eq!(file.value("general.architecture").and_then(|v| v.as_str()), Some("llama"));
-//! assert_eq!(report.tensors.len(), 0);
+//! println!("{} tensors", report.tensors.len());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 

@@ -61,8 +61,9 @@ pub enum OldQuant {
 }
 
 impl OldQuant {
-    /// The legacy type id's quantized type, if it is one of these.
-    pub(crate) fn from_id(id: u32) -> Option<OldQuant> {
+    /// The quantized type of a legacy type id (2 Q4_0, 3 Q4_1, 4 Q4_2, 5 Q4_3, 6 Q5_0, 7 Q5_1,
+    /// 8 Q8_0), if it is one of these.
+    pub fn from_id(id: u32) -> Option<OldQuant> {
         Some(match id {
             2 => OldQuant::Q4_0,
             3 => OldQuant::Q4_1,

@@ -22,7 +22,6 @@
 //! the file is checked against the bytes that remain before anything is allocated.
 
 mod blocks;
-pub mod testing;
 
 use std::io::Write;
 
