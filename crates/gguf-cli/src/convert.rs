@@ -1,9 +1,10 @@
-//! `gguf convert`: legacy GGML/GGMF/GGJT llama files to GGUF.
+//! `gguf convert`: legacy GGML/GGMF/GGJT llama files and Hugging Face checkpoints to GGUF.
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::Args;
+use gguf_convert::hf::{Checkpoint, HfConversion, HfOptions, OutType};
 use gguf_convert::legacy::{Action, LegacyModel, OldQuant, Options, ScalePolicy};
 use gguf_format::fsutil::{self, WriteMode};
 use gguf_format::MappedBytes;
@@ -14,7 +15,8 @@ use crate::output::outln;
 
 #[derive(Args)]
 pub struct ConvertArgs {
-    /// The legacy model file (GGML 'lmgg', GGMF 'fmgg' or GGJT 'tjgg').
+    /// A legacy model file (GGML 'lmgg', GGMF 'fmgg' or GGJT 'tjgg'), or a Hugging Face
+    /// checkpoint directory (config.json, tokenizer.json, *.safetensors).
     input: PathBuf,
     /// The GGUF file to write.
     output: PathBuf,
@@ -40,6 +42,14 @@ pub struct ConvertArgs {
     /// keeping the quantized type, instead of writing such tensors as exact F32.
     #[arg(long)]
     round_scales: bool,
+    /// Checkpoints: the type of the matrices (f32, f16, bf16, q8_0, or auto: the checkpoint's
+    /// own f16 or bf16); vectors and norms stay f32, as llama.cpp writes them.
+    #[arg(long, default_value = "f16", value_parser = parse_outtype)]
+    outtype: OutType,
+    /// Checkpoints: the tokenizer.ggml.pre name to write when llama.cpp's table does not
+    /// know the tokenizer.
+    #[arg(long)]
+    pre: Option<String>,
     /// Replace OUT if it exists.
     #[arg(short, long)]
     force: bool,
@@ -50,20 +60,9 @@ pub struct ConvertArgs {
 
 pub fn convert(a: ConvertArgs) -> Result<()> {
     if a.input.is_dir() {
-        // Read (and so check) the checkpoint, to say what it is.
-        let ckpt = gguf_convert::hf::Checkpoint::open(&a.input)?;
-        bail!(
-            "{}: a Hugging Face checkpoint ({}); converting Hugging Face checkpoints is not \
-             implemented yet (legacy GGML/GGMF/GGJT files are)",
-            a.input.display(),
-            ckpt.summary()
-        );
+        return convert_checkpoint(a);
     }
-    let mode = if a.force {
-        WriteMode::Replace { force: true }
-    } else {
-        WriteMode::CreateNew
-    };
+    let mode = write_mode(a.force);
     fsutil::check_destination(&a.output, mode).map_err(with_force_hint)?;
     fsutil::refuse_inputs(&a.output, &[a.input.as_path()])?;
     let input_name = a.input.display().to_string();
@@ -86,11 +85,7 @@ pub fn convert(a: ConvertArgs) -> Result<()> {
             ScalePolicy::Exact
         },
     };
-    let bar = ProgressBar::new(0).with_style(
-        ProgressStyle::with_template("converting [{bar:30}] {bytes}/{total_bytes}")
-            .expect("valid template")
-            .progress_chars("=> "),
-    );
+    let bar = progress_bar();
     let report = fsutil::write_atomic(&a.output, mode, |out| {
         model
             .write_gguf(&options, out, &mut |done, total| {
@@ -164,6 +159,90 @@ pub fn convert(a: ConvertArgs) -> Result<()> {
     if a.vocab_only && !model.tensors().is_empty() {
         eprintln!("  --vocab-only: {} tensors left out", model.tensors().len());
     }
+    eprintln!("wrote {}", a.output.display());
+    Ok(())
+}
+
+fn parse_outtype(s: &str) -> Result<OutType, String> {
+    OutType::parse(s).ok_or_else(|| format!("'{s}' is not one of f32, f16, bf16, q8_0, auto"))
+}
+
+fn write_mode(force: bool) -> WriteMode {
+    if force {
+        WriteMode::Replace { force: true }
+    } else {
+        WriteMode::CreateNew
+    }
+}
+
+fn progress_bar() -> ProgressBar {
+    ProgressBar::new(0).with_style(
+        ProgressStyle::with_template("converting [{bar:30}] {bytes}/{total_bytes}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    )
+}
+
+/// A Hugging Face checkpoint directory to GGUF.
+fn convert_checkpoint(a: ConvertArgs) -> Result<()> {
+    let mode = write_mode(a.force);
+    fsutil::check_destination(&a.output, mode).map_err(with_force_hint)?;
+    let input_name = a.input.display().to_string();
+    let ckpt = Checkpoint::open(&a.input)?;
+    let options = HfOptions {
+        outtype: a.outtype,
+        vocab_only: a.vocab_only,
+        pre_tokenizer: a.pre.clone(),
+    };
+    let plan = HfConversion::plan(&ckpt, &options)?;
+    for w in plan.warnings() {
+        eprintln!("warning: {w}");
+    }
+    let bar = progress_bar();
+    fsutil::write_atomic(&a.output, mode, |out| {
+        plan.write(out, &mut |done, total| {
+            bar.set_length(total);
+            bar.set_position(done);
+        })
+        .map(|_| ())
+        .map_err(|e| match e {
+            gguf_convert::Error::Format(e) => e,
+            other => std::io::Error::other(other.to_string()).into(),
+        })
+    })
+    .map_err(with_force_hint)
+    .with_context(|| input_name.clone())?;
+    bar.finish_and_clear();
+    if a.json {
+        let tensors: Vec<_> = plan
+            .tensors()
+            .iter()
+            .map(|t| {
+                serde_json::json!({
+                    "name": t.name,
+                    "source": t.source,
+                    "source_dtype": format!("{:?}", t.source_dtype),
+                    "type": t.ty.name(),
+                    "shape": t.shape,
+                })
+            })
+            .collect();
+        let json = serde_json::json!({
+            "input": input_name,
+            "output": a.output.display().to_string(),
+            "architecture": plan.architecture(),
+            "tensors": tensors,
+            "warnings": plan.warnings(),
+        });
+        outln!("{}", serde_json::to_string_pretty(&json)?)?;
+        return Ok(());
+    }
+    eprintln!(
+        "{input_name}: {} -> {} ({} tensors)",
+        ckpt.summary(),
+        plan.architecture(),
+        plan.tensors().len()
+    );
     eprintln!("wrote {}", a.output.display());
     Ok(())
 }

@@ -119,6 +119,21 @@ impl Tokenizer {
         })
     }
 
+    /// Builds the tokenizer a Hugging Face `tokenizer.json` text describes, as `tokenizers`
+    /// runs it (the pipeline of a file's `tokenizer.huggingface.json`).
+    ///
+    /// ```
+    /// let json = r#"{"model": {"type": "WordPiece", "unk_token": "[UNK]",
+    ///     "vocab": {"[UNK]": 0, "hello": 1, "##s": 2}},
+    ///     "pre_tokenizer": {"type": "BertPreTokenizer"}}"#;
+    /// let tok = gguf_tokenizer::Tokenizer::from_huggingface_json(json)?;
+    /// assert_eq!(tok.encode(b"hellos", false, false), [1, 2]);
+    /// # Ok::<(), gguf_tokenizer::TokenizerError>(())
+    /// ```
+    pub fn from_huggingface_json(json: &str) -> Result<Tokenizer> {
+        hf_json::from_json(json, vocab::SpecialIds::default())
+    }
+
     /// What was odd about the metadata but did not stop loading (e.g. an unknown
     /// `tokenizer.ggml.pre`, replaced by the default pre-tokenizer).
     pub fn warnings(&self) -> &[String] {

@@ -23,10 +23,8 @@ use safetensors::SafeTensors;
 
 pub use safetensors::Dtype;
 
+use super::json::{file_error, read_json};
 use crate::error::{Error, Result};
-
-/// The largest `config.json` or index read (they are a few KiB; this bounds a hostile one).
-const MAX_JSON_BYTES: u64 = 64 << 20;
 
 /// A Hugging Face checkpoint directory, its weights mapped.
 pub struct Checkpoint {
@@ -120,25 +118,6 @@ impl HfTensor<'_> {
     }
 }
 
-fn file_error(path: &Path, what: impl std::fmt::Display) -> Error {
-    Error::Unsupported(format!("{}: {what}", path.display()))
-}
-
-/// Reads a small JSON file (config, index), bounded in size.
-fn read_json(path: &Path) -> Result<serde_json::Value> {
-    let len = std::fs::metadata(path)
-        .map_err(|e| file_error(path, e))?
-        .len();
-    if len > MAX_JSON_BYTES {
-        return Err(file_error(
-            path,
-            format!("{len} bytes is too large for a JSON file of a checkpoint"),
-        ));
-    }
-    let text = std::fs::read(path).map_err(|e| file_error(path, e))?;
-    serde_json::from_slice(&text).map_err(|e| file_error(path, format!("not valid JSON: {e}")))
-}
-
 impl Checkpoint {
     /// Opens the checkpoint in `dir`: its `config.json`, and its weights from
     /// `model.safetensors.index.json`'s shards, or `model.safetensors`, or else every
@@ -170,7 +149,7 @@ impl Checkpoint {
                     .get("weight_map")
                     .and_then(|m| m.as_object())
                     .ok_or_else(|| file_error(&index_path, "no \"weight_map\" object"))?;
-                let mut files = Vec::new();
+                let mut files: Vec<String> = Vec::new();
                 let mut wanted = HashMap::new();
                 for (tensor, file) in map {
                     let file = file.as_str().ok_or_else(|| {
@@ -190,6 +169,8 @@ impl Checkpoint {
                     }
                     wanted.insert(tensor.clone(), file.to_string());
                 }
+                // llama.cpp's converter reads the shards in name order.
+                files.sort();
                 (files, Some(wanted))
             } else if dir.join("model.safetensors").is_file() {
                 (vec!["model.safetensors".to_string()], None)
@@ -220,7 +201,11 @@ impl Checkpoint {
             let st = SafeTensors::deserialize(map.bytes())
                 .map_err(|e| file_error(&path, format!("not a valid safetensors file: {e}")))?;
             let base = map.bytes().as_ptr() as usize;
-            for (name, view) in st.iter() {
+            // Name order within a shard, as `safetensors`' Python `keys()` and llama.cpp's
+            // converter give them (the Rust crate's own order is a hash map's).
+            let mut views: Vec<_> = st.iter().collect();
+            views.sort_by(|a, b| a.0.cmp(b.0));
+            for (name, view) in views {
                 if let Some(wanted) = &wanted {
                     if wanted.get(name).map(String::as_str) != Some(file.as_str()) {
                         // Not this shard's according to the index: what loaders ignore.
@@ -300,7 +285,8 @@ impl Checkpoint {
         self.shards.len()
     }
 
-    /// Every tensor, shard by shard, each in its file's order.
+    /// Every tensor: shards in file-name order, each shard's tensors in name order (the order
+    /// llama.cpp's converter writes them in).
     pub fn tensors(&self) -> impl Iterator<Item = HfTensor<'_>> {
         self.tensors.iter().map(|e| self.view(e))
     }

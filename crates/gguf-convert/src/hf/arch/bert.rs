@@ -1,0 +1,199 @@
+//! BERT encoders (`BertModel`, `BertForMaskedLM`): sentence embedders such as
+//! all-MiniLM-L6-v2, written as llama.cpp's `bert` architecture with a WordPiece vocabulary.
+
+use gguf_format::{GgufBuilder, OwnedArray, OwnedValue, ValueType};
+use serde_json::Value;
+
+use super::{map_by_table, Ctx, HfArch, Mapped, Transform};
+use crate::error::{Error, Result};
+use crate::hf::json::read_json_if_exists;
+use crate::hf::special_vocab::{string_array, SpecialVocab, DEFAULT_TYPES};
+use crate::hf::vocab::{token_type, HfTokenizer};
+
+pub(crate) struct Bert;
+
+/// Hugging Face stems to GGUF stems.
+const TENSORS: &[(&str, &str)] = &[
+    ("embeddings.word_embeddings", "token_embd"),
+    ("embeddings.token_type_embeddings", "token_types"),
+    ("embeddings.position_embeddings", "position_embd"),
+    ("embeddings.LayerNorm", "token_embd_norm"),
+    (
+        "encoder.layer.{bid}.attention.self.query",
+        "blk.{bid}.attn_q",
+    ),
+    ("encoder.layer.{bid}.attention.self.key", "blk.{bid}.attn_k"),
+    (
+        "encoder.layer.{bid}.attention.self.value",
+        "blk.{bid}.attn_v",
+    ),
+    (
+        "encoder.layer.{bid}.attention.output.dense",
+        "blk.{bid}.attn_output",
+    ),
+    (
+        "encoder.layer.{bid}.attention.output.LayerNorm",
+        "blk.{bid}.attn_output_norm",
+    ),
+    ("encoder.layer.{bid}.intermediate.dense", "blk.{bid}.ffn_up"),
+    ("encoder.layer.{bid}.output.dense", "blk.{bid}.ffn_down"),
+    (
+        "encoder.layer.{bid}.output.LayerNorm",
+        "blk.{bid}.layer_output_norm",
+    ),
+];
+
+/// gguf's pooling types.
+const POOLING_MEAN: u32 = 1;
+const POOLING_CLS: u32 = 2;
+const POOLING_LAST: u32 = 3;
+
+impl HfArch for Bert {
+    fn gguf_arch(&self) -> &'static str {
+        "bert"
+    }
+
+    fn parameters(&self, ctx: &Ctx<'_>, b: &mut GgufBuilder<'_>) -> Result<()> {
+        b.set("bert.attention.causal", false);
+        if let Some(pooling) = pooling_type(ctx)? {
+            b.set("bert.pooling_type", pooling);
+        }
+        Ok(())
+    }
+
+    fn vocab(&self, ctx: &Ctx<'_>, b: &mut GgufBuilder<'_>) -> Result<()> {
+        let dir = ctx.ckpt.dir();
+        let tok = HfTokenizer::load(dir)?;
+        let pre = match (&ctx.pre_override, tok.pre_tokenizer(dir)) {
+            (Some(name), _) => name.clone(),
+            (None, found) => found?,
+        };
+        let vocab_size = ctx
+            .hparams
+            .get("vocab_size")
+            .and_then(Value::as_u64)
+            .map(|n| n as usize);
+        let base = tok.base_vocab(dir, vocab_size, pre)?;
+        let type_count = match ctx.hparams.get("type_vocab_size") {
+            None | Some(Value::Null) => 1,
+            Some(v) => v
+                .as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(|| {
+                    Error::Unsupported(format!("config.json: type_vocab_size is {v}, not a count"))
+                })?,
+        };
+        b.set("tokenizer.ggml.token_type_count", type_count);
+        // llama.cpp's WordPiece layout: a word-start token carries a leading U+2581 (its
+        // "phantom space"); a continuation loses its `##`; control tokens stay as they are.
+        let tokens: Vec<String> = base
+            .tokens
+            .iter()
+            .zip(&base.types)
+            .map(|(t, &ty)| {
+                if ty == token_type::CONTROL {
+                    t.clone()
+                } else if let Some(rest) = t.strip_prefix("##") {
+                    rest.to_string()
+                } else {
+                    format!("\u{2581}{t}")
+                }
+            })
+            .collect();
+        b.set("tokenizer.ggml.model", "bert");
+        b.set("tokenizer.ggml.pre", base.pre.as_str());
+        b.set("tokenizer.ggml.tokens", string_array(&tokens)?);
+        b.set(
+            "tokenizer.ggml.token_type",
+            OwnedValue::Array(OwnedArray::new(
+                ValueType::I32,
+                base.types.iter().map(|&t| OwnedValue::I32(t)).collect(),
+            )?),
+        );
+        let special = SpecialVocab::load(dir, false, DEFAULT_TYPES, Some(tokens.len()))?;
+        ctx.warnings
+            .borrow_mut()
+            .extend(special.warnings.iter().cloned());
+        special.add_to_gguf(b)
+    }
+
+    fn filter(&self, name: &str) -> Option<String> {
+        let mut name = name.strip_prefix("bert.").unwrap_or(name).to_string();
+        if let Some(stem) = name.strip_suffix(".gamma") {
+            name = format!("{stem}.weight");
+        }
+        if let Some(stem) = name.strip_suffix(".beta") {
+            name = format!("{stem}.bias");
+        }
+        // Only the embeddings are wanted: no pooler or pre-training heads.
+        if matches!(
+            name.as_str(),
+            "embeddings.position_ids" | "pooler.dense.weight" | "pooler.dense.bias"
+        ) || name.starts_with("cls.predictions")
+            || name.starts_with("cls.seq_relationship")
+        {
+            return None;
+        }
+        Some(name)
+    }
+
+    fn map(&self, _ctx: &Ctx<'_>, name: &str, bid: Option<u32>) -> Result<Vec<Mapped>> {
+        let mapped = map_by_table(name, bid, TENSORS).ok_or_else(|| {
+            Error::Unsupported(format!("cannot map tensor '{name}' of a BERT model"))
+        })?;
+        Ok(vec![Mapped {
+            name: mapped,
+            transform: Transform::None,
+        }])
+    }
+}
+
+/// The pooling of a sentence-transformers checkpoint (`modules.json` naming a `Pooling`
+/// module whose `config.json` says which): `_try_set_pooling_type`.
+fn pooling_type(ctx: &Ctx<'_>) -> Result<Option<u32>> {
+    let dir = ctx.ckpt.dir();
+    let Some(modules) = read_json_if_exists(&dir.join("modules.json"))? else {
+        return Ok(None);
+    };
+    let path = modules.as_array().and_then(|list| {
+        list.iter().find_map(|m| {
+            m.get("type")
+                .and_then(Value::as_str)
+                .filter(|t| t.ends_with("Pooling"))
+                .and_then(|_| m.get("path").and_then(Value::as_str))
+        })
+    });
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    if path.contains("..") || path.starts_with('/') {
+        return Err(Error::Unsupported(format!(
+            "{}: the pooling module's path '{path}' leaves the checkpoint",
+            dir.join("modules.json").display()
+        )));
+    }
+    let config_path = dir.join(path).join("config.json");
+    let pooling = read_json_if_exists(&config_path)?
+        .ok_or_else(|| Error::Unsupported(format!("{}: no such file", config_path.display())))?;
+    let on = |k: &str| pooling.get(k).and_then(Value::as_bool) == Some(true);
+    let ty = if on("pooling_mode_mean_tokens") {
+        POOLING_MEAN
+    } else if on("pooling_mode_cls_token") {
+        POOLING_CLS
+    } else if on("pooling_mode_lasttoken") {
+        POOLING_LAST
+    } else {
+        match pooling.get("pooling_mode").and_then(Value::as_str) {
+            Some("mean") => POOLING_MEAN,
+            Some("cls") => POOLING_CLS,
+            Some("lasttoken") => POOLING_LAST,
+            _ => {
+                return Err(Error::Unsupported(format!(
+                    "{}: only mean, CLS and last-token pooling are supported",
+                    config_path.display()
+                )))
+            }
+        }
+    };
+    Ok(Some(ty))
+}

@@ -1,0 +1,484 @@
+//! Planning and writing the GGUF of a Hugging Face checkpoint, as `convert_hf_to_gguf.py`
+//! does: the metadata in its key order, the tensors in the checkpoint's order with its type
+//! choices, values converted exactly as numpy converts them. Tensors are read from the mapped
+//! shards one at a time, so memory stays bounded by the largest tensor (as f32).
+
+use std::io::Write;
+
+use gguf_format::{GgmlType, GgufBuilder, TensorSpec};
+use half::f16;
+use serde_json::Value;
+
+use super::arch::{self, Ctx, Transform};
+use super::checkpoint::{Checkpoint, Dtype, HfTensor};
+use super::params::{text_model_parameters, Hparams};
+use crate::error::{Error, Result};
+
+/// The type of the converted matrices (`--outtype`); vectors, norms and a few small tables
+/// are always F32.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OutType {
+    /// float32.
+    F32,
+    /// float16 (llama.cpp's default).
+    #[default]
+    F16,
+    /// bfloat16.
+    Bf16,
+    /// 8-bit blocks; a tensor whose rows are not whole blocks falls back to F16.
+    Q8_0,
+    /// F16 or BF16, whichever the checkpoint's first matrix is (F16 when neither).
+    Auto,
+}
+
+impl OutType {
+    /// Parses `f32`, `f16`, `bf16`, `q8_0` or `auto`.
+    pub fn parse(s: &str) -> Option<OutType> {
+        Some(match s.to_ascii_lowercase().as_str() {
+            "f32" => OutType::F32,
+            "f16" => OutType::F16,
+            "bf16" => OutType::Bf16,
+            "q8_0" => OutType::Q8_0,
+            "auto" => OutType::Auto,
+            _ => return None,
+        })
+    }
+
+    /// `general.file_type` and the matrices' type.
+    fn resolve(self, first_matrix: Option<Dtype>) -> (u32, GgmlType) {
+        match self {
+            OutType::F32 => (0, GgmlType::F32),
+            OutType::F16 => (1, GgmlType::F16),
+            OutType::Bf16 => (32, GgmlType::BF16),
+            OutType::Q8_0 => (7, GgmlType::Q8_0),
+            OutType::Auto => match first_matrix {
+                Some(Dtype::BF16) => (32, GgmlType::BF16),
+                _ => (1, GgmlType::F16),
+            },
+        }
+    }
+}
+
+/// What a conversion takes besides the checkpoint.
+#[derive(Debug, Clone, Default)]
+pub struct HfOptions {
+    /// The matrices' type.
+    pub outtype: OutType,
+    /// Write the metadata and vocabulary only.
+    pub vocab_only: bool,
+    /// The pre-tokenizer name to write when llama.cpp's table does not know the tokenizer.
+    pub pre_tokenizer: Option<String>,
+}
+
+/// One tensor of the output.
+#[derive(Debug, Clone)]
+pub struct PlannedTensor {
+    /// Its GGUF name.
+    pub name: String,
+    /// The checkpoint tensor it comes from.
+    pub source: String,
+    /// The checkpoint tensor's dtype.
+    pub source_dtype: Dtype,
+    /// Its GGUF type.
+    pub ty: GgmlType,
+    /// Its shape, innermost dimension first (GGML's order).
+    pub shape: Vec<u64>,
+    /// What is done to the values.
+    pub transform: Transform,
+}
+
+/// A checkpoint's conversion, planned: the metadata to write and each tensor's name, type
+/// and source.
+pub struct HfConversion<'c> {
+    ckpt: &'c Checkpoint,
+    builder: GgufBuilder<'static>,
+    tensors: Vec<PlannedTensor>,
+    arch: &'static str,
+    warnings: Vec<String>,
+}
+
+impl std::fmt::Debug for HfConversion<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HfConversion")
+            .field("arch", &self.arch)
+            .field("tensors", &self.tensors.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The first decimal part of a dotted name (`model.layers.12.mlp` → 12): the layer.
+fn block_id(name: &str) -> Option<u32> {
+    name.split('.')
+        .find(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|p| p.parse().ok())
+}
+
+/// Names the converter leaves out of every model: multimodal towers and a few buffers
+/// (`TextModel.filter_tensors`, `ModelBase.filter_tensors` and `prepare_tensors`).
+fn common_filter(name: &str) -> Option<String> {
+    const PREFIXES: &[&str] = &[
+        "mlp",
+        "vit.",
+        "vpm.",
+        "siglip2.",
+        "conformer.",
+        "merger.",
+        "resampler.",
+        "sound_encoder.",
+        "sound_projection.",
+        "speech_embeddings.",
+    ];
+    const PARTS: &[&str] = &[
+        "visual.",
+        "vision.",
+        "audio.",
+        "talker.",
+        "vision_",
+        "audio_",
+        "token2wav.",
+        "code2wav.",
+        "projector.",
+        "pre_mm_projector_norm",
+        "image_newline",
+        "view_seperator",
+        "patch_embed",
+        "patch_embedding",
+        "patch_merger.",
+        "patch_merge_mlp.",
+        "model.connector.",
+    ];
+    if PREFIXES.iter().any(|p| name.starts_with(p)) || PARTS.iter().any(|p| name.contains(p)) {
+        return None;
+    }
+    let mut name = name.to_string();
+    if name.ends_with("e_score_correction_bias") {
+        name = name.replace("e_score_correction_bias", "e_score_correction.bias");
+    }
+    if name.contains("language_model.") {
+        name = name.replace("language_model.", "");
+    }
+    Some(name)
+}
+
+/// Tensors kept in F32 whatever the output type (besides vectors and norms), among those
+/// this converter writes.
+fn forced_f32(name: &str, bid: Option<u32>) -> bool {
+    match bid {
+        None => matches!(name, "position_embd.weight" | "token_types.weight"),
+        Some(b) => name == format!("blk.{b}.ffn_gate_inp.weight"),
+    }
+}
+
+impl<'c> HfConversion<'c> {
+    /// Plans the conversion of `ckpt`.
+    ///
+    /// # Errors
+    /// An architecture this converter does not write (the message lists those it does),
+    /// a missing or malformed hyperparameter, tokenizer file or tensor, a tensor it cannot
+    /// map, each naming the file.
+    pub fn plan(ckpt: &'c Checkpoint, options: &HfOptions) -> Result<HfConversion<'c>> {
+        let config = ckpt.config();
+        let hf_arch = config
+            .get("architectures")
+            .and_then(|a| a.get(0))
+            .and_then(Value::as_str)
+            .ok_or_else(|| {
+                Error::Unsupported(format!(
+                    "{}: config.json has no \"architectures\" list naming the model class",
+                    ckpt.dir().display()
+                ))
+            })?;
+        let entry = arch::find(hf_arch).ok_or_else(|| {
+            Error::Unsupported(format!(
+                "{}: model class {hf_arch} (model_type '{}') is not supported; supported: {}",
+                ckpt.dir().display(),
+                ckpt.model_type().unwrap_or("?"),
+                arch::supported().join(", ")
+            ))
+        })?;
+        let hparams = Hparams::new(config)?;
+        let block_count =
+            hparams.require_u32(&["n_layers", "num_hidden_layers", "n_layer", "num_layers"])?;
+        let ctx = Ctx {
+            ckpt,
+            hparams,
+            block_count,
+            pre_override: options.pre_tokenizer.clone(),
+            warnings: Default::default(),
+        };
+        let a = entry.arch;
+
+        // The tensors, filtered and renamed, in the checkpoint's order.
+        let mut sources: Vec<(String, HfTensor<'_>)> = Vec::new();
+        for t in ckpt.tensors() {
+            let Some(name) = a.filter(t.name).and_then(|n| common_filter(&n)) else {
+                continue;
+            };
+            if name.ends_with(".attention.masked_bias")
+                || name.ends_with(".attention.bias")
+                || name.ends_with(".rotary_emb.inv_freq")
+            {
+                continue;
+            }
+            match sources.iter_mut().find(|(n, _)| *n == name) {
+                // A later tensor of the same name replaces the earlier in place, as in the
+                // converter's dict.
+                Some(slot) => slot.1 = t,
+                None => sources.push((name, t)),
+            }
+        }
+        let first_matrix = sources
+            .iter()
+            .find(|(_, t)| t.shape.len() >= 2)
+            .map(|(_, t)| t.dtype);
+        let (file_type, matrix_type) = options.outtype.resolve(first_matrix);
+
+        let mut tensors = Vec::new();
+        if !options.vocab_only {
+            for (name, t) in &sources {
+                let bid = block_id(name);
+                for m in a.map(&ctx, name, bid)? {
+                    let n_dims = t.shape.len();
+                    let ty = if n_dims <= 1
+                        || m.name.ends_with("_norm.weight")
+                        || forced_f32(&m.name, bid)
+                        || !m.name.ends_with(".weight")
+                    {
+                        GgmlType::F32
+                    } else if matrix_type == GgmlType::Q8_0
+                        && t.shape.last().is_some_and(|&n| n % 32 != 0)
+                    {
+                        ctx.warnings.borrow_mut().push(format!(
+                            "{}: rows of {} values are not whole Q8_0 blocks: written as F16",
+                            m.name,
+                            t.shape.last().copied().unwrap_or(0)
+                        ));
+                        GgmlType::F16
+                    } else {
+                        matrix_type
+                    };
+                    tensors.push(PlannedTensor {
+                        name: m.name,
+                        source: t.name.to_string(),
+                        source_dtype: t.dtype,
+                        ty,
+                        shape: t.shape.iter().rev().map(|&d| d as u64).collect(),
+                        transform: m.transform,
+                    });
+                }
+            }
+        }
+
+        let mut b = GgufBuilder::new();
+        b.set("general.architecture", a.gguf_arch());
+        b.set("general.type", "model");
+        let params = model_card_stub::count_params(
+            tensors
+                .iter()
+                .map(|t| (t.name.as_str(), t.shape.as_slice())),
+        );
+        for (key, value) in model_card_stub::general_metadata(ckpt.dir(), &params)? {
+            b.set(&key, value);
+        }
+        text_model_parameters(&mut b, a.gguf_arch(), &ctx.hparams, block_count, file_type)?;
+        a.parameters(&ctx, &mut b)?;
+        b.set("general.quantization_version", 2u32);
+        a.vocab(&ctx, &mut b)?;
+        for t in &tensors {
+            b.push_tensor(TensorSpec::new(t.name.clone(), t.ty, &t.shape)?)?;
+        }
+        let warnings = ctx.warnings.into_inner();
+        Ok(HfConversion {
+            ckpt,
+            builder: b,
+            tensors,
+            arch: a.gguf_arch(),
+            warnings,
+        })
+    }
+
+    /// `general.architecture` of the output.
+    pub fn architecture(&self) -> &'static str {
+        self.arch
+    }
+
+    /// The tensors to write, in order.
+    pub fn tensors(&self) -> &[PlannedTensor] {
+        &self.tensors
+    }
+
+    /// The metadata and tensor table to write.
+    pub fn builder(&self) -> &GgufBuilder<'static> {
+        &self.builder
+    }
+
+    /// What was odd but did not stop the conversion.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// Writes the GGUF to `out`, one tensor at a time; `progress` gets (bytes of tensor data
+    /// written, total).
+    pub fn write<W: Write>(&self, out: W, progress: &mut dyn FnMut(u64, u64)) -> Result<W> {
+        let total: u64 = self.builder.tensors().iter().map(TensorSpec::size).sum();
+        let mut done = 0;
+        let mut w = self.builder.write(out)?;
+        for (t, spec) in self.tensors.iter().zip(self.builder.tensors()) {
+            let source = self.ckpt.tensor(&t.source).ok_or_else(|| {
+                Error::Unsupported(format!(
+                    "tensor '{}' vanished from the checkpoint",
+                    t.source
+                ))
+            })?;
+            let bytes = convert_tensor(&source, t)?;
+            w.write_tensor(&bytes)?;
+            done += spec.size();
+            progress(done, total);
+        }
+        Ok(w.finish()?)
+    }
+}
+
+/// One tensor's output bytes.
+fn convert_tensor(source: &HfTensor<'_>, t: &PlannedTensor) -> Result<Vec<u8>> {
+    let mut values = source.to_f32()?;
+    match t.transform {
+        Transform::None => {}
+        Transform::AddOne => {
+            for v in &mut values {
+                *v += 1.0;
+                // torch adds in the tensor's own type: an f16 sum is rounded to f16.
+                if source.dtype == Dtype::F16 {
+                    *v = f16::from_f32(*v).to_f32();
+                }
+            }
+        }
+        Transform::PermuteRows { heads } => {
+            values = permute_rows(&values, source.shape, heads).ok_or_else(|| {
+                Error::Unsupported(format!(
+                    "tensor '{}' of shape {:?} cannot be split into {heads} heads of row pairs",
+                    source.name, source.shape
+                ))
+            })?;
+        }
+    }
+    encode(
+        &values,
+        t.ty,
+        t.shape.first().copied().unwrap_or(1) as usize,
+    )
+}
+
+/// llama's Q/K permutation: within each head, rows `[first half; second half]` become
+/// interleaved pairs (`reshape(heads, 2, dim/heads/2, ...).swapaxes(1, 2)`).
+pub(crate) fn permute_rows(values: &[f32], shape: &[usize], heads: usize) -> Option<Vec<f32>> {
+    let rows = *shape.first()?;
+    let row_len = if shape.len() > 1 {
+        shape[1..].iter().product()
+    } else {
+        1
+    };
+    if heads == 0 || rows % (heads * 2) != 0 || values.len() != rows * row_len {
+        return None;
+    }
+    let half = rows / heads / 2;
+    let mut out = vec![0.0; values.len()];
+    for h in 0..heads {
+        for i in 0..half {
+            for j in 0..2 {
+                let dst = h * 2 * half + i * 2 + j;
+                let src = h * 2 * half + j * half + i;
+                out[dst * row_len..(dst + 1) * row_len]
+                    .copy_from_slice(&values[src * row_len..(src + 1) * row_len]);
+            }
+        }
+    }
+    Some(out)
+}
+
+/// `values` in `ty`, as numpy and gguf-py's quantizers produce them.
+fn encode(values: &[f32], ty: GgmlType, row_len: usize) -> Result<Vec<u8>> {
+    Ok(match ty {
+        GgmlType::F32 => values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        GgmlType::F16 => values
+            .iter()
+            .flat_map(|&v| f16::from_f32(v).to_le_bytes())
+            .collect(),
+        GgmlType::BF16 => values
+            .iter()
+            .flat_map(|&v| f32_to_bf16(v).to_le_bytes())
+            .collect(),
+        GgmlType::Q8_0 => {
+            let rows = values.len() / row_len.max(1);
+            let mut out = vec![0u8; rows * (row_len / 32) * 34];
+            gguf_quant::quantize_rows(GgmlType::Q8_0, values, &mut out)
+                .map_err(|e| Error::Unsupported(format!("Q8_0: {e}")))?;
+            out
+        }
+        other => {
+            return Err(Error::Unsupported(format!(
+                "cannot write {} tensors",
+                other.name()
+            )))
+        }
+    })
+}
+
+/// ggml's (and gguf-py's) f32 → bf16: round to nearest even, NaNs made quiet.
+pub(crate) fn f32_to_bf16(v: f32) -> u16 {
+    let mut n = v.to_bits();
+    if n & 0x7fff_ffff > 0x7f80_0000 {
+        n = (n & 0xffff_0000) | (64 << 16);
+    }
+    ((u64::from(n) + 0x7fff + u64::from((n >> 16) & 1)) >> 16) as u16
+}
+
+// TEMPORARY until model_card lands.
+mod model_card_stub {
+    use gguf_format::OwnedValue;
+    pub struct ParamCounts;
+    pub fn count_params<'a>(_: impl Iterator<Item = (&'a str, &'a [u64])>) -> ParamCounts {
+        ParamCounts
+    }
+    pub fn general_metadata(
+        dir: &std::path::Path,
+        _: &ParamCounts,
+    ) -> crate::Result<Vec<(String, OwnedValue)>> {
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Ok(vec![("general.name".into(), OwnedValue::from(name))])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_are_permuted_per_head_into_pairs() {
+        // Two heads of four rows (one value each): [a0 a1 b0 b1] per head → [a0 b0 a1 b1].
+        let v: Vec<f32> = (0..8).map(|i| i as f32).collect();
+        let p = permute_rows(&v, &[8, 1], 2).unwrap();
+        assert_eq!(p, [0.0, 2.0, 1.0, 3.0, 4.0, 6.0, 5.0, 7.0]);
+        assert!(permute_rows(&v, &[8, 1], 3).is_none());
+    }
+
+    #[test]
+    fn bf16_rounds_to_nearest_even_and_quiets_nans() {
+        assert_eq!(f32_to_bf16(1.0), 0x3f80);
+        // 1 + 2^-8 is halfway: ties to even (down); 1 + 3*2^-8 ties up.
+        assert_eq!(f32_to_bf16(f32::from_bits(0x3f80_8000)), 0x3f80);
+        assert_eq!(f32_to_bf16(f32::from_bits(0x3f81_8000)), 0x3f82);
+        assert_eq!(f32_to_bf16(f32::from_bits(0x7f80_0001)), 0x7fc0);
+        assert_eq!(f32_to_bf16(f32::INFINITY), 0x7f80);
+    }
+
+    #[test]
+    fn block_ids_are_the_first_number() {
+        assert_eq!(block_id("model.layers.12.mlp.up_proj.weight"), Some(12));
+        assert_eq!(block_id("encoder.layer.3.output.dense.bias"), Some(3));
+        assert_eq!(block_id("embeddings.word_embeddings.weight"), None);
+    }
+}

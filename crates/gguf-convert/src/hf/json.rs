@@ -1,0 +1,50 @@
+//! Reading a checkpoint's small text files (JSON configs, templates, model cards), bounded in
+//! size so that a hostile file cannot make us allocate without limit.
+
+use std::path::Path;
+
+use crate::error::{Error, Result};
+
+/// The largest JSON or text file read (`tokenizer.json` files reach tens of MiB).
+pub(crate) const MAX_TEXT_BYTES: u64 = 256 << 20;
+
+pub(crate) fn file_error(path: &Path, what: impl std::fmt::Display) -> Error {
+    Error::Unsupported(format!("{}: {what}", path.display()))
+}
+
+/// The UTF-8 text of `path`, or `None` when there is no such file.
+pub(crate) fn read_text_if_exists(path: &Path) -> Result<Option<String>> {
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let len = std::fs::metadata(path)
+        .map_err(|e| file_error(path, e))?
+        .len();
+    if len > MAX_TEXT_BYTES {
+        return Err(file_error(
+            path,
+            format!(
+                "{len} bytes is too large for a checkpoint's text file (at most {MAX_TEXT_BYTES})"
+            ),
+        ));
+    }
+    let bytes = std::fs::read(path).map_err(|e| file_error(path, e))?;
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|e| file_error(path, format!("not UTF-8 text: {e}")))
+}
+
+/// The JSON in `path`, or `None` when there is no such file.
+pub(crate) fn read_json_if_exists(path: &Path) -> Result<Option<serde_json::Value>> {
+    match read_text_if_exists(path)? {
+        None => Ok(None),
+        Some(text) => serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| file_error(path, format!("not valid JSON: {e}"))),
+    }
+}
+
+/// The JSON in `path`, which must exist.
+pub(crate) fn read_json(path: &Path) -> Result<serde_json::Value> {
+    read_json_if_exists(path)?.ok_or_else(|| file_error(path, "no such file"))
+}

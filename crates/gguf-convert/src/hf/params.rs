@@ -1,0 +1,292 @@
+//! `config.json`'s hyperparameters and the `{arch}.*` keys every text model gets from them
+//! (`TextModel.set_gguf_parameters` of `convert_hf_to_gguf.py`).
+
+use gguf_format::{GgufBuilder, OwnedArray, OwnedValue, ValueType};
+use serde_json::{Map, Value};
+
+use crate::error::{Error, Result};
+
+/// The hyperparameters: `config.json` with its `text_config` (multimodal checkpoints) merged in
+/// at the top, as the converter merges it.
+#[derive(Debug, Clone)]
+pub(crate) struct Hparams {
+    map: Map<String, Value>,
+    /// `rope_parameters` (or `rope_scaling`), completed from the top-level rope keys.
+    rope: Map<String, Value>,
+}
+
+fn bad(key: &str, what: &str) -> Error {
+    Error::Unsupported(format!("config.json: {key} {what}"))
+}
+
+impl Hparams {
+    pub(crate) fn new(config: &Value) -> Result<Hparams> {
+        let mut map = config
+            .as_object()
+            .cloned()
+            .ok_or_else(|| Error::Unsupported("config.json is not a JSON object".into()))?;
+        if let Some(Value::Object(text)) = map.get("text_config").cloned() {
+            for (k, v) in text {
+                map.insert(k, v);
+            }
+        }
+        let mut h = Hparams {
+            map,
+            rope: Map::new(),
+        };
+        let mut rope = match h.get("rope_parameters").or_else(|| h.get("rope_scaling")) {
+            Some(Value::Object(o)) => o.clone(),
+            _ => Map::new(),
+        };
+        let theta = h.find(&[
+            "global_rope_theta",
+            "rope_global_theta",
+            "rope_theta_global",
+            "rope_theta",
+            "rotary_emb_base",
+        ]);
+        let local_theta = h.find(&[
+            "local_rope_theta",
+            "rope_local_theta",
+            "rope_theta_local",
+            "swa_rope_theta",
+            "rope_local_base_freq",
+        ]);
+        let partial = h.find(&["partial_rotary_factor", "rope_pct", "rope_percent"]);
+        let orig_max = h.find(&["original_max_position_embeddings"]);
+        if !rope.contains_key("full_attention") && !rope.contains_key("sliding_attention") {
+            if let Some(t) = local_theta {
+                let mut o = Map::new();
+                o.insert("rope_theta".into(), t.clone());
+                rope.insert("sliding_attention".into(), Value::Object(o));
+            }
+            let ty = rope.get("type").cloned();
+            for (k, v) in [
+                ("rope_theta", theta),
+                ("rope_type", ty.as_ref()),
+                ("partial_rotary_factor", partial),
+                ("original_max_position_embeddings", orig_max),
+            ] {
+                if let Some(v) = v {
+                    if !rope.contains_key(k) {
+                        rope.insert(k.into(), v.clone());
+                    }
+                }
+            }
+        }
+        h.rope = rope;
+        Ok(h)
+    }
+
+    /// The value of `key`, null included (as `hparams.get` gives it).
+    pub(crate) fn get(&self, key: &str) -> Option<&Value> {
+        self.map.get(key)
+    }
+
+    /// `find_hparam(keys, optional=True)`: the value of the first key present (`None` when it
+    /// is null).
+    pub(crate) fn find(&self, keys: &[&str]) -> Option<&Value> {
+        keys.iter()
+            .find_map(|k| self.map.get(*k))
+            .filter(|v| !v.is_null())
+    }
+
+    /// `find_hparam(keys)` for a count.
+    pub(crate) fn require_u32(&self, keys: &[&str]) -> Result<u32> {
+        let v = self.find(keys).ok_or_else(|| {
+            bad(
+                keys[0],
+                &format!("is missing (looked for {})", keys.join(", ")),
+            )
+        })?;
+        as_u32(v).ok_or_else(|| bad(keys[0], &format!("is {v}, not a count")))
+    }
+
+    /// An optional count.
+    pub(crate) fn find_u32(&self, keys: &[&str]) -> Result<Option<u32>> {
+        self.find(keys)
+            .map(|v| as_u32(v).ok_or_else(|| bad(keys[0], &format!("is {v}, not a count"))))
+            .transpose()
+    }
+
+    /// An optional number.
+    pub(crate) fn find_f64(&self, keys: &[&str]) -> Result<Option<f64>> {
+        self.find(keys)
+            .map(|v| {
+                v.as_f64()
+                    .ok_or_else(|| bad(keys[0], &format!("is {v}, not a number")))
+            })
+            .transpose()
+    }
+
+    /// The completed rope parameters.
+    pub(crate) fn rope(&self) -> &Map<String, Value> {
+        &self.rope
+    }
+}
+
+fn as_u32(v: &Value) -> Option<u32> {
+    v.as_u64().and_then(|n| u32::try_from(n).ok())
+}
+
+/// A count or a per-layer list of counts, as `add_head_count` and friends write it.
+fn count_or_list(v: &Value, key: &str) -> Result<OwnedValue> {
+    if let Some(n) = as_u32(v) {
+        return Ok(OwnedValue::U32(n));
+    }
+    let list = v
+        .as_array()
+        .ok_or_else(|| bad(key, &format!("is {v}, not a count or a list of counts")))?;
+    let items = list
+        .iter()
+        .map(|x| as_u32(x).map(OwnedValue::U32))
+        .collect::<Option<Vec<_>>>()
+        .ok_or_else(|| bad(key, "has an entry that is not a count"))?;
+    Ok(OwnedValue::Array(OwnedArray::new(ValueType::U32, items)?))
+}
+
+/// Writes the keys `TextModel.set_gguf_parameters` writes, in its order, ending with
+/// `general.file_type`.
+pub(crate) fn text_model_parameters(
+    b: &mut GgufBuilder<'_>,
+    arch: &str,
+    h: &Hparams,
+    block_count: u32,
+    file_type: u32,
+) -> Result<()> {
+    let k = |name: &str| format!("{arch}.{name}");
+    b.set(&k("block_count"), block_count);
+    if let Some(n) = h.find_u32(&[
+        "max_position_embeddings",
+        "n_ctx",
+        "n_positions",
+        "max_length",
+        "max_sequence_length",
+        "model_max_length",
+    ])? {
+        b.set(&k("context_length"), n);
+    }
+    if let Some(n) = h.find_u32(&["hidden_size", "n_embd", "dim"])? {
+        b.set(&k("embedding_length"), n);
+    }
+    let ff_keys = [
+        "prefix_dense_intermediate_size",
+        "dense_intermediate_size",
+        "intermediate_size",
+        "n_inner",
+        "hidden_dim",
+    ];
+    if let Some(v) = h.find(&ff_keys) {
+        b.set(
+            &k("feed_forward_length"),
+            count_or_list(v, "intermediate_size")?,
+        );
+    }
+    if let Some(v) = h.find(&["num_attention_heads", "n_head", "n_heads"]) {
+        b.set(
+            &k("attention.head_count"),
+            count_or_list(v, "num_attention_heads")?,
+        );
+    }
+    if let Some(v) = h.find(&["num_key_value_heads", "n_kv_heads"]) {
+        b.set(
+            &k("attention.head_count_kv"),
+            count_or_list(v, "num_key_value_heads")?,
+        );
+    }
+    if h.get("is_causal") == Some(&Value::Bool(false)) {
+        b.set(&k("attention.causal"), false);
+    }
+
+    let rope = h.rope();
+    let params = match rope.get("full_attention") {
+        Some(Value::Object(o)) => o,
+        _ => rope,
+    };
+    if let Some(rope_type) = params.get("rope_type").and_then(Value::as_str) {
+        let factor = params.get("factor").and_then(Value::as_f64);
+        match (rope_type, factor) {
+            ("linear", Some(f)) => {
+                b.set(&k("rope.scaling.type"), "linear");
+                b.set(&k("rope.scaling.factor"), f as f32);
+            }
+            ("yarn", Some(f)) => {
+                b.set(&k("rope.scaling.type"), "yarn");
+                b.set(&k("rope.scaling.factor"), f as f32);
+                let orig = params
+                    .get("original_max_position_embeddings")
+                    .and_then(as_u32)
+                    .ok_or_else(|| {
+                        bad(
+                            "rope_scaling",
+                            "is yarn without original_max_position_embeddings",
+                        )
+                    })?;
+                b.set(&k("rope.scaling.original_context_length"), orig);
+                for (json, key) in [
+                    ("extrapolation_factor", "rope.scaling.yarn_ext_factor"),
+                    ("attention_factor", "rope.scaling.yarn_attn_factor"),
+                    ("beta_fast", "rope.scaling.yarn_beta_fast"),
+                    ("beta_slow", "rope.scaling.yarn_beta_slow"),
+                ] {
+                    let v = params.get(json).or_else(|| {
+                        (json == "attention_factor")
+                            .then(|| params.get("attn_factor"))
+                            .flatten()
+                    });
+                    if let Some(v) = v.and_then(Value::as_f64) {
+                        b.set(&k(key), v as f32);
+                    }
+                }
+            }
+            ("su" | "longrope", _) => {
+                b.set(&k("rope.scaling.type"), "longrope");
+            }
+            _ => {}
+        }
+    }
+    if let Some(Value::Array(sections)) = rope.get("mrope_section") {
+        let mut s: Vec<OwnedValue> = sections
+            .iter()
+            .map(|v| as_u32(v).map(|n| OwnedValue::I32(n as i32)))
+            .collect::<Option<_>>()
+            .ok_or_else(|| bad("mrope_section", "has an entry that is not a count"))?;
+        s.resize(4.max(s.len()), OwnedValue::I32(0));
+        s.truncate(4);
+        b.set(
+            &k("rope.dimension_sections"),
+            OwnedValue::Array(OwnedArray::new(ValueType::I32, s)?),
+        );
+    }
+    if let Some(theta) = params.get("rope_theta").and_then(Value::as_f64) {
+        b.set(&k("rope.freq_base"), theta as f32);
+    }
+    if let Some(theta) = rope
+        .get("sliding_attention")
+        .and_then(|s| s.get("rope_theta"))
+        .and_then(Value::as_f64)
+    {
+        b.set(&k("rope.freq_base_swa"), theta as f32);
+    }
+    if let Some(eps) = h.find_f64(&["rms_norm_eps", "norm_eps"])? {
+        b.set(&k("attention.layer_norm_rms_epsilon"), eps as f32);
+    }
+    if let Some(eps) = h.find_f64(&["layer_norm_eps", "layer_norm_epsilon", "norm_epsilon"])? {
+        b.set(&k("attention.layer_norm_epsilon"), eps as f32);
+    }
+    if h.find(&["num_local_experts", "num_experts", "n_routed_experts"])
+        .is_some()
+    {
+        return Err(Error::Unsupported(
+            "config.json describes a mixture of experts, which this converter does not write"
+                .into(),
+        ));
+    }
+    if let Some(head_dim) = h.get("head_dim").filter(|v| !v.is_null()) {
+        let n = as_u32(head_dim).ok_or_else(|| bad("head_dim", "is not a count"))?;
+        b.set(&k("attention.key_length"), n);
+        b.set(&k("attention.value_length"), n);
+    }
+    b.set("general.file_type", file_type);
+    Ok(())
+}
