@@ -320,6 +320,7 @@ pub fn generate() -> Result<BTreeMap<String, Vec<u8>>> {
     files.extend(crate::tokenizer_fixtures::files()?);
     files.extend(crate::model_fixtures::files()?);
     files.extend(crate::hf_json_fixtures::files()?);
+    files.extend(crate::hf_fixtures::files()?);
     for (name, bytes) in corrupt_files() {
         files.insert(format!("corrupt/{name}"), bytes);
     }

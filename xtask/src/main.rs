@@ -4,6 +4,7 @@
 mod bench_vs_llamacpp;
 mod cache_files;
 mod fixtures;
+mod hf_fixtures;
 mod hf_json_fixtures;
 mod legacy_fixtures;
 mod model_fixtures;

@@ -220,7 +220,7 @@ fn convert_checkpoint(a: ConvertArgs) -> Result<()> {
             .map(|t| {
                 serde_json::json!({
                     "name": t.name,
-                    "source": t.source,
+                    "source": t.source.as_deref().unwrap_or("(computed)"),
                     "source_dtype": format!("{:?}", t.source_dtype),
                     "type": t.ty.name(),
                     "shape": t.shape,

@@ -23,5 +23,6 @@
 mod error;
 pub mod hf;
 pub mod legacy;
+pub mod sentencepiece;
 
 pub use error::{Error, Result};

@@ -75,9 +75,10 @@ pub struct HfOptions {
 pub struct PlannedTensor {
     /// Its GGUF name.
     pub name: String,
-    /// The checkpoint tensor it comes from.
-    pub source: String,
-    /// The checkpoint tensor's dtype.
+    /// The checkpoint tensor it comes from, or `None` for one computed from the
+    /// hyperparameters (RoPE factor tables).
+    pub source: Option<String>,
+    /// The checkpoint tensor's dtype (F32 for a computed one).
     pub source_dtype: Dtype,
     /// Its GGUF type.
     pub ty: GgmlType,
@@ -93,6 +94,8 @@ pub struct HfConversion<'c> {
     ckpt: &'c Checkpoint,
     builder: GgufBuilder<'static>,
     tensors: Vec<PlannedTensor>,
+    /// The values of computed tensors, by their index in `tensors`.
+    generated: Vec<(usize, Vec<f32>)>,
     arch: &'static str,
     warnings: Vec<String>,
 }
@@ -199,13 +202,6 @@ impl<'c> HfConversion<'c> {
         let hparams = Hparams::new(config)?;
         let block_count =
             hparams.require_u32(&["n_layers", "num_hidden_layers", "n_layer", "num_layers"])?;
-        let ctx = Ctx {
-            ckpt,
-            hparams,
-            block_count,
-            pre_override: options.pre_tokenizer.clone(),
-            warnings: Default::default(),
-        };
         let a = entry.arch;
 
         // The tensors, filtered and renamed, in the checkpoint's order.
@@ -232,45 +228,71 @@ impl<'c> HfConversion<'c> {
             .find(|(_, t)| t.shape.len() >= 2)
             .map(|(_, t)| t.dtype);
         let (file_type, matrix_type) = options.outtype.resolve(first_matrix);
+        let ctx = Ctx {
+            ckpt,
+            hf_arch,
+            hparams,
+            block_count,
+            file_type,
+            pre_override: options.pre_tokenizer.clone(),
+            warnings: Default::default(),
+        };
 
+        let mut b = GgufBuilder::new();
+        b.set("general.architecture", a.gguf_arch());
         let mut tensors = Vec::new();
+        let mut generated = Vec::new();
+        let extra = a.generated(&ctx, &mut b)?;
+        let choose = |name: &str, bid: Option<u32>, shape: &[usize]| -> GgmlType {
+            if shape.len() <= 1
+                || name.ends_with("_norm.weight")
+                || forced_f32(name, bid)
+                || !name.ends_with(".weight")
+            {
+                GgmlType::F32
+            } else if matrix_type == GgmlType::Q8_0 && shape.last().is_some_and(|&n| n % 32 != 0) {
+                ctx.warnings.borrow_mut().push(format!(
+                    "{name}: rows of {} values are not whole Q8_0 blocks: written as F16",
+                    shape.last().copied().unwrap_or(0)
+                ));
+                GgmlType::F16
+            } else {
+                matrix_type
+            }
+        };
         if !options.vocab_only {
+            for g in extra {
+                generated.push((tensors.len(), g.values.clone()));
+                tensors.push(PlannedTensor {
+                    ty: choose(&g.name, None, &[g.values.len()]),
+                    name: g.name,
+                    source: None,
+                    source_dtype: Dtype::F32,
+                    shape: vec![g.values.len() as u64],
+                    transform: Transform::None,
+                });
+            }
             for (name, t) in &sources {
                 let bid = block_id(name);
                 for m in a.map(&ctx, name, bid)? {
-                    let n_dims = t.shape.len();
-                    let ty = if n_dims <= 1
-                        || m.name.ends_with("_norm.weight")
-                        || forced_f32(&m.name, bid)
-                        || !m.name.ends_with(".weight")
-                    {
-                        GgmlType::F32
-                    } else if matrix_type == GgmlType::Q8_0
-                        && t.shape.last().is_some_and(|&n| n % 32 != 0)
-                    {
-                        ctx.warnings.borrow_mut().push(format!(
-                            "{}: rows of {} values are not whole Q8_0 blocks: written as F16",
-                            m.name,
-                            t.shape.last().copied().unwrap_or(0)
-                        ));
-                        GgmlType::F16
-                    } else {
-                        matrix_type
-                    };
+                    let mut shape = t.shape.to_vec();
+                    if let Transform::FirstRows { rows } = m.transform {
+                        if let Some(first) = shape.first_mut() {
+                            *first = (*first).min(rows);
+                        }
+                    }
                     tensors.push(PlannedTensor {
+                        ty: choose(&m.name, bid, &shape),
                         name: m.name,
-                        source: t.name.to_string(),
+                        source: Some(t.name.to_string()),
                         source_dtype: t.dtype,
-                        ty,
-                        shape: t.shape.iter().rev().map(|&d| d as u64).collect(),
+                        shape: shape.iter().rev().map(|&d| d as u64).collect(),
                         transform: m.transform,
                     });
                 }
             }
         }
 
-        let mut b = GgufBuilder::new();
-        b.set("general.architecture", a.gguf_arch());
         b.set("general.type", "model");
         let params = model_card_stub::count_params(
             tensors
@@ -280,7 +302,9 @@ impl<'c> HfConversion<'c> {
         for (key, value) in model_card_stub::general_metadata(ckpt.dir(), &params)? {
             b.set(&key, value);
         }
-        text_model_parameters(&mut b, a.gguf_arch(), &ctx.hparams, block_count, file_type)?;
+        if a.uses_shared_parameters() {
+            text_model_parameters(&mut b, a.gguf_arch(), &ctx.hparams, block_count, file_type)?;
+        }
         a.parameters(&ctx, &mut b)?;
         b.set("general.quantization_version", 2u32);
         a.vocab(&ctx, &mut b)?;
@@ -292,6 +316,7 @@ impl<'c> HfConversion<'c> {
             ckpt,
             builder: b,
             tensors,
+            generated,
             arch: a.gguf_arch(),
             warnings,
         })
@@ -323,14 +348,24 @@ impl<'c> HfConversion<'c> {
         let total: u64 = self.builder.tensors().iter().map(TensorSpec::size).sum();
         let mut done = 0;
         let mut w = self.builder.write(out)?;
-        for (t, spec) in self.tensors.iter().zip(self.builder.tensors()) {
-            let source = self.ckpt.tensor(&t.source).ok_or_else(|| {
-                Error::Unsupported(format!(
-                    "tensor '{}' vanished from the checkpoint",
-                    t.source
-                ))
-            })?;
-            let bytes = convert_tensor(&source, t)?;
+        for (i, (t, spec)) in self.tensors.iter().zip(self.builder.tensors()).enumerate() {
+            let bytes = match &t.source {
+                None => {
+                    let values = self
+                        .generated
+                        .iter()
+                        .find(|(j, _)| *j == i)
+                        .map(|(_, v)| v.as_slice())
+                        .unwrap_or_default();
+                    encode(values, t.ty, t.shape.first().copied().unwrap_or(1) as usize)?
+                }
+                Some(name) => {
+                    let source = self.ckpt.tensor(name).ok_or_else(|| {
+                        Error::Unsupported(format!("tensor '{name}' vanished from the checkpoint"))
+                    })?;
+                    convert_tensor(&source, t)?
+                }
+            };
             w.write_tensor(&bytes)?;
             done += spec.size();
             progress(done, total);
@@ -352,6 +387,10 @@ fn convert_tensor(source: &HfTensor<'_>, t: &PlannedTensor) -> Result<Vec<u8>> {
                     *v = f16::from_f32(*v).to_f32();
                 }
             }
+        }
+        Transform::FirstRows { rows } => {
+            let row_len: usize = source.shape.iter().skip(1).product();
+            values.truncate(rows.saturating_mul(row_len));
         }
         Transform::PermuteRows { heads } => {
             values = permute_rows(&values, source.shape, heads).ok_or_else(|| {

@@ -19,6 +19,207 @@ fn bad(key: &str, what: &str) -> Error {
     Error::Unsupported(format!("config.json: {key} {what}"))
 }
 
+/// A default of a Hugging Face config class.
+#[derive(Debug, Clone, Copy)]
+enum Default {
+    Int(i64),
+    Float(f64),
+    Null,
+}
+
+/// The defaults `transformers`' config classes (5.x) give the keys the converter reads, by
+/// `model_type`: the reference reads `AutoConfig.from_pretrained(dir).to_dict()`, so a key
+/// missing from `config.json` has its class default there (generated from
+/// `CONFIG_MAPPING[model_type]().to_dict()`).
+const DEFAULTS: &[(&str, &[(&str, Default)])] = &[
+    (
+        "llama",
+        &[
+            ("max_position_embeddings", Default::Int(2048)),
+            ("hidden_size", Default::Int(4096)),
+            ("intermediate_size", Default::Int(11008)),
+            ("num_hidden_layers", Default::Int(32)),
+            ("num_attention_heads", Default::Int(32)),
+            ("rms_norm_eps", Default::Float(1e-06)),
+            ("vocab_size", Default::Int(32000)),
+            ("rope_theta", Default::Float(10000.0)),
+        ],
+    ),
+    (
+        "mistral",
+        &[
+            ("max_position_embeddings", Default::Int(131072)),
+            ("hidden_size", Default::Int(4096)),
+            ("intermediate_size", Default::Int(14336)),
+            ("num_hidden_layers", Default::Int(32)),
+            ("num_attention_heads", Default::Int(32)),
+            ("rms_norm_eps", Default::Float(1e-06)),
+            ("sliding_window", Default::Int(4096)),
+            ("vocab_size", Default::Int(32000)),
+            ("rope_theta", Default::Float(10000.0)),
+        ],
+    ),
+    (
+        "qwen2",
+        &[
+            ("max_position_embeddings", Default::Int(32768)),
+            ("hidden_size", Default::Int(4096)),
+            ("intermediate_size", Default::Int(22016)),
+            ("num_hidden_layers", Default::Int(32)),
+            ("num_attention_heads", Default::Int(32)),
+            ("rms_norm_eps", Default::Float(1e-06)),
+            ("sliding_window", Default::Null),
+            ("vocab_size", Default::Int(151936)),
+            ("rope_theta", Default::Float(10000.0)),
+        ],
+    ),
+    (
+        "qwen3",
+        &[
+            ("max_position_embeddings", Default::Int(32768)),
+            ("hidden_size", Default::Int(4096)),
+            ("intermediate_size", Default::Int(22016)),
+            ("num_hidden_layers", Default::Int(32)),
+            ("num_attention_heads", Default::Int(32)),
+            ("rms_norm_eps", Default::Float(1e-06)),
+            ("sliding_window", Default::Null),
+            ("vocab_size", Default::Int(151936)),
+            ("rope_theta", Default::Float(10000.0)),
+        ],
+    ),
+    (
+        "gemma",
+        &[
+            ("max_position_embeddings", Default::Int(8192)),
+            ("hidden_size", Default::Int(3072)),
+            ("intermediate_size", Default::Int(24576)),
+            ("num_hidden_layers", Default::Int(28)),
+            ("num_attention_heads", Default::Int(16)),
+            ("rms_norm_eps", Default::Float(1e-06)),
+            ("vocab_size", Default::Int(256000)),
+            ("rope_theta", Default::Float(10000.0)),
+        ],
+    ),
+    (
+        "gemma2",
+        &[
+            ("max_position_embeddings", Default::Int(8192)),
+            ("hidden_size", Default::Int(2304)),
+            ("intermediate_size", Default::Int(9216)),
+            ("num_hidden_layers", Default::Int(26)),
+            ("num_attention_heads", Default::Int(8)),
+            ("rms_norm_eps", Default::Float(1e-06)),
+            ("sliding_window", Default::Int(4096)),
+            ("final_logit_softcapping", Default::Float(30.0)),
+            ("attn_logit_softcapping", Default::Float(50.0)),
+            ("vocab_size", Default::Int(256000)),
+            ("rope_theta", Default::Float(10000.0)),
+        ],
+    ),
+    (
+        "gemma3_text",
+        &[
+            ("max_position_embeddings", Default::Int(131072)),
+            ("hidden_size", Default::Int(2304)),
+            ("intermediate_size", Default::Int(9216)),
+            ("num_hidden_layers", Default::Int(26)),
+            ("num_attention_heads", Default::Int(8)),
+            ("rms_norm_eps", Default::Float(1e-06)),
+            ("sliding_window", Default::Int(4096)),
+            ("final_logit_softcapping", Default::Null),
+            ("attn_logit_softcapping", Default::Null),
+            ("vocab_size", Default::Int(262208)),
+            ("rope_theta", Default::Float(1000000.0)),
+            ("rope_local_base_freq", Default::Float(10000.0)),
+        ],
+    ),
+    (
+        "phi3",
+        &[
+            ("max_position_embeddings", Default::Int(4096)),
+            ("hidden_size", Default::Int(3072)),
+            ("intermediate_size", Default::Int(8192)),
+            ("num_hidden_layers", Default::Int(32)),
+            ("num_attention_heads", Default::Int(32)),
+            ("rms_norm_eps", Default::Float(1e-05)),
+            ("sliding_window", Default::Null),
+            ("vocab_size", Default::Int(32064)),
+            ("original_max_position_embeddings", Default::Int(4096)),
+            ("rope_theta", Default::Float(10000.0)),
+        ],
+    ),
+    (
+        "bert",
+        &[
+            ("max_position_embeddings", Default::Int(512)),
+            ("hidden_size", Default::Int(768)),
+            ("intermediate_size", Default::Int(3072)),
+            ("num_hidden_layers", Default::Int(12)),
+            ("num_attention_heads", Default::Int(12)),
+            ("layer_norm_eps", Default::Float(1e-12)),
+            ("vocab_size", Default::Int(30522)),
+            ("type_vocab_size", Default::Int(2)),
+        ],
+    ),
+];
+
+/// Fills in what `transformers` would: the class defaults, and the values its config classes
+/// compute from others (`num_key_value_heads` from the heads, `head_dim` from the width).
+fn complete_with_defaults(map: &mut Map<String, Value>) {
+    let model_type = map
+        .get("model_type")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let missing = |m: &Map<String, Value>, k: &str| m.get(k).is_none_or(Value::is_null);
+    if let Some((_, defaults)) = DEFAULTS.iter().find(|(t, _)| *t == model_type) {
+        for (key, default) in *defaults {
+            if map.contains_key(*key) {
+                continue;
+            }
+            // The rope bases live in the rope parameters when the config has them there.
+            if matches!(*key, "rope_theta" | "rope_local_base_freq")
+                && ["rope_parameters", "rope_scaling"].iter().any(|r| {
+                    map.get(*r)
+                        .and_then(|p| p.get("rope_theta").or_else(|| p.get("full_attention")))
+                        .is_some()
+                })
+            {
+                continue;
+            }
+            let v = match default {
+                Default::Int(i) => Value::from(*i),
+                Default::Float(f) => Value::from(*f),
+                Default::Null => Value::Null,
+            };
+            map.insert(key.to_string(), v);
+        }
+    }
+    let int = |m: &Map<String, Value>, k: &str| m.get(k).and_then(Value::as_u64);
+    if matches!(model_type.as_str(), "llama" | "mistral" | "phi3")
+        && missing(map, "num_key_value_heads")
+    {
+        if let Some(h) = int(map, "num_attention_heads") {
+            map.insert("num_key_value_heads".into(), Value::from(h));
+        }
+    }
+    if missing(map, "head_dim") {
+        let head_dim = match model_type.as_str() {
+            "llama" | "mistral" => match (int(map, "hidden_size"), int(map, "num_attention_heads"))
+            {
+                (Some(w), Some(h)) if h > 0 => Some(w / h),
+                _ => None,
+            },
+            "qwen3" => Some(128),
+            "gemma" | "gemma2" | "gemma3_text" => Some(256),
+            _ => None,
+        };
+        if let Some(d) = head_dim {
+            map.insert("head_dim".into(), Value::from(d));
+        }
+    }
+}
+
 impl Hparams {
     pub(crate) fn new(config: &Value) -> Result<Hparams> {
         let mut map = config
@@ -30,6 +231,7 @@ impl Hparams {
                 map.insert(k, v);
             }
         }
+        complete_with_defaults(&mut map);
         let mut h = Hparams {
             map,
             rope: Map::new(),

@@ -199,3 +199,259 @@ mod tests {
         }
     }
 }
+
+/// A SentencePiece vocabulary as `_create_vocab_sentencepiece` lays it out.
+#[derive(Debug)]
+pub(crate) struct SpmVocab {
+    pub tokens: Vec<String>,
+    pub scores: Vec<f32>,
+    pub types: Vec<i32>,
+}
+
+/// gguf's token types for SentencePiece vocabularies.
+mod spm_type {
+    pub const UNKNOWN: i32 = 2;
+    pub const BYTE: i32 = 6;
+}
+
+/// Which converter's rules for the tokens added on top of `tokenizer.model`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SpmRules {
+    /// `_create_vocab_sentencepiece`.
+    Standard,
+    /// Phi-3's own copy: every added token user-defined unless special, spaces kept as `▁`,
+    /// and `tokenizer.json`'s added tokens applied too.
+    Phi3,
+}
+
+/// `_create_vocab_sentencepiece`: `tokenizer.model`'s pieces (user-defined pieces count as
+/// normal there), then `added_tokens.json`, then `tokenizer_config.json`'s
+/// `added_tokens_decoder`, padded to `vocab_size`. `None` when there is no `tokenizer.model`.
+pub(crate) fn sentencepiece_vocab(
+    dir: &Path,
+    vocab_size: Option<usize>,
+) -> Result<Option<SpmVocab>> {
+    sentencepiece_vocab_with(dir, vocab_size, SpmRules::Standard)
+}
+
+/// [`sentencepiece_vocab`] under `rules`.
+pub(crate) fn sentencepiece_vocab_with(
+    dir: &Path,
+    vocab_size: Option<usize>,
+    rules: SpmRules,
+) -> Result<Option<SpmVocab>> {
+    use crate::sentencepiece::{ModelProto, PieceType};
+    let path = dir.join("tokenizer.model");
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let len = std::fs::metadata(&path)
+        .map_err(|e| file_error(&path, e))?
+        .len();
+    if len > super::json::MAX_TEXT_BYTES {
+        return Err(file_error(
+            &path,
+            format!("{len} bytes is too large for a tokenizer.model"),
+        ));
+    }
+    let bytes = std::fs::read(&path).map_err(|e| file_error(&path, e))?;
+    let model = ModelProto::parse(&bytes)
+        .map_err(|e| file_error(&path, format!("not a SentencePiece model: {e}")))?;
+    let n_pieces = model.pieces.len();
+    let n = vocab_size.filter(|&n| n > 0).unwrap_or(n_pieces);
+    let mut tokens: Vec<String> = (0..n).map(|i| format!("[PAD{i}]")).collect();
+    let mut scores = vec![-10000.0f32; n];
+    let mut types = vec![token_type::UNUSED; n];
+    if rules == SpmRules::Phi3 && n < n_pieces {
+        return Err(file_error(
+            &path,
+            format!("{n_pieces} pieces do not fit config.json's vocab_size {n}"),
+        ));
+    }
+    for (id, p) in model.pieces.iter().enumerate().take(n) {
+        tokens[id] = p.piece.clone().unwrap_or_default();
+        scores[id] = p.score.unwrap_or(0.0);
+        types[id] = match p.kind() {
+            PieceType::Unknown => spm_type::UNKNOWN,
+            PieceType::Control => token_type::CONTROL,
+            PieceType::Unused => token_type::UNUSED,
+            PieceType::Byte => spm_type::BYTE,
+            PieceType::Normal | PieceType::UserDefined => token_type::NORMAL,
+        };
+    }
+    if let Some(added) = super::json::read_json_if_exists(&dir.join("added_tokens.json"))? {
+        if let Some(map) = added.as_object() {
+            for (text, id) in map {
+                let Some(id) = id.as_u64().map(|i| i as usize).filter(|&i| i < n) else {
+                    continue;
+                };
+                tokens[id] = text.clone();
+                scores[id] = -1000.0;
+                types[id] = token_type::USER_DEFINED;
+            }
+        }
+    }
+    let config_path = dir.join("tokenizer_config.json");
+    let mut added: Vec<(usize, String, bool, &Path)> = Vec::new();
+    let config = super::json::read_json_if_exists(&config_path)?;
+    if let Some(decoder) = config
+        .as_ref()
+        .and_then(|c| c.get("added_tokens_decoder"))
+        .and_then(Value::as_object)
+    {
+        for (id, data) in decoder {
+            let id: usize = id.parse().map_err(|_| {
+                file_error(
+                    &config_path,
+                    format!("added_tokens_decoder key {id:?} is not an id"),
+                )
+            })?;
+            let content = data.get("content").and_then(Value::as_str).ok_or_else(|| {
+                file_error(&config_path, format!("added token {id} has no content"))
+            })?;
+            let special = super::special_vocab::truthy(data.get("special"));
+            added.push((id, content.to_string(), special, &config_path));
+        }
+    }
+    let tokenizer_path = dir.join("tokenizer.json");
+    let tokenizer_json;
+    if rules == SpmRules::Phi3 {
+        tokenizer_json = super::json::read_json_if_exists(&tokenizer_path)?;
+        if let Some(list) = tokenizer_json
+            .as_ref()
+            .and_then(|t| t.get("added_tokens"))
+            .and_then(Value::as_array)
+        {
+            for t in list {
+                let (Some(id), Some(content)) = (
+                    t.get("id").and_then(Value::as_u64),
+                    t.get("content").and_then(Value::as_str),
+                ) else {
+                    return Err(file_error(
+                        &tokenizer_path,
+                        "an added token lacks an id or content",
+                    ));
+                };
+                let special = super::special_vocab::truthy(t.get("special"));
+                added.push((id as usize, content.to_string(), special, &tokenizer_path));
+            }
+        }
+    }
+    for (id, content, special, from) in added {
+        if id >= n {
+            if rules == SpmRules::Phi3 {
+                return Err(file_error(
+                    from,
+                    format!("added token {id} is past the vocabulary ({n})"),
+                ));
+            }
+            continue;
+        }
+        match rules {
+            SpmRules::Standard if special || looks_special(&content) => {
+                types[id] = token_type::CONTROL;
+                tokens[id] = content;
+            }
+            SpmRules::Standard => {
+                types[id] = token_type::USER_DEFINED;
+                tokens[id] = content.replace('\u{2581}', " ");
+            }
+            SpmRules::Phi3 => {
+                types[id] = if special {
+                    token_type::CONTROL
+                } else {
+                    token_type::USER_DEFINED
+                };
+                tokens[id] = content;
+            }
+        }
+        scores[id] = -1000.0;
+    }
+    Ok(Some(SpmVocab {
+        tokens,
+        scores,
+        types,
+    }))
+}
+
+fn vocab_size_of(ctx: &super::arch::Ctx<'_>, keys: &[&str]) -> Option<usize> {
+    ctx.hparams
+        .find(keys)
+        .and_then(Value::as_u64)
+        .map(|n| n as usize)
+}
+
+fn i32_array(values: &[i32]) -> Result<gguf_format::OwnedValue> {
+    use gguf_format::{OwnedArray, OwnedValue, ValueType};
+    Ok(OwnedValue::Array(OwnedArray::new(
+        ValueType::I32,
+        values.iter().map(|&v| OwnedValue::I32(v)).collect(),
+    )?))
+}
+
+/// `_set_vocab_gpt2`: a byte-level BPE `tokenizer.json` with its merges.
+pub(crate) fn write_gpt2(
+    ctx: &super::arch::Ctx<'_>,
+    b: &mut gguf_format::GgufBuilder<'_>,
+) -> Result<()> {
+    use super::special_vocab::{string_array, SpecialVocab, DEFAULT_TYPES};
+    let dir = ctx.ckpt.dir();
+    let tok = HfTokenizer::load(dir)?;
+    let pre = match &ctx.pre_override {
+        Some(name) => name.clone(),
+        None => tok.pre_tokenizer(dir)?,
+    };
+    let base = tok.base_vocab(dir, vocab_size_of(ctx, &["vocab_size"]), pre)?;
+    b.set("tokenizer.ggml.model", "gpt2");
+    b.set("tokenizer.ggml.pre", base.pre.as_str());
+    b.set("tokenizer.ggml.tokens", string_array(&base.tokens)?);
+    b.set("tokenizer.ggml.token_type", i32_array(&base.types)?);
+    let special = SpecialVocab::load(dir, true, DEFAULT_TYPES, None)?;
+    ctx.warnings
+        .borrow_mut()
+        .extend(special.warnings.iter().cloned());
+    special.add_to_gguf(b)
+}
+
+/// `_set_vocab_sentencepiece`; `false` (nothing written) when there is no `tokenizer.model`.
+pub(crate) fn write_sentencepiece(
+    ctx: &super::arch::Ctx<'_>,
+    b: &mut gguf_format::GgufBuilder<'_>,
+) -> Result<bool> {
+    write_sentencepiece_with(ctx, b, SpmRules::Standard)
+}
+
+/// [`write_sentencepiece`] under `rules`.
+pub(crate) fn write_sentencepiece_with(
+    ctx: &super::arch::Ctx<'_>,
+    b: &mut gguf_format::GgufBuilder<'_>,
+    rules: SpmRules,
+) -> Result<bool> {
+    use super::special_vocab::{string_array, SpecialVocab, DEFAULT_TYPES};
+    use gguf_format::{OwnedArray, OwnedValue, ValueType};
+    let dir = ctx.ckpt.dir();
+    let size = match rules {
+        SpmRules::Standard => vocab_size_of(ctx, &["vocab_size_per_layer_input", "vocab_size"]),
+        SpmRules::Phi3 => vocab_size_of(ctx, &["vocab_size"]),
+    };
+    let Some(v) = sentencepiece_vocab_with(dir, size, rules)? else {
+        return Ok(false);
+    };
+    b.set("tokenizer.ggml.model", "llama");
+    b.set("tokenizer.ggml.pre", "default");
+    b.set("tokenizer.ggml.tokens", string_array(&v.tokens)?);
+    b.set(
+        "tokenizer.ggml.scores",
+        OwnedValue::Array(OwnedArray::new(
+            ValueType::F32,
+            v.scores.iter().map(|&s| OwnedValue::F32(s)).collect(),
+        )?),
+    );
+    b.set("tokenizer.ggml.token_type", i32_array(&v.types)?);
+    let special = SpecialVocab::load(dir, false, DEFAULT_TYPES, Some(v.tokens.len()))?;
+    ctx.warnings
+        .borrow_mut()
+        .extend(special.warnings.iter().cloned());
+    special.add_to_gguf(b)?;
+    Ok(true)
+}

@@ -4,9 +4,8 @@
 use gguf_format::{GgufBuilder, OwnedArray, OwnedValue, ValueType};
 use serde_json::Value;
 
-use super::{map_by_table, Ctx, HfArch, Mapped, Transform};
+use super::{map_by_table, pooling_type, Ctx, HfArch, Mapped, Transform};
 use crate::error::{Error, Result};
-use crate::hf::json::read_json_if_exists;
 use crate::hf::special_vocab::{string_array, SpecialVocab, DEFAULT_TYPES};
 use crate::hf::vocab::{token_type, HfTokenizer};
 
@@ -42,11 +41,6 @@ const TENSORS: &[(&str, &str)] = &[
         "blk.{bid}.layer_output_norm",
     ),
 ];
-
-/// gguf's pooling types.
-const POOLING_MEAN: u32 = 1;
-const POOLING_CLS: u32 = 2;
-const POOLING_LAST: u32 = 3;
 
 impl HfArch for Bert {
     fn gguf_arch(&self) -> &'static str {
@@ -146,54 +140,4 @@ impl HfArch for Bert {
             transform: Transform::None,
         }])
     }
-}
-
-/// The pooling of a sentence-transformers checkpoint (`modules.json` naming a `Pooling`
-/// module whose `config.json` says which): `_try_set_pooling_type`.
-fn pooling_type(ctx: &Ctx<'_>) -> Result<Option<u32>> {
-    let dir = ctx.ckpt.dir();
-    let Some(modules) = read_json_if_exists(&dir.join("modules.json"))? else {
-        return Ok(None);
-    };
-    let path = modules.as_array().and_then(|list| {
-        list.iter().find_map(|m| {
-            m.get("type")
-                .and_then(Value::as_str)
-                .filter(|t| t.ends_with("Pooling"))
-                .and_then(|_| m.get("path").and_then(Value::as_str))
-        })
-    });
-    let Some(path) = path else {
-        return Ok(None);
-    };
-    if path.contains("..") || path.starts_with('/') {
-        return Err(Error::Unsupported(format!(
-            "{}: the pooling module's path '{path}' leaves the checkpoint",
-            dir.join("modules.json").display()
-        )));
-    }
-    let config_path = dir.join(path).join("config.json");
-    let pooling = read_json_if_exists(&config_path)?
-        .ok_or_else(|| Error::Unsupported(format!("{}: no such file", config_path.display())))?;
-    let on = |k: &str| pooling.get(k).and_then(Value::as_bool) == Some(true);
-    let ty = if on("pooling_mode_mean_tokens") {
-        POOLING_MEAN
-    } else if on("pooling_mode_cls_token") {
-        POOLING_CLS
-    } else if on("pooling_mode_lasttoken") {
-        POOLING_LAST
-    } else {
-        match pooling.get("pooling_mode").and_then(Value::as_str) {
-            Some("mean") => POOLING_MEAN,
-            Some("cls") => POOLING_CLS,
-            Some("lasttoken") => POOLING_LAST,
-            _ => {
-                return Err(Error::Unsupported(format!(
-                    "{}: only mean, CLS and last-token pooling are supported",
-                    config_path.display()
-                )))
-            }
-        }
-    };
-    Ok(Some(ty))
 }

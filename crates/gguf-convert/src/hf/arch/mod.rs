@@ -7,6 +7,9 @@
 //! transformations llama.cpp applies, such as the Q/K row permutation of llama).
 
 mod bert;
+mod gemma;
+mod llama;
+mod phi3;
 
 use gguf_format::GgufBuilder;
 
@@ -17,9 +20,12 @@ use crate::error::Result;
 /// What an architecture sees while planning.
 pub(crate) struct Ctx<'a> {
     pub ckpt: &'a Checkpoint,
+    /// `config.json`'s `architectures[0]`.
+    pub hf_arch: &'a str,
     pub hparams: Hparams,
-    #[allow(dead_code)] // for the decoder architectures
     pub block_count: u32,
+    /// `general.file_type`.
+    pub file_type: u32,
     /// `--pre`: the pre-tokenizer name to write when the check finds none.
     pub pre_override: Option<String>,
     /// Problems that do not stop the conversion.
@@ -39,6 +45,18 @@ pub enum Transform {
     },
     /// Plus one (Gemma's RMS norm weights, stored as offsets from one).
     AddOne,
+    /// Only the first rows (Gemma 3's embeddings cut to the real vocabulary).
+    FirstRows {
+        /// Rows kept.
+        rows: usize,
+    },
+}
+
+/// A tensor an architecture computes rather than reads (`generate_extra_tensors`).
+#[derive(Debug, Clone)]
+pub(crate) struct Generated {
+    pub name: String,
+    pub values: Vec<f32>,
 }
 
 /// One GGUF tensor from a checkpoint tensor.
@@ -54,6 +72,12 @@ pub(crate) trait HfArch: Sync {
     /// `general.architecture`.
     fn gguf_arch(&self) -> &'static str;
 
+    /// Whether the shared `{arch}.*` keys ([`super::params::text_model_parameters`]) come
+    /// first; architectures that write all their keys themselves say no.
+    fn uses_shared_parameters(&self) -> bool {
+        true
+    }
+
     /// The `{arch}.*` keys after the shared ones (`set_gguf_parameters`'s own part).
     fn parameters(&self, ctx: &Ctx<'_>, b: &mut GgufBuilder<'_>) -> Result<()>;
 
@@ -62,6 +86,13 @@ pub(crate) trait HfArch: Sync {
 
     /// The checkpoint name a tensor goes by, or `None` to leave it out (`filter_tensors`).
     fn filter(&self, name: &str) -> Option<String>;
+
+    /// Tensors computed from the hyperparameters, written before the checkpoint's; keys they
+    /// bring are set on `b` here, before any other but `general.architecture`, as the
+    /// reference sets them while it prepares its tensors.
+    fn generated(&self, _ctx: &Ctx<'_>, _b: &mut GgufBuilder<'_>) -> Result<Vec<Generated>> {
+        Ok(Vec::new())
+    }
 
     /// The GGUF tensors a (filtered) checkpoint tensor becomes; `bid` is its layer.
     fn map(&self, ctx: &Ctx<'_>, name: &str, bid: Option<u32>) -> Result<Vec<Mapped>>;
@@ -74,10 +105,45 @@ pub(crate) struct Entry {
 }
 
 /// Every architecture, in the order they are listed in errors.
-pub(crate) const ARCHITECTURES: &[Entry] = &[Entry {
-    hf_names: &["BertModel", "BertForMaskedLM"],
-    arch: &bert::Bert,
-}];
+pub(crate) const ARCHITECTURES: &[Entry] = &[
+    Entry {
+        hf_names: &[
+            "LlamaForCausalLM",
+            "LLaMAForCausalLM",
+            "MistralForCausalLM",
+            "LlamaModel",
+        ],
+        arch: &llama::LLAMA,
+    },
+    Entry {
+        hf_names: &["Qwen2ForCausalLM", "Qwen2Model"],
+        arch: &llama::QWEN2,
+    },
+    Entry {
+        hf_names: &["Qwen3ForCausalLM"],
+        arch: &llama::QWEN3,
+    },
+    Entry {
+        hf_names: &["GemmaForCausalLM"],
+        arch: &gemma::GEMMA,
+    },
+    Entry {
+        hf_names: &["Gemma2ForCausalLM"],
+        arch: &gemma::GEMMA2,
+    },
+    Entry {
+        hf_names: &["Gemma3ForCausalLM"],
+        arch: &gemma::GEMMA3,
+    },
+    Entry {
+        hf_names: &["Phi3ForCausalLM"],
+        arch: &phi3::Phi3,
+    },
+    Entry {
+        hf_names: &["BertModel", "BertForMaskedLM"],
+        arch: &bert::Bert,
+    },
+];
 
 /// The registry's entry for `hf_arch`.
 pub(crate) fn find(hf_arch: &str) -> Option<&'static Entry> {
@@ -114,4 +180,131 @@ pub(crate) fn map_by_table(name: &str, bid: Option<u32>, table: &[(&str, &str)])
         }
     }
     None
+}
+
+/// The Hugging Face stems of the decoder families' tensors, to GGUF stems (gguf-py's
+/// `TensorNameMap` for llama, qwen2/3, gemma 1-3 and phi3, with the per-architecture choices
+/// noted).
+pub(crate) fn decoder_table(arch: &str) -> Vec<(&'static str, &'static str)> {
+    let mut t = vec![
+        ("model.embed_tokens", "token_embd"),
+        ("model.norm", "output_norm"),
+        ("model.layers.{bid}.input_layernorm", "blk.{bid}.attn_norm"),
+        ("model.layers.{bid}.self_attn.q_proj", "blk.{bid}.attn_q"),
+        ("model.layers.{bid}.self_attn.k_proj", "blk.{bid}.attn_k"),
+        ("model.layers.{bid}.self_attn.v_proj", "blk.{bid}.attn_v"),
+        (
+            "model.layers.{bid}.self_attn.o_proj",
+            "blk.{bid}.attn_output",
+        ),
+        ("model.layers.{bid}.mlp.up_proj", "blk.{bid}.ffn_up"),
+        ("model.layers.{bid}.mlp.down_proj", "blk.{bid}.ffn_down"),
+        (
+            "model.layers.{bid}.self_attn.qkv_proj",
+            "blk.{bid}.attn_qkv",
+        ),
+        ("model.layers.{bid}.mlp.gate_up_proj", "blk.{bid}.ffn_up"),
+    ];
+    // Gemma and Gemma 2 have no output matrix in llama.cpp (their head is the embedding).
+    if !matches!(arch, "gemma" | "gemma2") {
+        t.push(("lm_head", "output"));
+    }
+    // Phi-3 has no separate gate.
+    if arch != "phi3" {
+        t.push(("model.layers.{bid}.mlp.gate_proj", "blk.{bid}.ffn_gate"));
+    }
+    if matches!(arch, "qwen3" | "gemma3") {
+        t.push((
+            "model.layers.{bid}.self_attn.q_norm",
+            "blk.{bid}.attn_q_norm",
+        ));
+        t.push((
+            "model.layers.{bid}.self_attn.k_norm",
+            "blk.{bid}.attn_k_norm",
+        ));
+    }
+    if matches!(arch, "gemma2" | "gemma3") {
+        // Norms around both blocks: the post-attention norm is its own tensor.
+        t.push((
+            "model.layers.{bid}.post_attention_layernorm",
+            "blk.{bid}.post_attention_norm",
+        ));
+        t.push((
+            "model.layers.{bid}.pre_feedforward_layernorm",
+            "blk.{bid}.ffn_norm",
+        ));
+        t.push((
+            "model.layers.{bid}.post_feedforward_layernorm",
+            "blk.{bid}.post_ffw_norm",
+        ));
+    } else {
+        t.push((
+            "model.layers.{bid}.post_attention_layernorm",
+            "blk.{bid}.ffn_norm",
+        ));
+    }
+    t
+}
+
+/// Maps a decoder tensor name or fails naming it.
+pub(crate) fn map_decoder(arch: &str, name: &str, bid: Option<u32>) -> Result<String> {
+    map_by_table(name, bid, &decoder_table(arch)).ok_or_else(|| {
+        crate::Error::Unsupported(format!("cannot map tensor '{name}' of a {arch} model"))
+    })
+}
+
+/// The pooling of a sentence-transformers checkpoint (`modules.json` naming a `Pooling`
+/// module whose `config.json` says which): `_try_set_pooling_type`.
+pub(crate) fn pooling_type(ctx: &Ctx<'_>) -> Result<Option<u32>> {
+    use super::json::read_json_if_exists;
+    use crate::Error;
+    use serde_json::Value;
+    const MEAN: u32 = 1;
+    const CLS: u32 = 2;
+    const LAST: u32 = 3;
+    let dir = ctx.ckpt.dir();
+    let Some(modules) = read_json_if_exists(&dir.join("modules.json"))? else {
+        return Ok(None);
+    };
+    let path = modules.as_array().and_then(|list| {
+        list.iter().find_map(|m| {
+            m.get("type")
+                .and_then(Value::as_str)
+                .filter(|t| t.ends_with("Pooling"))
+                .and_then(|_| m.get("path").and_then(Value::as_str))
+        })
+    });
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    if path.contains("..") || path.starts_with('/') {
+        return Err(Error::Unsupported(format!(
+            "{}: the pooling module's path '{path}' leaves the checkpoint",
+            dir.join("modules.json").display()
+        )));
+    }
+    let config_path = dir.join(path).join("config.json");
+    let pooling = read_json_if_exists(&config_path)?
+        .ok_or_else(|| Error::Unsupported(format!("{}: no such file", config_path.display())))?;
+    let on = |k: &str| super::special_vocab::truthy(pooling.get(k));
+    let ty = if on("pooling_mode_mean_tokens") {
+        MEAN
+    } else if on("pooling_mode_cls_token") {
+        CLS
+    } else if on("pooling_mode_lasttoken") {
+        LAST
+    } else {
+        match pooling.get("pooling_mode").and_then(Value::as_str) {
+            Some("mean") => MEAN,
+            Some("cls") => CLS,
+            Some("lasttoken") => LAST,
+            _ => {
+                return Err(Error::Unsupported(format!(
+                    "{}: only mean, CLS and last-token pooling are supported",
+                    config_path.display()
+                )))
+            }
+        }
+    };
+    Ok(Some(ty))
 }

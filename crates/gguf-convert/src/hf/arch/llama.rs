@@ -1,0 +1,224 @@
+//! Llama-family decoders: Llama 1-3 and Mistral (`llama`, with the Q/K rows permuted from
+//! Hugging Face's rotary layout back to GGML's), Qwen 2 and Qwen 3 (`qwen2`, `qwen3`, as they
+//! are).
+
+use gguf_format::GgufBuilder;
+use serde_json::Value;
+
+use super::{map_decoder, pooling_type, Ctx, Generated, HfArch, Mapped, Transform};
+use crate::error::{Error, Result};
+use crate::hf::json::read_json_if_exists;
+use crate::hf::special_vocab::SpecialVocab;
+use crate::hf::vocab::{write_gpt2, write_sentencepiece};
+
+/// A llama-like architecture.
+pub(crate) struct LlamaLike {
+    arch: &'static str,
+}
+
+pub(crate) const LLAMA: LlamaLike = LlamaLike { arch: "llama" };
+pub(crate) const QWEN2: LlamaLike = LlamaLike { arch: "qwen2" };
+pub(crate) const QWEN3: LlamaLike = LlamaLike { arch: "qwen3" };
+
+fn count(ctx: &Ctx<'_>, keys: &[&str]) -> Result<u32> {
+    ctx.hparams.require_u32(keys)
+}
+
+/// Whether `tokenizer.json` is the byte-fallback BPE of Llama 2 style checkpoints without a
+/// `tokenizer.model` (the reference's `LlamaHfVocab` path, not written here).
+fn is_llama_hf_tokenizer(ctx: &Ctx<'_>) -> Result<bool> {
+    let Some(json) = read_json_if_exists(&ctx.ckpt.dir().join("tokenizer.json"))? else {
+        return Ok(false);
+    };
+    let model = json.get("model");
+    let is_bpe = model.and_then(|m| m.get("type")).and_then(Value::as_str) == Some("BPE");
+    let byte_fallback = model
+        .and_then(|m| m.get("byte_fallback"))
+        .and_then(Value::as_bool);
+    let ignore_merges = model
+        .and_then(|m| m.get("ignore_merges"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let is_llama3 = is_bpe && ignore_merges && !byte_fallback.unwrap_or(true);
+    let sequence_decoder = json
+        .get("decoder")
+        .and_then(|d| d.get("type"))
+        .and_then(Value::as_str)
+        == Some("Sequence");
+    Ok(!is_llama3 && is_bpe && byte_fallback == Some(true) && sequence_decoder)
+}
+
+impl HfArch for LlamaLike {
+    fn gguf_arch(&self) -> &'static str {
+        self.arch
+    }
+
+    fn parameters(&self, ctx: &Ctx<'_>, b: &mut GgufBuilder<'_>) -> Result<()> {
+        if self.arch == "llama" {
+            b.set("llama.vocab_size", count(ctx, &["vocab_size"])?);
+            let rope_dim = match ctx.hparams.get("head_dim").filter(|v| !v.is_null()) {
+                Some(_) => count(ctx, &["head_dim"])?,
+                None => {
+                    let heads = count(ctx, &["num_attention_heads"])?;
+                    if heads == 0 {
+                        return Err(Error::Unsupported(
+                            "config.json: num_attention_heads is 0".into(),
+                        ));
+                    }
+                    count(ctx, &["hidden_size"])? / heads
+                }
+            };
+            b.set("llama.rope.dimension_count", rope_dim);
+        } else if let Some(pooling) = pooling_type(ctx)? {
+            b.set(&format!("{}.pooling_type", self.arch), pooling);
+        }
+        Ok(())
+    }
+
+    fn vocab(&self, ctx: &Ctx<'_>, b: &mut GgufBuilder<'_>) -> Result<()> {
+        if self.arch != "llama" {
+            if !write_sentencepiece(ctx, b)? {
+                write_gpt2(ctx, b)?;
+            }
+            return Ok(());
+        }
+        let dir = ctx.ckpt.dir();
+        if let Some(config) = read_json_if_exists(&dir.join("tokenizer_config.json"))? {
+            if let Some(Value::Bool(add)) = config.get("add_prefix_space") {
+                b.set("tokenizer.ggml.add_space_prefix", *add);
+            }
+        }
+        if !write_sentencepiece(ctx, b)? {
+            if is_llama_hf_tokenizer(ctx)? {
+                return Err(Error::Unsupported(format!(
+                    "{}: a byte-fallback BPE tokenizer.json without tokenizer.model (Llama 2 \
+                     style) is not converted yet; add the checkpoint's tokenizer.model",
+                    dir.display()
+                )));
+            }
+            write_gpt2(ctx, b)?;
+        }
+        let vocab_size = ctx.hparams.get("vocab_size").and_then(Value::as_u64);
+        match vocab_size.unwrap_or(32000) {
+            // CodeLlama's infill tokens.
+            32016 => {
+                let mut special =
+                    SpecialVocab::load(dir, false, &["prefix", "suffix", "middle", "eot"], None)?;
+                for (typ, id) in [
+                    ("prefix", 32007),
+                    ("suffix", 32008),
+                    ("middle", 32009),
+                    ("eot", 32010),
+                ] {
+                    special.set_special_token(typ, Some(&Value::from(id)))?;
+                }
+                special.add_to_gguf(b)?;
+            }
+            // Granite's small models (and SmolLM's vocabulary size).
+            49152 => {
+                b.set("tokenizer.ggml.add_bos_token", false);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn filter(&self, name: &str) -> Option<String> {
+        Some(if self.arch == "llama" {
+            name.replace("text_model.", "")
+        } else {
+            name.to_string()
+        })
+    }
+
+    fn generated(&self, ctx: &Ctx<'_>, _b: &mut GgufBuilder<'_>) -> Result<Vec<Generated>> {
+        if self.arch != "llama" {
+            return Ok(Vec::new());
+        }
+        let rope = ctx.hparams.rope();
+        let params = match rope.get("full_attention") {
+            Some(Value::Object(o)) => o,
+            _ => rope,
+        };
+        let is_llama3 = params
+            .get("rope_type")
+            .and_then(Value::as_str)
+            .is_some_and(|t| t.eq_ignore_ascii_case("llama3"));
+        if !is_llama3 {
+            return Ok(Vec::new());
+        }
+        let num = |k: &str, default: f64| params.get(k).and_then(Value::as_f64).unwrap_or(default);
+        let dim = match ctx.hparams.get("head_dim").filter(|v| !v.is_null()) {
+            Some(_) => count(ctx, &["head_dim"])?,
+            None => count(ctx, &["hidden_size"])? / count(ctx, &["num_attention_heads"])?.max(1),
+        };
+        Ok(vec![Generated {
+            name: "rope_freqs.weight".into(),
+            values: llama3_rope_factors(
+                num("rope_theta", 10000.0),
+                dim as usize,
+                num("factor", 8.0),
+                num("low_freq_factor", 1.0),
+                num("high_freq_factor", 4.0),
+                num("original_max_position_embeddings", 8192.0),
+            ),
+        }])
+    }
+
+    fn map(&self, ctx: &Ctx<'_>, name: &str, bid: Option<u32>) -> Result<Vec<Mapped>> {
+        let mut name = name.to_string();
+        if matches!(ctx.hf_arch, "LlamaModel" | "Qwen2Model") {
+            name = format!("model.{name}");
+        }
+        if name.contains("block_sparse_moe") || name.contains(".experts.") {
+            return Err(Error::Unsupported(format!(
+                "tensor '{name}': mixtures of experts are not converted"
+            )));
+        }
+        let mut transform = Transform::None;
+        if self.arch == "llama" {
+            let heads = count(ctx, &["n_heads", "num_attention_heads"])? as usize;
+            let kv_heads = count(ctx, &["n_kv_heads", "num_key_value_heads"])? as usize;
+            if name.ends_with("q_proj.weight") || name.ends_with("q_proj.bias") {
+                transform = Transform::PermuteRows { heads };
+            } else if name.ends_with("k_proj.weight") || name.ends_with("k_proj.bias") {
+                transform = Transform::PermuteRows { heads: kv_heads };
+            }
+        }
+        Ok(vec![Mapped {
+            name: map_decoder(self.arch, &name, bid)?,
+            transform,
+        }])
+    }
+}
+
+/// Llama 3's per-frequency RoPE scaling factors (`rope_freqs.weight`), in f32 arithmetic as
+/// the reference computes them with torch.
+fn llama3_rope_factors(
+    base: f64,
+    dim: usize,
+    factor: f64,
+    low_freq_factor: f64,
+    high_freq_factor: f64,
+    old_context_len: f64,
+) -> Vec<f32> {
+    let low_freq_wavelen = old_context_len / low_freq_factor;
+    let high_freq_wavelen = old_context_len / high_freq_factor;
+    (0..dim)
+        .step_by(2)
+        .map(|i| {
+            let exponent = i as f32 / dim as f32;
+            let freq = 1.0f32 / (base as f32).powf(exponent);
+            let wavelen = (2.0 * std::f64::consts::PI) as f32 / freq;
+            if (wavelen as f64) < high_freq_wavelen {
+                1.0
+            } else if (wavelen as f64) > low_freq_wavelen {
+                factor as f32
+            } else {
+                let smooth = ((old_context_len as f32) / wavelen - low_freq_factor as f32)
+                    / (high_freq_factor - low_freq_factor) as f32;
+                1.0 / ((1.0 - smooth) / factor as f32 + smooth)
+            }
+        })
+        .collect()
+}

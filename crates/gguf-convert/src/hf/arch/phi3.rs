@@ -1,0 +1,202 @@
+//! Phi-3 decoders: fused `qkv_proj` and `gate_up_proj` written as they are, their own key
+//! order, a SentencePiece vocabulary with Phi-3's rules for added tokens (or a GPT-2 one), and
+//! for long-context models the RoPE factor tables as tensors.
+
+use gguf_format::GgufBuilder;
+use serde_json::Value;
+
+use super::{map_decoder, Ctx, Generated, HfArch, Mapped, Transform};
+use crate::error::{Error, Result};
+use crate::hf::json::read_json_if_exists;
+use crate::hf::vocab::{write_gpt2, write_sentencepiece_with, SpmRules};
+
+pub(crate) struct Phi3;
+
+fn rope_number(ctx: &Ctx<'_>, key: &str) -> Result<f64> {
+    let rope = ctx.hparams.rope();
+    let params = match rope.get("full_attention") {
+        Some(Value::Object(o)) => o,
+        _ => rope,
+    };
+    params
+        .get(key)
+        .or_else(|| rope.get(key))
+        .and_then(Value::as_f64)
+        .ok_or_else(|| Error::Unsupported(format!("config.json: {key} is missing for Phi-3")))
+}
+
+/// (embedding length, heads, rotary dimensions).
+fn dims(ctx: &Ctx<'_>) -> Result<(u32, u32, u32)> {
+    let h = &ctx.hparams;
+    let n_embd = h.require_u32(&["hidden_size", "n_embd"])?;
+    let n_head = h.require_u32(&["num_attention_heads", "n_head"])?;
+    if n_head == 0 {
+        return Err(Error::Unsupported(
+            "config.json: num_attention_heads is 0".into(),
+        ));
+    }
+    let pct = h
+        .rope()
+        .get("partial_rotary_factor")
+        .and_then(Value::as_f64)
+        .unwrap_or(1.0);
+    Ok((n_embd, n_head, ((pct * n_embd as f64) as u32) / n_head))
+}
+
+impl HfArch for Phi3 {
+    fn gguf_arch(&self) -> &'static str {
+        "phi3"
+    }
+
+    fn uses_shared_parameters(&self) -> bool {
+        false
+    }
+
+    fn parameters(&self, ctx: &Ctx<'_>, b: &mut GgufBuilder<'_>) -> Result<()> {
+        let h = &ctx.hparams;
+        let (n_embd, n_head, rope_dims) = dims(ctx)?;
+        b.set(
+            "phi3.context_length",
+            h.require_u32(&["n_positions", "max_position_embeddings"])?,
+        );
+        b.set(
+            "phi3.rope.scaling.original_context_length",
+            rope_number(ctx, "original_max_position_embeddings")? as u32,
+        );
+        b.set("phi3.embedding_length", n_embd);
+        b.set(
+            "phi3.feed_forward_length",
+            h.require_u32(&["intermediate_size"])?,
+        );
+        b.set("phi3.block_count", ctx.block_count);
+        b.set("phi3.attention.head_count", n_head);
+        b.set(
+            "phi3.attention.head_count_kv",
+            h.require_u32(&["num_key_value_heads", "n_head_kv"])?,
+        );
+        let eps = h
+            .find_f64(&["rms_norm_eps"])?
+            .ok_or_else(|| Error::Unsupported("config.json: rms_norm_eps is missing".into()))?;
+        b.set("phi3.attention.layer_norm_rms_epsilon", eps as f32);
+        b.set("phi3.rope.dimension_count", rope_dims);
+        b.set(
+            "phi3.rope.freq_base",
+            rope_number(ctx, "rope_theta")? as f32,
+        );
+        b.set("general.file_type", ctx.file_type);
+        let window = match h.get("sliding_window") {
+            None | Some(Value::Null) => 0,
+            Some(v) => v
+                .as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(|| {
+                    Error::Unsupported(format!("config.json: sliding_window is {v}, not a count"))
+                })?,
+        };
+        b.set("phi3.attention.sliding_window", window);
+        Ok(())
+    }
+
+    fn vocab(&self, ctx: &Ctx<'_>, b: &mut GgufBuilder<'_>) -> Result<()> {
+        let dir = ctx.ckpt.dir();
+        if let Some(config) = read_json_if_exists(&dir.join("tokenizer_config.json"))? {
+            if config.get("tokenizer_class").and_then(Value::as_str) == Some("GPT2Tokenizer") {
+                return write_gpt2(ctx, b);
+            }
+        }
+        if !write_sentencepiece_with(ctx, b, SpmRules::Phi3)? {
+            return Err(Error::Unsupported(format!(
+                "{}: no tokenizer.model (Phi-3's SentencePiece vocabulary is read from it)",
+                dir.display()
+            )));
+        }
+        Ok(())
+    }
+
+    fn filter(&self, name: &str) -> Option<String> {
+        Some(name.to_string())
+    }
+
+    fn generated(&self, ctx: &Ctx<'_>, b: &mut GgufBuilder<'_>) -> Result<Vec<Generated>> {
+        let rope = ctx.hparams.rope();
+        let factors = |k: &str| -> Result<Option<Vec<f32>>> {
+            match rope.get(k) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::Array(a)) if a.is_empty() => Ok(None),
+                Some(Value::Array(a)) => a
+                    .iter()
+                    .map(|v| v.as_f64().map(|x| x as f32))
+                    .collect::<Option<Vec<_>>>()
+                    .map(Some)
+                    .ok_or_else(|| {
+                        Error::Unsupported(format!(
+                            "config.json: rope_scaling.{k} has a non-number"
+                        ))
+                    }),
+                Some(v) => Err(Error::Unsupported(format!(
+                    "config.json: rope_scaling.{k} is {v}"
+                ))),
+            }
+        };
+        let Some(long) = factors("long_factor")? else {
+            return Ok(Vec::new());
+        };
+        let (_, _, rope_dims) = dims(ctx)?;
+        let max_pos = ctx
+            .hparams
+            .require_u32(&["n_positions", "max_position_embeddings"])? as f64;
+        let orig = rope_number(ctx, "original_max_position_embeddings")?;
+        let scale = max_pos / orig;
+        let kind = rope
+            .get("rope_type")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        let attn_factor = match kind.as_str() {
+            "su" | "longrope" if scale > 1.0 => (1.0 + scale.ln() / orig.ln()).sqrt(),
+            "yarn" if scale > 1.0 => 0.1 * scale.ln() + 1.0,
+            "su" | "longrope" | "yarn" => 1.0,
+            "" => {
+                return Err(Error::Unsupported(
+                    "config.json: rope_scaling has long_factor but no type".into(),
+                ))
+            }
+            other => {
+                return Err(Error::Unsupported(format!(
+                    "config.json: rope scaling type {other} is not supported"
+                )))
+            }
+        };
+        b.set("phi3.rope.scaling.attn_factor", attn_factor as f32);
+        let short = factors("short_factor")?.ok_or_else(|| {
+            Error::Unsupported(
+                "config.json: rope_scaling has long_factor but no short_factor".into(),
+            )
+        })?;
+        if long.len() != short.len() || long.len() * 2 != rope_dims as usize {
+            return Err(Error::Unsupported(format!(
+                "config.json: rope long and short factors must have {} entries each, not {} and {}",
+                rope_dims / 2,
+                long.len(),
+                short.len()
+            )));
+        }
+        Ok(vec![
+            Generated {
+                name: "rope_factors_long.weight".into(),
+                values: long,
+            },
+            Generated {
+                name: "rope_factors_short.weight".into(),
+                values: short,
+            },
+        ])
+    }
+
+    fn map(&self, _ctx: &Ctx<'_>, name: &str, bid: Option<u32>) -> Result<Vec<Mapped>> {
+        Ok(vec![Mapped {
+            name: map_decoder("phi3", name, bid)?,
+            transform: Transform::None,
+        }])
+    }
+}
