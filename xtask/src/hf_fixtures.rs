@@ -134,6 +134,7 @@ fn specs(vocab: usize) -> Vec<Spec> {
             "vocab_size": vocab,
             "bos_token_id": 1,
             "eos_token_id": 2,
+            "pad_token_id": 0,
             "hidden_act": "silu",
             "torch_dtype": "float32",
         })

@@ -8,6 +8,7 @@
 mod convert;
 mod diff;
 mod edit;
+mod embed;
 mod imatrix;
 mod inspect;
 mod models;
@@ -72,6 +73,8 @@ enum Command {
     Perplexity(run::PerplexityArgs),
     /// Prompt-processing and generation speed, like llama-bench.
     Bench(run::BenchArgs),
+    /// Sentence embeddings (BERT and other models), as llama.cpp's llama-embedding computes them.
+    Embed(embed::EmbedArgs),
 }
 
 fn main() -> ExitCode {
@@ -104,6 +107,7 @@ fn main() -> ExitCode {
         Command::Chat(a) => run::chat(a),
         Command::Perplexity(a) => run::perplexity(a),
         Command::Bench(a) => run::bench(a),
+        Command::Embed(a) => embed::embed(a),
         Command::Quantize(a) => quantize::quantize(a),
         Command::Convert(a) => convert::convert(a),
         Command::Diff(_) => unreachable!("handled above"),

@@ -39,7 +39,7 @@ fn threads_arg(requested: usize) -> usize {
 }
 
 impl RunOptions {
-    fn session_options(&self) -> SessionOptions {
+    pub(crate) fn session_options(&self) -> SessionOptions {
         SessionOptions {
             n_ctx: self.ctx,
             threads: threads_arg(self.threads),
@@ -98,7 +98,8 @@ impl SamplingOptions {
     }
 }
 
-fn load(file: &str) -> Result<Model> {
+/// Loads a model named by path or known name, with the tokenizer's warnings on stderr.
+pub(crate) fn load(file: &str) -> Result<Model> {
     let path = models::resolve(file)?;
     // The engine's errors name the file already.
     let model = Model::load(&path)?;

@@ -191,6 +191,13 @@ const ARGS: &[(&str, &[&[&str]])] = &[
         "bench",
         &[&["FILE", "-p", "8", "-n", "4", "-r", "1", "-t", "1"]],
     ),
+    (
+        "embed",
+        &[
+            &["FILE", "hello", "world", "--json", "-t", "1", "-c", "64"],
+            &["FILE", "--file", "TEXT", "--pooling", "mean", "-t", "1"],
+        ],
+    ),
 ];
 
 /// The hostile corpus: every corrupt fixture, the valid ones, mutants of a tiny model (header

@@ -23,6 +23,7 @@
 mod error;
 pub mod hf;
 pub mod legacy;
+pub mod model_card;
 pub mod sentencepiece;
 
 pub use error::{Error, Result};

@@ -108,6 +108,10 @@ pub(crate) struct Pass<'a> {
     /// The session's context length (Phi-3 picks its RoPE factors by it, as llama.cpp does).
     pub n_ctx: usize,
     pub all_logits: bool,
+    /// Instead of logits, write the rows the output matrix would multiply (after the final
+    /// norm: the hidden states llama.cpp's embeddings read) to `logits`; an encoder writes
+    /// every row of the batch.
+    pub embeddings: bool,
     pub logits: &'a mut Vec<f32>,
 }
 
@@ -130,6 +134,17 @@ impl Heads {
             head_dim_v: hp.head_dim_v,
         }
     }
+}
+
+/// Which positions each query of a batch attends to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mask {
+    /// A decoder's: the token at position `p` sees `p - window + 1 ..= p`, the whole prefix
+    /// `0..=p` without a window.
+    Causal(Option<usize>),
+    /// An encoder's (BERT; llama.cpp's `attention.causal = false`): every token of the batch
+    /// sees every position from 0 to the batch's last, later ones included.
+    Full,
 }
 
 /// One layer's self-attention up to its output projection, the part every architecture shares:
@@ -185,7 +200,7 @@ impl SelfAttention<'_> {
             &s.q,
             pos0,
             self.heads,
-            self.window,
+            Mask::Causal(self.window),
             self.scores,
             &mut s.attn_threads,
             &mut s.attn,
@@ -298,8 +313,8 @@ pub(crate) fn apply_rope(rope: &Rope, cache: &[(f32, f32)], rows: &mut [f32], he
 
 /// Attention of the batch's queries `q` (one row of `n_head` heads per token) over layer
 /// `il`'s cache, where the batch's keys and values are already stored: each token at position
-/// `p` attends to `p - window + 1 ..= p` (the whole prefix without a window). The result is
-/// one row of `n_head * head_dim_v` per token in `out`.
+/// `p` attends to the positions `mask` gives it (see [`Mask`]). The result is one row of
+/// `n_head * head_dim_v` per token in `out`.
 ///
 /// As ggml's flash attention chooses: a batch of [`TILE_Q`] tokens or more takes the tiled
 /// path ([`tiled_attention`]); a smaller one the one-query path, each thread of the pool taking
@@ -313,7 +328,7 @@ pub(crate) fn attention(
     q: &[f32],
     pos0: usize,
     heads: Heads,
-    window: Option<usize>,
+    mask: Mask,
     scores: Scores,
     threads_scratch: &mut AttnThreads,
     out: &mut Vec<f32>,
@@ -326,6 +341,12 @@ pub(crate) fn attention(
     } = heads;
     let n = q.len() / (hq * dk);
     let group = hq / hkv;
+    // Without a causal mask every row sees up to the batch's last position, as ggml's mask
+    // of a non-causal batch (all zeros) lets it.
+    let (window, full_end) = match mask {
+        Mask::Causal(window) => (window, None),
+        Mask::Full => (None, (pos0 + n).checked_sub(1)),
+    };
     let threads = pool.threads();
     let scratches = &mut threads_scratch.0;
     while scratches.len() < threads {
@@ -336,10 +357,10 @@ pub(crate) fn attention(
     if n >= TILE_Q {
         match &cache.layers[il] {
             LayerCache::F16 { k, v } => tiled_attention(
-                pool, cache, il, k, v, q, pos0, heads, window, scores, scratches, out,
+                pool, cache, il, k, v, q, pos0, heads, window, full_end, scores, scratches, out,
             ),
             LayerCache::F32 { k, v } => tiled_attention(
-                pool, cache, il, k, v, q, pos0, heads, window, scores, scratches, out,
+                pool, cache, il, k, v, q, pos0, heads, window, full_end, scores, scratches, out,
             ),
         }
         return;
@@ -364,6 +385,7 @@ pub(crate) fn attention(
             let (i, h) = (u / hq, u % hq);
             let p = pos0 + i;
             let first = window.map_or(0, |w| (p + 1).saturating_sub(w));
+            let last = full_end.unwrap_or(p);
             let kvh = h / group;
             match layer {
                 LayerCache::F16 { k, v } => {
@@ -377,7 +399,7 @@ pub(crate) fn attention(
                     };
                     let q = &q[u * dk..(u + heads) * dk];
                     let o = &mut out[j * dv..(j + heads) * dv];
-                    ops::attend_f16(q, heads, kv, (first, p), scores, &mut a.one, o);
+                    ops::attend_f16(q, heads, kv, (first, last), scores, &mut a.one, o);
                     j += heads;
                 }
                 LayerCache::F32 { k, v } => {
@@ -390,7 +412,7 @@ pub(crate) fn attention(
                     };
                     let q = &q[u * dk..(u + 1) * dk];
                     let o = &mut out[j * dv..(j + 1) * dv];
-                    ops::attend_f32(q, kv, first, p, scores, &mut a.acc32, o);
+                    ops::attend_f32(q, kv, first, last, scores, &mut a.acc32, o);
                     j += 1;
                 }
             }
@@ -414,6 +436,7 @@ fn tiled_attention<T: CacheValue + Send + Sync>(
     pos0: usize,
     heads: Heads,
     window: Option<usize>,
+    full_end: Option<usize>,
     scores: Scores,
     scratches: &[Mutex<AttnScratch>],
     out: &mut [f32],
@@ -450,6 +473,7 @@ fn tiled_attention<T: CacheValue + Send + Sync>(
                 tokens: TILE_Q.min(n - i0),
                 heads: heads_per_tile.min(group - h0),
                 window,
+                full_end,
             };
             let first_head = kvh * group + h0;
             let rows = tiled.queries(tile.heads * tile.tokens, dk);
@@ -472,6 +496,16 @@ fn tiled_attention<T: CacheValue + Send + Sync>(
             }
         }
     });
+}
+
+/// With `embeddings` (see [`Pass::embeddings`]), copies the normed output `rows` to `out`
+/// and returns true: the pass ends there, without the output matrix.
+pub(crate) fn hidden_states(embeddings: bool, rows: &[f32], out: &mut Vec<f32>) -> bool {
+    if embeddings {
+        out.clear();
+        out.extend_from_slice(rows);
+    }
+    embeddings
 }
 
 /// Which rows of the batch get logits: the last, or all of them.
@@ -547,7 +581,7 @@ mod tests {
             q,
             pos0,
             heads,
-            window,
+            Mask::Causal(window),
             scores,
             &mut scratch,
             &mut out,

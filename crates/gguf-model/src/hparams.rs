@@ -4,6 +4,7 @@
 
 use gguf_format::GgufFile;
 
+use crate::embed::Pooling;
 use crate::error::{ModelError, Result};
 
 /// How RoPE positions are scaled (`{arch}.rope.scaling.type`).
@@ -69,6 +70,12 @@ pub struct Hparams {
     /// Per layer: its attention window (`None`: it attends to the whole context). Its KV
     /// cache keeps only the window.
     pub layer_windows: Vec<Option<usize>>,
+    /// Whether attention is causal: true for the decoders, BERT's `attention.causal` (false in
+    /// BERT files: every token also sees the tokens after it; llama.cpp's default is true).
+    pub causal: bool,
+    /// How [`Session::embed`](crate::Session::embed) pools token embeddings by default
+    /// (`pooling_type`; without the key [`Pooling::None`], as llama.cpp).
+    pub pooling: Pooling,
 }
 
 impl Hparams {
@@ -114,6 +121,11 @@ impl Reader<'_, '_> {
             None => Ok(None),
             Some(_) => Ok(Some(self.file.get_usize(&key)?)),
         }
+    }
+
+    /// An optional boolean key.
+    pub fn opt_bool(&self, suffix: &str) -> Result<Option<bool>> {
+        Ok(self.file.get_opt::<bool>(&self.key(suffix))?)
     }
 
     /// An optional float key.
@@ -222,6 +234,34 @@ impl Reader<'_, '_> {
             rope_scaling: self.rope_scaling(n_ctx_train)?,
             sliding_window: None,
             layer_windows: vec![None; n_layer],
+            causal: true,
+            pooling: self.pooling()?,
+        })
+    }
+
+    /// `pooling_type`, llama.cpp's `enum llama_pooling_type` (0 none, 1 mean, 2 CLS, 3 last,
+    /// 4 rank); [`Pooling::None`] without the key or for a negative value (llama.cpp's -1,
+    /// "unspecified").
+    fn pooling(&self) -> Result<Pooling> {
+        let key = self.key("pooling_type");
+        let Some(raw) = self.file.value(&key) else {
+            return Ok(Pooling::None);
+        };
+        let value = raw.as_integer().ok_or_else(|| {
+            self.error(format!(
+                "{key} is a {}, not an integer",
+                raw.value_type().name()
+            ))
+        })?;
+        if value < 0 {
+            return Ok(Pooling::None);
+        }
+        Pooling::from_id(i64::try_from(value).unwrap_or(i64::MAX)).ok_or_else(|| {
+            self.error(format!(
+                "{} is {value}; llama.cpp's pooling types are 0 (none), 1 (mean), 2 (cls), \
+                 3 (last) and 4 (rank)",
+                self.key("pooling_type")
+            ))
         })
     }
 

@@ -1,7 +1,9 @@
 //! CPU inference for GGUF models of the architectures in [`SUPPORTED`] (`llama`, `mistral`,
-//! `qwen2`, `qwen3`, `gemma`, `gemma2`, `gemma3`, `phi2`, `phi3`), computed as llama.cpp computes
-//! it: weights used in place from the mmap in their stored type, activations quantized to the type
-//! ggml pairs with each weight type, an f16 KV cache.
+//! `qwen2`, `qwen3`, `gemma`, `gemma2`, `gemma3`, `phi2`, `phi3`, and the `bert` encoder),
+//! computed as llama.cpp computes it: weights used in place from the mmap in their stored type,
+//! activations quantized to the type ggml pairs with each weight type, an f16 KV cache.
+//! Generation below; embeddings (BERT's, or a decoder's pooled hidden states) with
+//! [`Session::embed`], as `llama-embedding` computes them.
 //!
 //! ```no_run
 //! use gguf_model::{Model, SamplerConfig, SessionOptions};
@@ -19,6 +21,7 @@
 #![forbid(unsafe_code)]
 
 mod arch;
+mod embed;
 mod error;
 mod eval;
 mod forward;
@@ -29,6 +32,7 @@ mod sampling;
 mod weights;
 
 pub use arch::SUPPORTED;
+pub use embed::{EmbeddingOptions, Normalize, Pooling};
 pub use error::{ModelError, Result};
 pub use eval::{bench, perplexity, BenchKind, BenchTest, PerplexityResult, Throughput};
 pub use gguf_quant::ThreadPool;
@@ -355,6 +359,7 @@ impl<'m> Session<'m> {
             pos0: self.tokens.len(),
             n_ctx: self.n_ctx,
             all_logits,
+            embeddings: false,
             logits: &mut self.logits,
         })?;
         self.tokens.extend_from_slice(chunk);

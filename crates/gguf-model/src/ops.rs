@@ -437,13 +437,17 @@ impl CacheValue for f32 {
 /// Which queries a [`Tiled::attend`] call computes: `heads` query heads of one KV head, each
 /// for the `tokens` batch tokens at positions `pos0..pos0 + tokens`; row `r` of the tile is
 /// head `r / tokens`, token `r % tokens`. Each token at position `p` attends to positions
-/// `p - window + 1 ..= p` (from 0 without a window), all of which are in the cache.
+/// `p - window + 1 ..= p` (from 0 without a window), or with `full_end` to every position
+/// `0..=full_end` (an encoder's attention, later tokens included); all of them are in the cache.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct QueryTile {
     pub pos0: usize,
     pub tokens: usize,
     pub heads: usize,
     pub window: Option<usize>,
+    /// The last position every row sees, for attention without a causal mask (`None`: each
+    /// row sees up to its own position).
+    pub full_end: Option<usize>,
 }
 
 /// One thread's buffers for ggml's tiled flash attention (`ggml_compute_forward_flash_attn_ext_tiled`),
@@ -510,7 +514,8 @@ impl Tiled {
         let rows = tile.heads * tile.tokens;
         assert!(tile.tokens > 0 && self.q.len() >= rows * dk);
         let first_of = |p: usize| tile.window.map_or(0, |w| (p + 1).saturating_sub(w));
-        let last = tile.pos0 + tile.tokens - 1;
+        let last_of = |p: usize| tile.full_end.unwrap_or(p);
+        let last = last_of(tile.pos0 + tile.tokens - 1);
         // The positions some row sees; the cache holds each of them in its own slot.
         let lo = first_of(tile.pos0);
         self.kq.resize(rows * TILE_KV, 0.0);
@@ -534,7 +539,7 @@ impl Tiled {
                 let mut tile_max = f32::NEG_INFINITY;
                 for (j, x) in s.iter_mut().enumerate() {
                     let q = t0 + j;
-                    *x = if q < first || q > p {
+                    *x = if q < first || q > last_of(p) {
                         f32::NEG_INFINITY
                     } else {
                         scores.logit(*x)

@@ -204,6 +204,17 @@ impl<'s> Loader<'s> {
         self.matrix(tensor, cols, rows).map(Some)
     }
 
+    /// Row `row` of `m` (a matrix of this loader's file), dequantized: one row of a table that
+    /// is added whole, as BERT's token-type row 0.
+    pub fn matrix_row(&self, m: &Matrix, row: usize) -> Result<Vec<f32>> {
+        let rb = m.row_bytes();
+        let start = m.start + row * rb;
+        let bytes = &self.set.parts()[m.part].file().bytes()[start..start + rb];
+        let mut out = vec![0f32; m.cols];
+        gguf_quant::dequantize_row(m.ty, bytes, &mut out)?;
+        Ok(out)
+    }
+
     /// A vector of `n` values, as f32 (any float type).
     pub fn vector(&self, tensor: &str, n: usize) -> Result<Vec<f32>> {
         let (_, info, data) = self.find(tensor)?;

@@ -449,7 +449,10 @@ fn unsupported_architecture_is_named_with_the_supported_ones() {
     }
     assert_eq!(
         SUPPORTED,
-        ["llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi2", "phi3"]
+        [
+            "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi2", "phi3",
+            "bert"
+        ]
     );
 }
 

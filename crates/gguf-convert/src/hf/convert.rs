@@ -294,12 +294,12 @@ impl<'c> HfConversion<'c> {
         }
 
         b.set("general.type", "model");
-        let params = model_card_stub::count_params(
+        let params = crate::model_card::count_params(
             tensors
                 .iter()
                 .map(|t| (t.name.as_str(), t.shape.as_slice())),
         );
-        for (key, value) in model_card_stub::general_metadata(ckpt.dir(), &params)? {
+        for (key, value) in crate::model_card::general_metadata(ckpt.dir(), &params)? {
             b.set(&key, value);
         }
         if a.uses_shared_parameters() {
@@ -470,25 +470,6 @@ pub(crate) fn f32_to_bf16(v: f32) -> u16 {
         n = (n & 0xffff_0000) | (64 << 16);
     }
     ((u64::from(n) + 0x7fff + u64::from((n >> 16) & 1)) >> 16) as u16
-}
-
-// TEMPORARY until model_card lands.
-mod model_card_stub {
-    use gguf_format::OwnedValue;
-    pub struct ParamCounts;
-    pub fn count_params<'a>(_: impl Iterator<Item = (&'a str, &'a [u64])>) -> ParamCounts {
-        ParamCounts
-    }
-    pub fn general_metadata(
-        dir: &std::path::Path,
-        _: &ParamCounts,
-    ) -> crate::Result<Vec<(String, OwnedValue)>> {
-        let name = dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        Ok(vec![("general.name".into(), OwnedValue::from(name))])
-    }
 }
 
 #[cfg(test)]

@@ -293,30 +293,36 @@ impl Hparams {
             .filter(|v| !v.is_null())
     }
 
+    /// The first of `keys` present and not null, with its value.
+    fn find_entry<'k>(&self, keys: &[&'k str]) -> Option<(&'k str, &Value)> {
+        keys.iter()
+            .find_map(|k| self.map.get(*k).map(|v| (*k, v)))
+            .filter(|(_, v)| !v.is_null())
+    }
+
     /// `find_hparam(keys)` for a count.
     pub(crate) fn require_u32(&self, keys: &[&str]) -> Result<u32> {
-        let v = self.find(keys).ok_or_else(|| {
+        self.find_u32(keys)?.ok_or_else(|| {
             bad(
                 keys[0],
                 &format!("is missing (looked for {})", keys.join(", ")),
             )
-        })?;
-        as_u32(v).ok_or_else(|| bad(keys[0], &format!("is {v}, not a count")))
+        })
     }
 
     /// An optional count.
     pub(crate) fn find_u32(&self, keys: &[&str]) -> Result<Option<u32>> {
-        self.find(keys)
-            .map(|v| as_u32(v).ok_or_else(|| bad(keys[0], &format!("is {v}, not a count"))))
+        self.find_entry(keys)
+            .map(|(k, v)| as_u32(v).ok_or_else(|| bad(k, &format!("is {v}, not a count"))))
             .transpose()
     }
 
     /// An optional number.
     pub(crate) fn find_f64(&self, keys: &[&str]) -> Result<Option<f64>> {
-        self.find(keys)
-            .map(|v| {
+        self.find_entry(keys)
+            .map(|(k, v)| {
                 v.as_f64()
-                    .ok_or_else(|| bad(keys[0], &format!("is {v}, not a number")))
+                    .ok_or_else(|| bad(k, &format!("is {v}, not a number")))
             })
             .transpose()
     }

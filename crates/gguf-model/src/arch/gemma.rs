@@ -20,7 +20,8 @@ use gguf_format::Value;
 use super::Architecture;
 use crate::error::Result;
 use crate::forward::{
-    gated_ffn, output_rows, rms_norm_each, rms_norm_rows, Gate, Heads, Pass, SelfAttention,
+    gated_ffn, hidden_states, output_rows, rms_norm_each, rms_norm_rows, Gate, Heads, Pass,
+    SelfAttention,
 };
 use crate::hparams::{Hparams, Reader, RopeScaling};
 use crate::ops::{self, add_assign, Rope, Scores};
@@ -223,6 +224,7 @@ impl Architecture for Gemma {
             tokens,
             pos0,
             all_logits,
+            embeddings,
             logits,
             ..
         } = pass;
@@ -268,6 +270,9 @@ impl Architecture for Gemma {
             eps,
             &mut s.row,
         );
+        if hidden_states(*embeddings, &s.row, logits) {
+            return Ok(());
+        }
         ctx.matmul(&self.output, &s.row, logits, &mut s.quant)?;
         if self.final_softcap != 0.0 {
             ops::softcap(logits, self.final_softcap);

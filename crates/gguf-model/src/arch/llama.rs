@@ -5,7 +5,9 @@
 
 use super::Architecture;
 use crate::error::Result;
-use crate::forward::{gated_ffn, output_rows, rms_norm_rows, Gate, Heads, Pass, SelfAttention};
+use crate::forward::{
+    gated_ffn, hidden_states, output_rows, rms_norm_rows, Gate, Heads, Pass, SelfAttention,
+};
 use crate::hparams::{Hparams, Reader};
 use crate::ops::{add_assign, Rope, Scores};
 use crate::weights::{Biases, Loader, Matrix, Qkv};
@@ -163,6 +165,7 @@ impl Architecture for Llama {
             tokens,
             pos0,
             all_logits,
+            embeddings,
             logits,
             ..
         } = pass;
@@ -198,6 +201,9 @@ impl Architecture for Llama {
             eps,
             &mut s.row,
         );
+        if hidden_states(*embeddings, &s.row, logits) {
+            return Ok(());
+        }
         ctx.matmul(&self.output, &s.row, logits, &mut s.quant)?;
         Ok(())
     }

@@ -5,6 +5,7 @@
 //! forward pass, built from the shared steps of [`crate::forward`] and [`crate::ops`].
 //! Adding one means a module here, a line in [`ARCHITECTURES`], and its tests.
 
+mod bert;
 mod gemma;
 mod llama;
 mod phi2;
@@ -74,6 +75,10 @@ pub(crate) const ARCHITECTURES: &[Entry] = &[
     Entry {
         name: "phi3",
         load: phi3::load,
+    },
+    Entry {
+        name: "bert",
+        load: bert::load,
     },
 ];
 

@@ -9,7 +9,7 @@
 
 use super::Architecture;
 use crate::error::Result;
-use crate::forward::{layer_norm_rows, output_rows, Heads, Pass, SelfAttention};
+use crate::forward::{hidden_states, layer_norm_rows, output_rows, Heads, Pass, SelfAttention};
 use crate::hparams::{Hparams, Reader};
 use crate::ops::{self, add_assign, add_bias, Rope, Scores};
 use crate::weights::{Biases, Loader, Matrix, Qkv};
@@ -125,6 +125,7 @@ impl Architecture for Phi2 {
             tokens,
             pos0,
             all_logits,
+            embeddings,
             logits,
             ..
         } = pass;
@@ -169,6 +170,9 @@ impl Architecture for Phi2 {
             eps,
             &mut s.row,
         );
+        if hidden_states(*embeddings, &s.row, logits) {
+            return Ok(());
+        }
         ctx.matmul(&self.output, &s.row, logits, &mut s.quant)?;
         add_bias(logits, &self.output_b);
         Ok(())

@@ -16,7 +16,9 @@
 use super::phi2::check_heads;
 use super::Architecture;
 use crate::error::{ModelError, Result};
-use crate::forward::{gated_ffn, output_rows, rms_norm_rows, Gate, Heads, Pass, SelfAttention};
+use crate::forward::{
+    gated_ffn, hidden_states, output_rows, rms_norm_rows, Gate, Heads, Pass, SelfAttention,
+};
 use crate::hparams::{Hparams, Reader};
 use crate::ops::{add_assign, add_bias, Rope, Scores};
 use crate::weights::{Biases, Loader, Matrix, Qkv};
@@ -175,6 +177,7 @@ impl Architecture for Phi3 {
             pos0,
             n_ctx,
             all_logits,
+            embeddings,
             logits,
         } = pass;
         let (n, pos0, eps, d) = (tokens.len(), *pos0, hp.norm_eps, hp.n_embd);
@@ -210,6 +213,9 @@ impl Architecture for Phi3 {
             eps,
             &mut s.row,
         );
+        if hidden_states(*embeddings, &s.row, logits) {
+            return Ok(());
+        }
         ctx.matmul(&self.output, &s.row, logits, &mut s.quant)?;
         if let Some(b) = &self.output_b {
             add_bias(logits, b);

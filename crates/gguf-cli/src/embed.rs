@@ -1,0 +1,88 @@
+//! `gguf embed`: sentence embeddings, as llama.cpp's `llama-embedding` computes them.
+
+use std::path::PathBuf;
+
+use anyhow::{anyhow, bail, Result};
+use clap::Args;
+use gguf_model::{EmbeddingOptions, Normalize, Pooling};
+
+use crate::output::{outln, read_input_file};
+use crate::run::{self, RunOptions};
+
+/// `gguf embed`.
+#[derive(Args, Debug)]
+pub struct EmbedArgs {
+    /// A .gguf path or a known model name.
+    pub file: String,
+    /// The texts to embed, one embedding each.
+    #[arg(required_unless_present = "input", conflicts_with = "input")]
+    pub texts: Vec<String>,
+    /// Read the texts from a file, one per line (a final newline ends the last line; other
+    /// empty lines are empty texts).
+    #[arg(long = "file", value_name = "F")]
+    pub input: Option<PathBuf>,
+    /// Print `{"embeddings": [[...], ...]}` instead of one line of values per embedding.
+    #[arg(long)]
+    pub json: bool,
+    /// Normalisation of each embedding.
+    #[arg(long, default_value = "l2", value_parser = ["l2", "none"])]
+    pub normalize: String,
+    /// Pooling of the token embeddings (default: the file's `pooling_type`, none without it).
+    /// With `none` every token gets its own embedding, text after text.
+    #[arg(long, value_parser = ["none", "mean", "cls", "last"])]
+    pub pooling: Option<String>,
+    #[command(flatten)]
+    pub run: RunOptions,
+}
+
+/// The texts as bytes: the arguments, or the lines of `--file`.
+fn texts(a: &EmbedArgs) -> Result<Vec<Vec<u8>>> {
+    let Some(path) = &a.input else {
+        return Ok(a.texts.iter().map(|t| t.as_bytes().to_vec()).collect());
+    };
+    let bytes = read_input_file(path)?;
+    let body = bytes.strip_suffix(b"\n").unwrap_or(&bytes);
+    if body.is_empty() {
+        bail!("{}: no lines to embed", path.display());
+    }
+    Ok(body
+        .split(|&b| b == b'\n')
+        .map(|line| line.strip_suffix(b"\r").unwrap_or(line).to_vec())
+        .collect())
+}
+
+/// Runs `gguf embed`.
+pub fn embed(a: EmbedArgs) -> Result<()> {
+    let texts = texts(&a)?;
+    let model = run::load(&a.file)?;
+    let options = EmbeddingOptions {
+        pooling: a.pooling.as_deref().and_then(Pooling::from_name),
+        normalize: Normalize::from_name(&a.normalize).unwrap_or_default(),
+    };
+    let mut session = model.session(a.run.session_options())?;
+    let d = model.hparams().n_embd;
+    let mut embeddings: Vec<Vec<f32>> = Vec::new();
+    for (i, text) in texts.iter().enumerate() {
+        let ids = model.tokenizer().encode(text, true, true);
+        let values = session.embed_tokens_with(&ids, &options).map_err(|e| {
+            anyhow!(
+                "text {} ({:?}): {e}",
+                i + 1,
+                String::from_utf8_lossy(&text[..text.len().min(40)])
+            )
+        })?;
+        embeddings.extend(values.chunks_exact(d).map(<[f32]>::to_vec));
+    }
+    if a.json {
+        // Serialized as f32 (the shortest text that reads back to the same f32), not widened
+        // to f64 as `json!` would.
+        let report = std::collections::BTreeMap::from([("embeddings", &embeddings)]);
+        outln!("{}", serde_json::to_string(&report)?)?;
+    } else {
+        for v in &embeddings {
+            let line: Vec<String> = v.iter().map(f32::to_string).collect();
+            outln!("{}", line.join(" "))?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,419 @@
+//! Hugging Face checkpoints to GGUF: the tiny random checkpoints of `fixtures/hf/` (one per
+//! decoder family) and the real all-MiniLM-L6-v2 convert to what llama.cpp's
+//! `convert_hf_to_gguf.py` writes; the converted decoders compute what Hugging Face
+//! transformers computes from the checkpoints; damaged or unsupported checkpoints are clear
+//! errors.
+
+use std::path::{Path, PathBuf};
+
+use gguf_convert::hf::{Checkpoint, HfConversion, HfOptions, OutType};
+use gguf_format::GgufFile;
+use gguf_model::{Model, SessionOptions};
+use gguf_test_support::{fixture, hf_checkpoint};
+use sha2::{Digest, Sha256};
+
+const TINY: &[&str] = &[
+    "tiny-llama",
+    "tiny-mistral",
+    "tiny-qwen2",
+    "tiny-qwen3",
+    "tiny-gemma",
+    "tiny-gemma2",
+    "tiny-gemma3",
+    "tiny-phi3",
+];
+
+fn convert(dir: &Path, outtype: OutType) -> Vec<u8> {
+    let ckpt = Checkpoint::open(dir).unwrap();
+    let options = HfOptions {
+        outtype,
+        ..HfOptions::default()
+    };
+    let plan = HfConversion::plan(&ckpt, &options).unwrap();
+    plan.write(Vec::new(), &mut |_, _| {}).unwrap()
+}
+
+fn hex_sha256(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The converted tiny decoders, run by this project's engine, give the logits transformers
+/// gives for the same checkpoint and tokens (`tests/data/tiny_hf_logits.json`, written by the
+/// script its `source` names). F32 weights, so only the order of float operations differs.
+#[test]
+fn converted_decoders_compute_what_transformers_computes() {
+    let data: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/tiny_hf_logits.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let tokens: Vec<u32> = data["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_u64().unwrap() as u32)
+        .collect();
+    let tmp = tempfile::tempdir().unwrap();
+    for name in TINY {
+        let path = tmp.path().join(format!("{name}.gguf"));
+        std::fs::write(
+            &path,
+            convert(&fixture(&format!("hf/{name}")), OutType::F32),
+        )
+        .unwrap();
+        let model = Model::load(&path).unwrap();
+        let mut session = model
+            .session(SessionOptions {
+                threads: 1,
+                n_ctx: 64,
+                ..SessionOptions::default()
+            })
+            .unwrap();
+        let ours = session.eval_all_logits(&tokens).unwrap();
+        let reference: Vec<f32> = data["models"][name]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|row| row.as_array().unwrap().iter())
+            .map(|v| v.as_f64().unwrap() as f32)
+            .collect();
+        assert_eq!(ours.len(), reference.len(), "{name}");
+        let worst = ours
+            .iter()
+            .zip(&reference)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
+        // The logits are of order 1; the F16 KV cache rounds keys and values (1.6e-3 at most
+        // when measured).
+        eprintln!("{name}: largest logit difference from transformers {worst}");
+        assert!(
+            worst < 5e-3,
+            "{name}: logits differ from transformers' by up to {worst}"
+        );
+    }
+}
+
+/// SHA-256 of the file llama.cpp's `convert_hf_to_gguf.py` (llama.cpp 0c1e57098, transformers
+/// 5.24, gguf-py from the same source) writes for each tiny checkpoint and `--outtype`:
+/// `python3 convert_hf_to_gguf.py fixtures/hf/NAME --outfile X.gguf --outtype TYPE`.
+const LLAMA_CPP_DIGESTS: &[(&str, &str, &str)] = &[
+    (
+        "tiny-llama",
+        "f16",
+        "2a08f6126d89f87d0ba4bc6e5e14d99ad1aeef549982bc3c28fabf1f2cdb9593",
+    ),
+    (
+        "tiny-llama",
+        "f32",
+        "c16324a54f10ba7dcf5c10f771d6e06b4154b2f33c725d345d244844c497d6b7",
+    ),
+    (
+        "tiny-llama",
+        "bf16",
+        "a9220d627e26fea714f17527a4d466dd2638688b40ddc0bdb503394c62dc3578",
+    ),
+    (
+        "tiny-llama",
+        "q8_0",
+        "8c546ebf7e34c6fcac57ed1702bcfe49a4b851f7cd832fa21a13ecea300f0107",
+    ),
+    (
+        "tiny-mistral",
+        "f16",
+        "a0dcd53168d45535075e9b07f57d203cbf28c07155112a281f37d657cea27897",
+    ),
+    (
+        "tiny-mistral",
+        "f32",
+        "4e1fdc14e49ecf2a932213a264ca35285f9201fbde51c74258c05e3067ec36b1",
+    ),
+    (
+        "tiny-mistral",
+        "bf16",
+        "4f3841dde6f763620607bd5eadb23d1e6810a2d3503f3343f3ae8be685e25ff4",
+    ),
+    (
+        "tiny-mistral",
+        "q8_0",
+        "064b793198299280b868b525ef727c56d1fcbd5d4b1ebc19cbc39bfbcbff633e",
+    ),
+    (
+        "tiny-qwen2",
+        "f16",
+        "098550b310b6fe12b187179ef71f80416aa1f6a5a4266ee86d0a6f8f64a42f22",
+    ),
+    (
+        "tiny-qwen2",
+        "f32",
+        "4e76627e7e1d46cf400b970ff3df76de52acca8f4aba995aa43c3b7ce6a2ed86",
+    ),
+    (
+        "tiny-qwen2",
+        "bf16",
+        "514bc14f4c2ca70041e557f31ef4fd237f2b51ddba93585123f26c742af5c0c4",
+    ),
+    (
+        "tiny-qwen2",
+        "q8_0",
+        "97965b55334acf2f3e93b86a0943773085c0f770d6e122b20531333d09b3d65f",
+    ),
+    (
+        "tiny-qwen3",
+        "f16",
+        "77c8df5dd65111f2e74c3813e26b8dacf69f375694a8d266c62867eca51dcbe2",
+    ),
+    (
+        "tiny-qwen3",
+        "f32",
+        "704bd6344d4a77af850138ccde674836113641c955f1096dd7b4730733f2f3d8",
+    ),
+    (
+        "tiny-qwen3",
+        "bf16",
+        "dc2bb0d2cbe59abe11419e4cc1afed7bf2fb89021225a951bc6e53bbf12e855f",
+    ),
+    (
+        "tiny-qwen3",
+        "q8_0",
+        "da47f7a9841567733801d4363eef111df1c19a842f790ebff591a2039e7842d6",
+    ),
+    (
+        "tiny-gemma",
+        "f16",
+        "a7775dd78733f44c0ace4024bfe352e29bb8aa641e020468cf095a66f08c21d1",
+    ),
+    (
+        "tiny-gemma",
+        "f32",
+        "3d85fb2c853359d0df3da3411e184cce14e8f2ac99e7684074bf394f890f1db1",
+    ),
+    (
+        "tiny-gemma",
+        "bf16",
+        "e13fd8149b4826195000072cc5d6e59aa5857d43359b3350a0c4a2334b67f192",
+    ),
+    (
+        "tiny-gemma",
+        "q8_0",
+        "24d91d4027956475b767deae4e26fe71f23fcdcbc9a394aa59c54d07e87553a0",
+    ),
+    (
+        "tiny-gemma2",
+        "f16",
+        "84468fc5b14dd08a245d6635d35af644f0d5cf5a9fe567b2b55fe6d24b46479b",
+    ),
+    (
+        "tiny-gemma2",
+        "f32",
+        "2ce0bf1221ea79f4e5a15c216c80a269309ee2afd23b49a060022c1c4f0c14e5",
+    ),
+    (
+        "tiny-gemma2",
+        "bf16",
+        "d9874bbfb8a1e710004aba73feaf74b924bc660c443dfcc0d60418c074cb3b30",
+    ),
+    (
+        "tiny-gemma2",
+        "q8_0",
+        "9816dbd1ffcda2ee77688facd6b063b3defb62328f78b2bca7ad72aa0a22f76b",
+    ),
+    (
+        "tiny-gemma3",
+        "f16",
+        "05139304dc34a1ff7fc3ad355a98fdba9f2f8528347844ee6990372ac654d0ad",
+    ),
+    (
+        "tiny-gemma3",
+        "f32",
+        "585303e9aba103d0345cf93565b4ea8a11d84e1e09a0a0cb7a342d961a7b0c03",
+    ),
+    (
+        "tiny-gemma3",
+        "bf16",
+        "984c559057c76277601324db9fa4324867961f8a8c166d576ff7a823fccdedf2",
+    ),
+    (
+        "tiny-gemma3",
+        "q8_0",
+        "9373399ed0841c029359b94071e3acbc0e993acea26c065d16f1ed00e3ea1049",
+    ),
+    (
+        "tiny-phi3",
+        "f16",
+        "4f275f2a71bde82492586794d832f77937e7d5d1a7a16ebad729117dd071aab4",
+    ),
+    (
+        "tiny-phi3",
+        "f32",
+        "f5f2c2635afdb7a707427255d12bf9dac41e26da21cf36ea33288d933317ffee",
+    ),
+    (
+        "tiny-phi3",
+        "bf16",
+        "f0302d767083cee80fa28dd42f63604d575b775ff09f2cf0d0db117fa5dd52f9",
+    ),
+    (
+        "tiny-phi3",
+        "q8_0",
+        "dd0ed493b6ebe290a9ca659bafaa6e667f0c471c6fda1968554adffc3ac216fe",
+    ),
+];
+
+fn outtype(name: &str) -> OutType {
+    OutType::parse(name).unwrap()
+}
+
+/// Every tiny checkpoint, in every output type, converts to the very bytes llama.cpp's script
+/// writes: metadata (model-card keys, hyperparameters, vocabulary, special tokens, chat
+/// template) in its order, tensor names, types, shapes, transformations and data.
+#[test]
+fn tiny_checkpoints_convert_to_the_bytes_llama_cpp_writes() {
+    for (name, ty, digest) in LLAMA_CPP_DIGESTS {
+        let bytes = convert(&fixture(&format!("hf/{name}")), outtype(ty));
+        assert_eq!(hex_sha256(&bytes), *digest, "{name} --outtype {ty}");
+    }
+}
+
+/// all-MiniLM-L6-v2 (BERT, WordPiece, sentence-transformers pooling, a model card with 21
+/// datasets) converts to the bytes llama.cpp's script writes for it.
+#[test]
+fn minilm_converts_to_the_bytes_llama_cpp_writes() {
+    let Some(dir) = hf_checkpoint("all-MiniLM-L6-v2") else {
+        return;
+    };
+    for (ty, digest) in [
+        (
+            "f16",
+            "8965e38d1d0f59d5f5f49dfa54efd76060bab80149844361d21935302ecef37e",
+        ),
+        (
+            "q8_0",
+            "5f3eb40585ffd5a467cd4c2d8072def5f33a40151cd30ba2f6982e027d697a2d",
+        ),
+        (
+            "f32",
+            "d7789a32f129eb1c40149073cdfdda11c538029695c7ff52eac04ae4af1130bb",
+        ),
+        (
+            "bf16",
+            "77b5b87a6cd19f303570c11981b1570d2dacb9c32b28256a827b196c3882f1ed",
+        ),
+    ] {
+        let bytes = convert(&dir, outtype(ty));
+        assert_eq!(hex_sha256(&bytes), digest, "--outtype {ty}");
+    }
+    let bytes = convert(&dir, OutType::F16);
+    let file = GgufFile::parse(&bytes).unwrap();
+    assert_eq!(
+        file.value("tokenizer.ggml.pre").and_then(|v| v.as_str()),
+        Some("jina-v2-en")
+    );
+}
+
+fn write_dir(files: &[(&str, &[u8])]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, bytes) in files {
+        std::fs::write(dir.path().join(name), bytes).unwrap();
+    }
+    dir
+}
+
+fn plan_error(dir: &Path) -> String {
+    let ckpt = match Checkpoint::open(dir) {
+        Ok(c) => c,
+        Err(e) => return e.to_string(),
+    };
+    HfConversion::plan(&ckpt, &HfOptions::default())
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default()
+}
+
+/// A copy of a tiny fixture with some files replaced.
+fn fixture_with(name: &str, replace: &[(&str, &[u8])]) -> tempfile::TempDir {
+    let src = fixture(&format!("hf/{name}"));
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(&src).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
+    }
+    for (file, bytes) in replace {
+        std::fs::write(dir.path().join(file), bytes).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn unsupported_and_damaged_checkpoints_are_clear_errors() {
+    // An architecture the converter does not write: the message lists those it does.
+    let config = br#"{"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2"}"#;
+    let st = safetensors::serialize(
+        [(
+            "w",
+            safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![1], &[0u8; 4])
+                .unwrap(),
+        )],
+        None,
+    )
+    .unwrap();
+    let dir = write_dir(&[("config.json", config), ("model.safetensors", &st)]);
+    let e = plan_error(dir.path());
+    assert!(
+        e.contains("GPT2LMHeadModel") && e.contains("LlamaForCausalLM") && e.contains("BertModel"),
+        "{e}"
+    );
+
+    // A damaged tokenizer.model names the file.
+    let dir = fixture_with("tiny-gemma", &[("tokenizer.model", &[0x0a, 0xff, 0x01])]);
+    let e = plan_error(dir.path());
+    assert!(
+        e.contains("tokenizer.model") && e.contains("not a SentencePiece model"),
+        "{e}"
+    );
+
+    // Gemma without its tokenizer.model.
+    let dir = fixture_with("tiny-gemma", &[]);
+    std::fs::remove_file(dir.path().join("tokenizer.model")).unwrap();
+    let e = plan_error(dir.path());
+    assert!(e.contains("no tokenizer.model"), "{e}");
+
+    // A count that is not a count.
+    let config = std::fs::read_to_string(fixture("hf/tiny-qwen2/config.json"))
+        .unwrap()
+        .replace("\"num_hidden_layers\": 2", "\"num_hidden_layers\": \"two\"");
+    let dir = fixture_with("tiny-qwen2", &[("config.json", config.as_bytes())]);
+    let e = plan_error(dir.path());
+    assert!(e.contains("num_hidden_layers"), "{e}");
+
+    // Heads that do not divide the Q rows: an error when the tensor is written, not a panic.
+    let config = std::fs::read_to_string(fixture("hf/tiny-llama/config.json"))
+        .unwrap()
+        .replace("\"num_attention_heads\": 4", "\"num_attention_heads\": 3");
+    let dir = fixture_with("tiny-llama", &[("config.json", config.as_bytes())]);
+    let ckpt = Checkpoint::open(dir.path()).unwrap();
+    let plan = HfConversion::plan(&ckpt, &HfOptions::default()).unwrap();
+    let e = plan
+        .write(Vec::new(), &mut |_, _| {})
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("q_proj") && e.contains("3 heads"), "{e}");
+
+    // A tensor no table maps.
+    let original = std::fs::read(fixture("hf/tiny-qwen3/model.safetensors")).unwrap();
+    let mut tensors = safetensors::SafeTensors::deserialize(&original)
+        .unwrap()
+        .tensors();
+    tensors.push((
+        "model.layers.0.mlp.extra_proj.weight".to_string(),
+        safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![1], &[0u8; 4]).unwrap(),
+    ));
+    let st = safetensors::serialize(tensors, None).unwrap();
+    let dir = fixture_with("tiny-qwen3", &[("model.safetensors", &st)]);
+    let e = plan_error(dir.path());
+    assert!(e.contains("model.layers.0.mlp.extra_proj.weight"), "{e}");
+}
