@@ -1,5 +1,6 @@
 //! `gguf convert`: every legacy fixture converts, and the engine loads and runs the result;
-//! `--json` reports what happened to each tensor; foreign files and directories are errors.
+//! `--json` reports what happened to each tensor; foreign files and directories are errors;
+//! Hugging Face checkpoint directories convert and run.
 
 mod common;
 
@@ -108,23 +109,89 @@ fn foreign_inputs_are_clear_errors() {
     assert!(msg.contains("no config.json"), "{msg}");
 }
 
-/// A Hugging Face checkpoint is read (so checked) and named; converting it is still to come.
+/// A Hugging Face checkpoint directory converts (`--outtype`, `--json`) and the result runs.
 #[test]
-fn a_checkpoint_directory_is_named() {
-    let Some(dir) = gguf_test_support::hf_checkpoint("all-MiniLM-L6-v2") else {
-        return;
-    };
-    let out = tempfile::tempdir().unwrap();
+fn checkpoint_directories_convert_and_run() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, outtype) in [
+        ("tiny-llama", "q8_0"),
+        ("tiny-gemma3", "bf16"),
+        ("tiny-phi3", "f16"),
+    ] {
+        let out = dir.path().join(format!("{name}.gguf"));
+        let report = run_ok(
+            gguf()
+                .arg("convert")
+                .arg(fixture(&format!("hf/{name}")))
+                .arg(&out)
+                .args(["--outtype", outtype, "--json"]),
+        );
+        let report: Value = serde_json::from_slice(&report.stdout).unwrap();
+        let tensors = report["tensors"].as_array().unwrap();
+        assert!(tensors.len() > 10, "{name}");
+        let want = outtype.to_uppercase();
+        assert!(
+            tensors.iter().any(|t| t["type"] == want.as_str()),
+            "{name}: no {want} tensor in {report}"
+        );
+        let generated = run_ok(
+            gguf()
+                .arg("generate")
+                .arg(&out)
+                .args(["-p", "the", "-n", "4", "--temp", "0"]),
+        );
+        assert!(!generated.stdout.is_empty(), "{name}");
+    }
+    // A bad --outtype is refused before anything is read.
     let e = gguf()
         .arg("convert")
-        .arg(&dir)
-        .arg(out.path().join("x.gguf"))
+        .arg(fixture("hf/tiny-llama"))
+        .arg(dir.path().join("x.gguf"))
+        .args(["--outtype", "q4_0"])
         .output()
         .unwrap();
     assert!(!e.status.success());
-    let msg = String::from_utf8_lossy(&e.stderr);
-    assert!(
-        msg.contains("model_type 'bert' (BertModel), 104 tensors in 1 safetensors file"),
-        "{msg}"
-    );
+    assert!(String::from_utf8_lossy(&e.stderr).contains("f32, f16, bf16, q8_0, auto"));
+}
+
+/// all-MiniLM-L6-v2 converted by `gguf convert` embeds like sentence-transformers does.
+#[test]
+fn a_converted_minilm_embeds_like_sentence_transformers() {
+    let Some(ckpt) = gguf_test_support::hf_checkpoint("all-MiniLM-L6-v2") else {
+        return;
+    };
+    let data: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../gguf-model/tests/data/minilm_embeddings.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("minilm.gguf");
+    run_ok(gguf().arg("convert").arg(&ckpt).arg(&out));
+    let sentences = data["sentences"].as_array().unwrap();
+    let mut cmd = gguf();
+    cmd.arg("embed").arg(&out).arg("--json");
+    for s in sentences {
+        cmd.arg(s["text"].as_str().unwrap());
+    }
+    let got: Value = serde_json::from_slice(&run_ok(&mut cmd).stdout).unwrap();
+    let got = got["embeddings"].as_array().unwrap();
+    assert_eq!(got.len(), sentences.len());
+    for (s, e) in sentences.iter().zip(got) {
+        let v = |x: &Value| -> Vec<f64> {
+            x.as_array()
+                .unwrap()
+                .iter()
+                .map(|f| f.as_f64().unwrap())
+                .collect()
+        };
+        let (a, b) = (v(e), v(&s["sentence_transformers"]));
+        let dot: f64 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
+        let norm = |x: &[f64]| x.iter().map(|t| t * t).sum::<f64>().sqrt();
+        let cosine = dot / (norm(&a) * norm(&b));
+        assert!(cosine >= 0.9999, "{}: cosine {cosine}", s["text"]);
+    }
 }
