@@ -417,3 +417,65 @@ fn unsupported_and_damaged_checkpoints_are_clear_errors() {
     let e = plan_error(dir.path());
     assert!(e.contains("model.layers.0.mlp.extra_proj.weight"), "{e}");
 }
+
+/// Seeded corruptions of the tiny checkpoints' files (bytes flipped, cut short, values of
+/// `config.json` replaced by others of every JSON type): planning and writing return a result,
+/// never a panic.
+#[test]
+fn corrupted_checkpoints_never_panic() {
+    let mut rng = gguf_test_support::Rng::new(14);
+    let oddities = [
+        "null",
+        "3000000000",
+        "-1",
+        "0",
+        "1e30",
+        "\"x\"",
+        "[]",
+        "{}",
+        "true",
+        "4294967296",
+        "[1, \"a\"]",
+    ];
+    for round in 0..120 {
+        let name = TINY[round % TINY.len()];
+        let src = fixture(&format!("hf/{name}"));
+        let files = ["config.json", "tokenizer.model", "tokenizer_config.json"];
+        let file = files[rng.below(files.len() as u64) as usize];
+        let original = std::fs::read(src.join(file)).unwrap();
+        let bytes = if file == "config.json" && rng.below(2) == 0 {
+            // Replace one value by an odd one.
+            let mut config: serde_json::Value = serde_json::from_slice(&original).unwrap();
+            let keys: Vec<String> = config.as_object().unwrap().keys().cloned().collect();
+            let key = &keys[rng.below(keys.len() as u64) as usize];
+            let odd = oddities[rng.below(oddities.len() as u64) as usize];
+            config[key.as_str()] = serde_json::from_str(odd).unwrap();
+            serde_json::to_vec(&config).unwrap()
+        } else {
+            let mut b = original.clone();
+            match rng.below(3) {
+                0 => b.truncate(rng.below(b.len() as u64) as usize),
+                _ => {
+                    for _ in 0..1 + rng.below(4) {
+                        let i = rng.below(b.len() as u64) as usize;
+                        b[i] ^= 1 << rng.below(8);
+                    }
+                }
+            }
+            b
+        };
+        let dir = fixture_with(name, &[(file, &bytes)]);
+        let result = std::panic::catch_unwind(|| {
+            let Ok(ckpt) = Checkpoint::open(dir.path()) else {
+                return;
+            };
+            if let Ok(plan) = HfConversion::plan(&ckpt, &HfOptions::default()) {
+                let _ = plan.write(Vec::new(), &mut |_, _| {});
+            }
+        });
+        assert!(
+            result.is_ok(),
+            "round {round}: {name}/{file} made the converter panic"
+        );
+    }
+}

@@ -15,6 +15,20 @@ use super::json::{file_error, read_text_if_exists};
 use super::pre_hashes::{CHECK_TEXT, PRE_TOKENIZER_HASHES};
 use crate::error::Result;
 
+/// The largest vocabulary accepted: four times the largest real ones, so that a `vocab_size`
+/// read from `config.json` cannot make the padding tokens take unbounded memory.
+pub(crate) const MAX_VOCAB: usize = 1 << 20;
+
+fn check_vocab_size(n: usize, path: &Path) -> Result<()> {
+    if n > MAX_VOCAB {
+        return Err(file_error(
+            path,
+            format!("a vocabulary of {n} tokens is more than the {MAX_VOCAB} accepted (config.json's vocab_size?)"),
+        ));
+    }
+    Ok(())
+}
+
 /// gguf's token types.
 pub(crate) mod token_type {
     pub const NORMAL: i32 = 1;
@@ -128,6 +142,7 @@ impl HfTokenizer {
         }
         let max_id = by_id.keys().copied().max();
         let n = vocab_size.unwrap_or(by_id.len());
+        check_vocab_size(n, &path)?;
         if let Some(max) = max_id.filter(|&m| m >= n as u64) {
             return Err(file_error(
                 &path,
@@ -259,6 +274,7 @@ pub(crate) fn sentencepiece_vocab_with(
         .map_err(|e| file_error(&path, format!("not a SentencePiece model: {e}")))?;
     let n_pieces = model.pieces.len();
     let n = vocab_size.filter(|&n| n > 0).unwrap_or(n_pieces);
+    check_vocab_size(n, &path)?;
     let mut tokens: Vec<String> = (0..n).map(|i| format!("[PAD{i}]")).collect();
     let mut scores = vec![-10000.0f32; n];
     let mut types = vec![token_type::UNUSED; n];

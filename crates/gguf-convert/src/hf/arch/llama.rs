@@ -152,6 +152,11 @@ impl HfArch for LlamaLike {
             Some(_) => count(ctx, &["head_dim"])?,
             None => count(ctx, &["hidden_size"])? / count(ctx, &["num_attention_heads"])?.max(1),
         };
+        if dim > 1 << 16 {
+            return Err(Error::Unsupported(format!(
+                "config.json: a head dimension of {dim} is not a real model's"
+            )));
+        }
         Ok(vec![Generated {
             name: "rope_freqs.weight".into(),
             values: llama3_rope_factors(
