@@ -9,6 +9,7 @@ mod convert;
 mod diff;
 mod edit;
 mod embed;
+mod export;
 mod imatrix;
 mod inspect;
 mod models;
@@ -75,6 +76,8 @@ enum Command {
     Bench(run::BenchArgs),
     /// Sentence embeddings (BERT and other models), as llama.cpp's llama-embedding computes them.
     Embed(embed::EmbedArgs),
+    /// Write a Hugging Face checkpoint (safetensors, config, tokenizer) from a GGUF model.
+    Export(export::ExportArgs),
 }
 
 fn main() -> ExitCode {
@@ -108,6 +111,7 @@ fn main() -> ExitCode {
         Command::Perplexity(a) => run::perplexity(a),
         Command::Bench(a) => run::bench(a),
         Command::Embed(a) => embed::embed(a),
+        Command::Export(a) => export::export(a),
         Command::Quantize(a) => quantize::quantize(a),
         Command::Convert(a) => convert::convert(a),
         Command::Diff(_) => unreachable!("handled above"),

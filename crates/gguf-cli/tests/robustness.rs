@@ -135,6 +135,13 @@ const ARGS: &[(&str, &[&[&str]])] = &[
     ("split", &[&["FILE", "OUT", "--max-tensors", "3"]]),
     ("merge", &[&["FILE", "OUT"]]),
     (
+        "export",
+        &[
+            &["FILE", "OUT"],
+            &["FILE", "OUT", "--dtype", "bf16", "--json"],
+        ],
+    ),
+    (
         "quantize",
         &[
             &["FILE", "OUT", "Q4_K_M", "--allow-requantize", "-t", "2"],

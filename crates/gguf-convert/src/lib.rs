@@ -21,6 +21,7 @@
 //! ```
 
 mod error;
+pub mod export;
 pub mod hf;
 pub mod legacy;
 pub mod model_card;

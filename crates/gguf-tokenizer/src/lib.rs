@@ -123,9 +123,9 @@ impl Tokenizer {
     /// runs it (the pipeline of a file's `tokenizer.huggingface.json`).
     ///
     /// ```
-    /// let json = r#"{"model": {"type": "WordPiece", "unk_token": "[UNK]",
+    /// let json = r###"{"model": {"type": "WordPiece", "unk_token": "[UNK]",
     ///     "vocab": {"[UNK]": 0, "hello": 1, "##s": 2}},
-    ///     "pre_tokenizer": {"type": "BertPreTokenizer"}}"#;
+    ///     "pre_tokenizer": {"type": "BertPreTokenizer"}}"###;
     /// let tok = gguf_tokenizer::Tokenizer::from_huggingface_json(json)?;
     /// assert_eq!(tok.encode(b"hellos", false, false), [1, 2]);
     /// # Ok::<(), gguf_tokenizer::TokenizerError>(())

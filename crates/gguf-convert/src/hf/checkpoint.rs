@@ -89,7 +89,30 @@ impl HfTensor<'_> {
     /// # Errors
     /// [`Error::Unsupported`] for other dtypes (integers, booleans, 8-bit floats).
     pub fn to_f32(&self) -> Result<Vec<f32>> {
-        let d = self.data;
+        self.values_f32(0..self.len())
+    }
+
+    /// The values of the elements in `range` (row-major order), widened as [`Self::to_f32`]
+    /// widens them; a range past the end is cut to it.
+    ///
+    /// # Errors
+    /// As [`Self::to_f32`].
+    pub fn values_f32(&self, range: std::ops::Range<usize>) -> Result<Vec<f32>> {
+        let size = match self.dtype {
+            Dtype::F32 => 4,
+            Dtype::F16 | Dtype::BF16 => 2,
+            Dtype::F64 => 8,
+            other => {
+                return Err(Error::Unsupported(format!(
+                    "{}: tensor '{}' is {other:?}; only F32, F16, BF16 and F64 tensors are read as numbers",
+                    self.file.display(),
+                    self.name
+                )))
+            }
+        };
+        let end = range.end.min(self.data.len() / size);
+        let start = range.start.min(end);
+        let d = &self.data[start * size..end * size];
         Ok(match self.dtype {
             Dtype::F32 => d
                 .chunks_exact(4)
@@ -103,17 +126,12 @@ impl HfTensor<'_> {
                 .chunks_exact(2)
                 .map(|b| bf16::from_le_bytes([b[0], b[1]]).to_f32())
                 .collect(),
-            Dtype::F64 => d
+            _ => d
                 .chunks_exact(8)
-                .map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")) as f32)
+                .map(|b| {
+                    f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]) as f32
+                })
                 .collect(),
-            other => {
-                return Err(Error::Unsupported(format!(
-                    "{}: tensor '{}' is {other:?}; only F32, F16, BF16 and F64 tensors are read as numbers",
-                    self.file.display(),
-                    self.name
-                )))
-            }
         })
     }
 }

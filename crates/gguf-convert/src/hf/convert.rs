@@ -349,7 +349,7 @@ impl<'c> HfConversion<'c> {
         let mut done = 0;
         let mut w = self.builder.write(out)?;
         for (i, (t, spec)) in self.tensors.iter().zip(self.builder.tensors()).enumerate() {
-            let bytes = match &t.source {
+            match &t.source {
                 None => {
                     let values = self
                         .generated
@@ -357,16 +357,26 @@ impl<'c> HfConversion<'c> {
                         .find(|(j, _)| *j == i)
                         .map(|(_, v)| v.as_slice())
                         .unwrap_or_default();
-                    encode(values, t.ty, t.shape.first().copied().unwrap_or(1) as usize)?
+                    let row_len = t.shape.first().copied().unwrap_or(1) as usize;
+                    w.write_tensor(&encode(values, t.ty, row_len)?)?;
                 }
                 Some(name) => {
                     let source = self.ckpt.tensor(name).ok_or_else(|| {
                         Error::Unsupported(format!("tensor '{name}' vanished from the checkpoint"))
                     })?;
-                    convert_tensor(&source, t)?
+                    if let Transform::PermuteRows { .. } = t.transform {
+                        // Rows move across the whole tensor (Q and K are small).
+                        w.write_tensor(&convert_tensor(&source, t)?)?;
+                    } else {
+                        // Check the dtype before streaming, for a clear error.
+                        source.values_f32(0..0)?;
+                        w.write_tensor_with(|out| {
+                            stream_tensor(&source, t, out)
+                                .map_err(|e| std::io::Error::other(e.to_string()))
+                        })?;
+                    }
                 }
-            };
-            w.write_tensor(&bytes)?;
+            }
             done += spec.size();
             progress(done, total);
         }
@@ -374,20 +384,52 @@ impl<'c> HfConversion<'c> {
     }
 }
 
-/// One tensor's output bytes.
+/// Elements converted at a time when a tensor is streamed.
+const STREAM_ELEMENTS: usize = 1 << 20;
+
+/// Converts and writes a tensor whose transformation works element by element (none, plus
+/// one, first rows) a slab of whole rows at a time, so no copy of the whole tensor is made.
+fn stream_tensor(source: &HfTensor<'_>, t: &PlannedTensor, out: &mut dyn Write) -> Result<()> {
+    let len = match t.transform {
+        Transform::FirstRows { rows } => {
+            let outer: usize = source.shape.iter().skip(1).product();
+            source.len().min(rows.saturating_mul(outer))
+        }
+        _ => source.len(),
+    };
+    let row_len = (t.shape.first().copied().unwrap_or(1) as usize).max(1);
+    let step = row_len * (STREAM_ELEMENTS / row_len).max(1);
+    let mut start = 0;
+    while start < len {
+        let end = (start + step).min(len);
+        let mut values = source.values_f32(start..end)?;
+        if t.transform == Transform::AddOne {
+            add_one(&mut values, source.dtype);
+        }
+        out.write_all(&encode(&values, t.ty, row_len)?)
+            .map_err(|e| Error::Unsupported(format!("writing '{}': {e}", t.name)))?;
+        start = end;
+    }
+    Ok(())
+}
+
+/// Gemma's norm offset: plus one, in the tensor's own type as torch adds (an f16 sum is
+/// rounded to f16).
+fn add_one(values: &mut [f32], dtype: Dtype) {
+    for v in values {
+        *v += 1.0;
+        if dtype == Dtype::F16 {
+            *v = f16::from_f32(*v).to_f32();
+        }
+    }
+}
+
+/// One tensor's output bytes, converted whole.
 fn convert_tensor(source: &HfTensor<'_>, t: &PlannedTensor) -> Result<Vec<u8>> {
     let mut values = source.to_f32()?;
     match t.transform {
         Transform::None => {}
-        Transform::AddOne => {
-            for v in &mut values {
-                *v += 1.0;
-                // torch adds in the tensor's own type: an f16 sum is rounded to f16.
-                if source.dtype == Dtype::F16 {
-                    *v = f16::from_f32(*v).to_f32();
-                }
-            }
-        }
+        Transform::AddOne => add_one(&mut values, source.dtype),
         Transform::FirstRows { rows } => {
             let row_len: usize = source.shape.iter().skip(1).product();
             values.truncate(rows.saturating_mul(row_len));

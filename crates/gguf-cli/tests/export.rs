@@ -1,0 +1,127 @@
+//! `gguf export`: a fixture model to a Hugging Face checkpoint directory and back through
+//! `gguf convert DIR`, which the engine runs; `--json` reports every tensor; refusals (another
+//! architecture, a non-empty directory without `--force`, a bad `--dtype`) are errors that say
+//! why, with nothing written.
+
+mod common;
+
+use common::gguf;
+use gguf_test_support::{fixture, listing, run_ok};
+use serde_json::Value;
+
+#[test]
+fn exported_fixture_converts_back_and_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("qwen3-hf");
+    let report = run_ok(
+        gguf()
+            .arg("export")
+            .arg(fixture("model-qwen3.gguf"))
+            .arg(&out)
+            .args(["--dtype", "bf16", "--json"]),
+    );
+    let report: Value = serde_json::from_slice(&report.stdout).unwrap();
+    assert_eq!(report["hf_architecture"], "Qwen3ForCausalLM");
+    assert_eq!(report["dtype"], "bf16");
+    let tensors = report["tensors"].as_array().unwrap();
+    assert_eq!(tensors.len(), 25);
+    assert!(tensors
+        .iter()
+        .any(|t| t["name"] == "model.layers.1.self_attn.q_norm.weight"
+            && t["source"] == "blk.1.attn_q_norm.weight"));
+    assert_eq!(
+        listing(&out),
+        [
+            "config.json",
+            "generation_config.json",
+            "model.safetensors",
+            "tokenizer.json",
+            "tokenizer_config.json"
+        ]
+    );
+    let config: Value =
+        serde_json::from_slice(&std::fs::read(out.join("config.json")).unwrap()).unwrap();
+    assert_eq!(config["torch_dtype"], "bfloat16");
+
+    let back = dir.path().join("back.gguf");
+    run_ok(
+        gguf()
+            .arg("convert")
+            .arg(&out)
+            .arg(&back)
+            .args(["--pre", "qwen2"]),
+    );
+    let generated = run_ok(gguf().arg("generate").arg(&back).args([
+        "-p",
+        "hello world",
+        "-n",
+        "4",
+        "--temp",
+        "0",
+    ]));
+    assert!(!generated.stdout.is_empty());
+    // The tokenizer survived: the same ids for a text.
+    let ids = |file: &std::path::Path| {
+        run_ok(
+            gguf()
+                .arg("tokenize")
+                .arg(file)
+                .args(["--ids", "Hello world, the end"]),
+        )
+        .stdout
+    };
+    assert_eq!(ids(&back), ids(&fixture("model-qwen3.gguf")));
+}
+
+#[test]
+fn refusals_say_why_and_write_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let o = gguf()
+        .arg("export")
+        .arg(fixture("model-phi2.gguf"))
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("architecture 'phi2' cannot be exported"),
+        "{err}"
+    );
+    assert!(!out.exists());
+
+    std::fs::create_dir(&out).unwrap();
+    std::fs::write(out.join("keep.txt"), "x").unwrap();
+    let o = gguf()
+        .arg("export")
+        .arg(fixture("model-gemma.gguf"))
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("not empty") && err.contains("--force"),
+        "{err}"
+    );
+    assert_eq!(listing(&out), ["keep.txt"]);
+    run_ok(
+        gguf()
+            .arg("export")
+            .arg(fixture("model-gemma.gguf"))
+            .arg(&out)
+            .arg("--force"),
+    );
+    assert!(out.join("tokenizer.model").exists() && out.join("keep.txt").exists());
+
+    let o = gguf()
+        .arg("export")
+        .arg(fixture("model-gemma.gguf"))
+        .arg(dir.path().join("x"))
+        .args(["--dtype", "q4_0"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not one of f32, f16, bf16"));
+}
