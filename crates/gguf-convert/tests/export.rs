@@ -869,8 +869,8 @@ fn minilm_comes_back_as_it_was() {
     }
 }
 
-/// The issue's proof, pinned: the real SmolLM2 and Gemma 3 exported (default F16) and
-/// converted back with `gguf_convert::hf` give the very bytes llama.cpp's
+/// The issue's proof, pinned: the real SmolLM2 and Gemma 3 exported (default F16), their
+/// `tokenizer.json` encoding like the GGUF in Python's `tokenizers`, and converted back with `gguf_convert::hf` give the very bytes llama.cpp's
 /// `convert_hf_to_gguf.py --outtype f16` writes for the same exported directories (llama.cpp
 /// 0c1e57098, transformers 5.24; SmolLM2's GPT-2 vocabulary recognised as `smollm` by the
 /// pre-tokenizer hash, Gemma 3 through its exported `tokenizer.model`).
@@ -899,6 +899,7 @@ fn real_models_export_and_reconvert_to_llama_cpps_bytes() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join(dir_name);
         export.write(&dir, false, &mut |_, _| {}).unwrap();
+        python_tokenizers_encode_like_the_gguf(mapped.file(), &dir.join("tokenizer.json"), model);
         let ckpt = Checkpoint::open(&dir).unwrap();
         let plan = HfConversion::plan(&ckpt, &HfOptions::default()).unwrap();
         let mut hasher = Sha256::new();
@@ -909,6 +910,74 @@ fn real_models_export_and_reconvert_to_llama_cpps_bytes() {
             .map(|b| format!("{b:02x}"))
             .collect();
         assert_eq!(got, digest, "{model}");
+    }
+}
+
+/// Texts for the tokenizer comparison: ASCII, spacing, accents, CJK and Hangul, emoji (with a
+/// joiner), code, digits, contractions, both models' chat markers.
+const TOKENIZER_TEXTS: &[&str] = &[
+    "Hello world",
+    "Hello, world! How are you?",
+    "  leading spaces",
+    "trailing   ",
+    "multiple    spaces\n\n\nand newlines\n",
+    "café naïve résumé Ångström",
+    "日本語のテキスト 中文 한국어",
+    "emoji 🚀🦙😶\u{200d}🌫\u{fe0f} ✅",
+    "def f(x):\n    return x ** 2  # comment\n",
+    "numbers 3 33 333 3333 1234567 3.14",
+    "<|im_start|>user\nhi<|im_end|>\n",
+    "<start_of_turn>user\nHello<end_of_turn>\n",
+    "tabs\tand\t\ttabs",
+    "I've been 'told he's there, 'RE you sure?",
+    " ",
+    "",
+    "Ζωή και Привет мир",
+];
+
+/// Hugging Face's own `tokenizers` (Python) loads the exported `tokenizer.json` and encodes
+/// like the GGUF's tokenizer (special tokens added and parsed, as `tokenizer.encode` does).
+/// Skipped without the package, except in CI (`GGUF_REQUIRE_MODELS=1`), which installs it.
+fn python_tokenizers_encode_like_the_gguf(file: &GgufFile, json: &std::path::Path, model: &str) {
+    let probe = std::process::Command::new("python3")
+        .args(["-c", "import tokenizers"])
+        .output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        assert!(
+            !gguf_test_support::required(),
+            "python3 with the `tokenizers` package is needed (pip install tokenizers)"
+        );
+        eprintln!("skipping the tokenizers (Python) check: package not installed");
+        return;
+    }
+    let script = "import json, sys\nfrom tokenizers import Tokenizer\n\
+        tok = Tokenizer.from_file(sys.argv[1])\n\
+        texts = json.load(sys.stdin)\n\
+        print(json.dumps([tok.encode(t, add_special_tokens=True).ids for t in texts]))\n";
+    let mut child = std::process::Command::new("python3")
+        .args(["-c", script])
+        .arg(json)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all(serde_json::to_string(TOKENIZER_TEXTS).unwrap().as_bytes())
+            .unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{model}: python tokenizers failed");
+    let theirs: Vec<Vec<u32>> = serde_json::from_slice(&out.stdout).unwrap();
+    let tok = Tokenizer::from_gguf(file).unwrap();
+    for (text, ids) in TOKENIZER_TEXTS.iter().zip(theirs) {
+        assert_eq!(
+            tok.encode(text.as_bytes(), true, true),
+            ids,
+            "{model}: {text:?}"
+        );
     }
 }
 
