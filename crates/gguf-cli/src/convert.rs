@@ -42,9 +42,10 @@ pub struct ConvertArgs {
     /// keeping the quantized type, instead of writing such tensors as exact F32.
     #[arg(long)]
     round_scales: bool,
-    /// Checkpoints: the type of the matrices (f32, f16, bf16, q8_0, or auto: the checkpoint's
-    /// own f16 or bf16); vectors and norms stay f32, as llama.cpp writes them.
-    #[arg(long, default_value = "f16", value_parser = parse_outtype)]
+    /// Checkpoints: the type of the matrices (f32, f16, bf16, q8_0, or auto: bf16 when the
+    /// checkpoint's first matrix is bf16, else f16, as llama.cpp's script defaults to);
+    /// vectors and norms stay f32, as llama.cpp writes them.
+    #[arg(long, default_value = "auto", value_parser = parse_outtype)]
     outtype: OutType,
     /// Checkpoints: the tokenizer.ggml.pre name to write when llama.cpp's table does not
     /// know the tokenizer.

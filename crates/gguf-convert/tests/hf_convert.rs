@@ -279,6 +279,32 @@ fn tiny_checkpoints_convert_to_the_bytes_llama_cpp_writes() {
     }
 }
 
+/// The script's defaults: `--outtype auto` (a BF16 checkpoint stays BF16; the digest is the
+/// `bf16` one above) and `--vocab-only` (metadata without padding after it).
+#[test]
+fn defaults_and_vocab_only_are_the_scripts() {
+    let dir = fixture("hf/tiny-mistral");
+    let ckpt = Checkpoint::open(&dir).unwrap();
+    let plan = HfConversion::plan(&ckpt, &HfOptions::default()).unwrap();
+    let bytes = plan.write(Vec::new(), &mut |_, _| {}).unwrap();
+    assert_eq!(
+        hex_sha256(&bytes),
+        "4f3841dde6f763620607bd5eadb23d1e6810a2d3503f3343f3ae8be685e25ff4"
+    );
+    // python3 convert_hf_to_gguf.py fixtures/hf/tiny-gemma3 --outfile X.gguf --vocab-only
+    let ckpt = Checkpoint::open(&fixture("hf/tiny-gemma3")).unwrap();
+    let options = HfOptions {
+        vocab_only: true,
+        ..HfOptions::default()
+    };
+    let plan = HfConversion::plan(&ckpt, &options).unwrap();
+    let bytes = plan.write(Vec::new(), &mut |_, _| {}).unwrap();
+    assert_eq!(
+        hex_sha256(&bytes),
+        "375add5fb53978207570c67c97bc175977983dffabb834f3273f26b670317d36"
+    );
+}
+
 /// all-MiniLM-L6-v2 (BERT, WordPiece, sentence-transformers pooling, a model card with 21
 /// datasets) converts to the bytes llama.cpp's script writes for it.
 #[test]

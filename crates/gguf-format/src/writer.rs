@@ -474,9 +474,38 @@ impl<'a> GgufBuilder<'a> {
         Ok(offsets)
     }
 
+    /// Writes a file without tensors as gguf-py writes a vocabulary-only file: the header and
+    /// metadata, and no padding after them (there is no data section to align).
+    ///
+    /// ```
+    /// use gguf_format::{GgufBuilder, GgufFile};
+    /// let mut b = GgufBuilder::new();
+    /// b.set("general.architecture", "llama");
+    /// let bytes = b.write_without_data(Vec::new())?;
+    /// assert_eq!(bytes.len(), 4 + 4 + 8 + 8 + (8 + 20) + 4 + (8 + 5));
+    /// assert_eq!(GgufFile::parse(&bytes)?.tensors().len(), 0);
+    /// # Ok::<(), gguf_format::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] when the builder has tensors, or as [`GgufBuilder::write`].
+    pub fn write_without_data<W: Write>(&self, out: W) -> Result<W> {
+        if !self.tensors.is_empty() {
+            return Err(Error::Invalid(format!(
+                "{} tensors need a data section",
+                self.tensors.len()
+            )));
+        }
+        Ok(self.write_inner(out, false)?.out)
+    }
+
     /// Writes the header, metadata, tensor infos and padding to `out`, and returns the
     /// writer that takes the tensor data in order.
     pub fn write<W: Write>(&self, out: W) -> Result<TensorWriter<W>> {
+        self.write_inner(out, true)
+    }
+
+    fn write_inner<W: Write>(&self, out: W, pad: bool) -> Result<TensorWriter<W>> {
         let alignment = self.alignment()?;
         let offsets = self.tensor_offsets()?;
         let mut seen = std::collections::HashSet::new();
@@ -515,7 +544,9 @@ impl<'a> GgufBuilder<'a> {
             enc.u32(t.ggml_type.id())?;
             enc.u64(offset)?;
         }
-        enc.pad(alignment)?;
+        if pad {
+            enc.pad(alignment)?;
+        }
         Ok(TensorWriter {
             out: enc.out,
             sizes: self

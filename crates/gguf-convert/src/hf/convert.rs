@@ -20,14 +20,15 @@ use crate::error::{Error, Result};
 pub enum OutType {
     /// float32.
     F32,
-    /// float16 (llama.cpp's default).
-    #[default]
+    /// float16.
     F16,
     /// bfloat16.
     Bf16,
     /// 8-bit blocks; a tensor whose rows are not whole blocks falls back to F16.
     Q8_0,
-    /// F16 or BF16, whichever the checkpoint's first matrix is (F16 when neither).
+    /// F16 or BF16, whichever the checkpoint's first matrix is (F16 when neither): the
+    /// default, as in llama.cpp's script.
+    #[default]
     Auto,
 }
 
@@ -345,6 +346,10 @@ impl<'c> HfConversion<'c> {
     /// Writes the GGUF to `out`, one tensor at a time; `progress` gets (bytes of tensor data
     /// written, total).
     pub fn write<W: Write>(&self, out: W, progress: &mut dyn FnMut(u64, u64)) -> Result<W> {
+        if self.tensors.is_empty() {
+            // A vocabulary-only file: gguf-py writes no padding after the metadata.
+            return Ok(self.builder.write_without_data(out)?);
+        }
         let total: u64 = self.builder.tensors().iter().map(TensorSpec::size).sum();
         let mut done = 0;
         let mut w = self.builder.write(out)?;
