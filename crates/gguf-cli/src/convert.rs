@@ -93,10 +93,7 @@ pub fn convert(a: ConvertArgs) -> Result<()> {
                 bar.set_length(total);
                 bar.set_position(done);
             })
-            .map_err(|e| match e {
-                gguf_convert::Error::Format(e) => e,
-                other => std::io::Error::other(other.to_string()).into(),
-            })
+            .map_err(format_error)
     })
     .map_err(with_force_hint)
     .with_context(|| input_name.clone())?;
@@ -164,6 +161,14 @@ pub fn convert(a: ConvertArgs) -> Result<()> {
     Ok(())
 }
 
+/// A conversion error as the atomic writer's error type (its message kept).
+fn format_error(e: gguf_convert::Error) -> gguf_format::Error {
+    match e {
+        gguf_convert::Error::Format(e) => e,
+        other => std::io::Error::other(other.to_string()).into(),
+    }
+}
+
 fn parse_outtype(s: &str) -> Result<OutType, String> {
     OutType::parse(s).ok_or_else(|| format!("'{s}' is not one of f32, f16, bf16, q8_0, auto"))
 }
@@ -206,10 +211,7 @@ fn convert_checkpoint(a: ConvertArgs) -> Result<()> {
             bar.set_position(done);
         })
         .map(|_| ())
-        .map_err(|e| match e {
-            gguf_convert::Error::Format(e) => e,
-            other => std::io::Error::other(other.to_string()).into(),
-        })
+        .map_err(format_error)
     })
     .map_err(with_force_hint)
     .with_context(|| input_name.clone())?;

@@ -913,28 +913,6 @@ fn real_models_export_and_reconvert_to_llama_cpps_bytes() {
     }
 }
 
-/// Texts for the tokenizer comparison: ASCII, spacing, accents, CJK and Hangul, emoji (with a
-/// joiner), code, digits, contractions, both models' chat markers.
-const TOKENIZER_TEXTS: &[&str] = &[
-    "Hello world",
-    "Hello, world! How are you?",
-    "  leading spaces",
-    "trailing   ",
-    "multiple    spaces\n\n\nand newlines\n",
-    "café naïve résumé Ångström",
-    "日本語のテキスト 中文 한국어",
-    "emoji 🚀🦙😶\u{200d}🌫\u{fe0f} ✅",
-    "def f(x):\n    return x ** 2  # comment\n",
-    "numbers 3 33 333 3333 1234567 3.14",
-    "<|im_start|>user\nhi<|im_end|>\n",
-    "<start_of_turn>user\nHello<end_of_turn>\n",
-    "tabs\tand\t\ttabs",
-    "I've been 'told he's there, 'RE you sure?",
-    " ",
-    "",
-    "Ζωή και Привет мир",
-];
-
 /// Hugging Face's own `tokenizers` (Python) loads the exported `tokenizer.json` and encodes
 /// like the GGUF's tokenizer (special tokens added and parsed, as `tokenizer.encode` does).
 /// Skipped without the package, except in CI (`GGUF_REQUIRE_MODELS=1`), which installs it.
@@ -965,14 +943,14 @@ fn python_tokenizers_encode_like_the_gguf(file: &GgufFile, json: &std::path::Pat
         use std::io::Write;
         let mut stdin = child.stdin.take().unwrap();
         stdin
-            .write_all(serde_json::to_string(TOKENIZER_TEXTS).unwrap().as_bytes())
+            .write_all(serde_json::to_string(TEXTS).unwrap().as_bytes())
             .unwrap();
     }
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "{model}: python tokenizers failed");
     let theirs: Vec<Vec<u32>> = serde_json::from_slice(&out.stdout).unwrap();
     let tok = Tokenizer::from_gguf(file).unwrap();
-    for (text, ids) in TOKENIZER_TEXTS.iter().zip(theirs) {
+    for (text, ids) in TEXTS.iter().zip(theirs) {
         assert_eq!(
             tok.encode(text.as_bytes(), true, true),
             ids,
