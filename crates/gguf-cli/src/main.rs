@@ -16,6 +16,7 @@ mod models;
 mod output;
 mod quantize;
 mod run;
+mod serve;
 #[cfg(unix)]
 mod signals;
 mod tensors;
@@ -76,6 +77,8 @@ enum Command {
     Bench(run::BenchArgs),
     /// Sentence embeddings (BERT and other models), as llama.cpp's llama-embedding computes them.
     Embed(embed::EmbedArgs),
+    /// Serve the model over HTTP with OpenAI's API (chat, completions, embeddings).
+    Serve(serve::ServeArgs),
     /// Write a Hugging Face checkpoint (safetensors, config, tokenizer) from a GGUF model.
     Export(export::ExportArgs),
 }
@@ -111,6 +114,7 @@ fn main() -> ExitCode {
         Command::Perplexity(a) => run::perplexity(a),
         Command::Bench(a) => run::bench(a),
         Command::Embed(a) => embed::embed(a),
+        Command::Serve(a) => serve::serve(a),
         Command::Export(a) => export::export(a),
         Command::Quantize(a) => quantize::quantize(a),
         Command::Convert(a) => convert::convert(a),

@@ -285,6 +285,10 @@ fn every_subcommand_survives_the_hostile_corpus_with_a_closed_stdout() {
     assert!(subcommands.len() >= 14, "{subcommands:?}");
     let mut jobs: Vec<(String, Vec<String>)> = Vec::new();
     for sub in &subcommands {
+        if sub == "serve" {
+            // A server runs until stopped: `serve_survives_the_hostile_corpus` below.
+            continue;
+        }
         let extra = ARGS
             .iter()
             .find(|(name, _)| name == sub)
@@ -335,6 +339,87 @@ fn every_subcommand_survives_the_hostile_corpus_with_a_closed_stdout() {
             });
         }
     });
+}
+
+/// `gguf serve` over the hostile corpus: each file is refused with an error status, or served
+/// (its address on stderr) until SIGTERM, which ends it with status 0. Never a panic or a hang.
+#[cfg(unix)]
+#[test]
+fn serve_survives_the_hostile_corpus() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let mut served = 0;
+    for file in corpus(dir.path()) {
+        let cmd = format!("gguf serve {}", file.display());
+        let mut child = gguf()
+            .arg("serve")
+            .arg(&file)
+            .args(["--port", "0", "-t", "1", "-c", "64"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            let mut text = String::new();
+            for line in std::io::BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if line.starts_with("serving ") {
+                    let _ = tx.send(true);
+                }
+                text.push_str(&line);
+                text.push('\n');
+            }
+            let _ = tx.send(false);
+            text
+        });
+        let serving = rx.recv_timeout(HANG).unwrap_or_else(|_| {
+            let _ = child.kill();
+            panic!("{cmd}: neither served nor ended within {HANG:?}");
+        });
+        if serving {
+            served += 1;
+            let pid = child.id().to_string();
+            assert!(Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()
+                .unwrap()
+                .success());
+        }
+        let start = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if start.elapsed() > HANG {
+                let _ = child.kill();
+                panic!("hang: {cmd} (serving: {serving})");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        let stderr = reader.join().unwrap();
+        if serving {
+            assert_eq!(
+                status.code(),
+                Some(0),
+                "{cmd}: SIGTERM should stop it cleanly\n{stderr}"
+            );
+        } else {
+            assert_no_crash(
+                &cmd,
+                &Run {
+                    status,
+                    stdout: Vec::new(),
+                    stderr,
+                },
+            );
+            assert!(!status.success(), "{cmd}: ended by itself with success");
+        }
+    }
+    // The valid models at least were served.
+    assert!(served >= 2, "{served}");
 }
 
 /// A file with a metadata key and a tensor name of 70,000 bytes. GGUF allows any length (our
