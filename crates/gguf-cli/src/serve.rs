@@ -105,6 +105,9 @@ pub fn serve(a: ServeArgs) -> Result<()> {
             .await
             .with_context(|| format!("cannot listen on {}:{}", a.host, a.port))?;
         let addr = listener.local_addr()?;
+        // Take the signals before saying the server is up: a client (or test) that stops it
+        // as soon as it reads the line must get the graceful shutdown.
+        let shutdown = shutdown_signal();
         eprintln!(
             "serving {} on http://{addr} (context {} tokens{}{}); Ctrl-C stops",
             a.file,
@@ -120,7 +123,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
                 ", API key required"
             },
         );
-        server.serve(listener, shutdown_signal()).await?;
+        server.serve(listener, shutdown).await?;
         eprintln!("stopped");
         Ok(())
     })
