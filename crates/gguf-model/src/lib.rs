@@ -466,19 +466,24 @@ impl<'m> Session<'m> {
         sampler: &SamplerConfig,
         max_tokens: usize,
     ) -> Result<Generation<'_, 'm>> {
-        let tokenizer = &self.model.tokenizer;
-        // The template usually writes BOS itself; add it only if it did not.
-        let starts_with_bos = tokenizer
-            .special_ids()
-            .bos
-            .and_then(|b| tokenizer.token_text(b))
-            .is_some_and(|t| prompt.as_bytes().starts_with(t));
-        let ids = tokenizer.encode(prompt.as_bytes(), !starts_with_bos, true);
+        let ids = self.model.tokenize_chat_prompt(prompt);
         self.generate_from(&ids, sampler, max_tokens)
     }
 }
 
 impl Model {
+    /// The tokens of a rendered chat prompt: special tokens parsed, and BOS added only when
+    /// the template did not write it itself (as llama.cpp's chat tools do).
+    pub fn tokenize_chat_prompt(&self, prompt: &str) -> Vec<u32> {
+        let tokenizer = &self.tokenizer;
+        let starts_with_bos = tokenizer
+            .special_ids()
+            .bos
+            .and_then(|b| tokenizer.token_text(b))
+            .is_some_and(|t| prompt.as_bytes().starts_with(t));
+        tokenizer.encode(prompt.as_bytes(), !starts_with_bos, true)
+    }
+
     /// The chat template for this model's conversations, and where it comes from:
     /// with `choice` `None`, the file's `tokenizer.chat_template`, or for a file without one
     /// the built-in template whose turn markers are tokens of its vocabulary (Gemma's

@@ -410,14 +410,7 @@ async fn chat_inner(
             format!("the chat template refused the messages: {e}"),
         )
     })?;
-    let tokenizer = shared.model.tokenizer();
-    // As `Session::chat`: the template usually writes BOS itself; add it only if it did not.
-    let starts_with_bos = tokenizer
-        .special_ids()
-        .bos
-        .and_then(|b| tokenizer.token_text(b))
-        .is_some_and(|t| prompt.as_bytes().starts_with(t));
-    let ids = tokenizer.encode(prompt.as_bytes(), !starts_with_bos, true);
+    let ids = shared.model.tokenize_chat_prompt(&prompt);
     check_prompt(shared, &ids, "messages")?;
     run_generation(shared, Meta::new(Kind::Chat, &shared.model_id), ids, params).await
 }

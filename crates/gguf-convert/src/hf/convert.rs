@@ -207,6 +207,7 @@ impl<'c> HfConversion<'c> {
 
         // The tensors, filtered and renamed, in the checkpoint's order.
         let mut sources: Vec<(String, HfTensor<'_>)> = Vec::new();
+        let mut position: std::collections::HashMap<String, usize> = Default::default();
         for t in ckpt.tensors() {
             let Some(name) = a.filter(t.name).and_then(|n| common_filter(&n)) else {
                 continue;
@@ -217,11 +218,14 @@ impl<'c> HfConversion<'c> {
             {
                 continue;
             }
-            match sources.iter_mut().find(|(n, _)| *n == name) {
-                // A later tensor of the same name replaces the earlier in place, as in the
-                // converter's dict.
-                Some(slot) => slot.1 = t,
-                None => sources.push((name, t)),
+            // A later tensor of the same name replaces the earlier in place, as in the
+            // converter's dict.
+            match position.entry(name) {
+                std::collections::hash_map::Entry::Occupied(e) => sources[*e.get()].1 = t,
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    sources.push((e.key().clone(), t));
+                    e.insert(sources.len() - 1);
+                }
             }
         }
         let first_matrix = sources
