@@ -19,7 +19,7 @@
 use gguf_quant::GgmlType;
 
 use crate::error::{ModelError, Result};
-use crate::forward::{Ctx, Pass};
+use crate::forward::{Ctx, Pass, Segment};
 use crate::Session;
 
 /// How the token embeddings of an input become its embedding: a model's `{arch}.pooling_type`
@@ -272,10 +272,10 @@ impl Session<'_> {
                     pool: &self.pool,
                     parts: &self.parts,
                 },
-                cache: &mut self.cache,
+                caches: std::slice::from_mut(&mut self.cache),
                 s: &mut self.scratch,
                 tokens: batch,
-                pos0: self.tokens.len(),
+                segments: &[Segment::one(self.tokens.len(), batch.len())],
                 n_ctx: self.n_ctx,
                 all_logits: true,
                 embeddings: true,

@@ -34,6 +34,10 @@ pub(crate) struct Scratch {
     pub rope: Vec<Vec<(f32, f32)>>,
     /// The normed rows whose logits are computed.
     pub row: Vec<f32>,
+    /// The rows of `x` whose logits are computed, when they are not one run of `x`.
+    pub picked: Vec<f32>,
+    /// One segment's attention output, when the batch has several.
+    pub attn_segment: Vec<f32>,
     /// Attention's buffers, one set per pool thread.
     pub attn_threads: AttnThreads,
 }
@@ -97,15 +101,43 @@ impl Ctx<'_> {
     }
 }
 
-/// One batch: `tokens` at positions `pos0..`, through the model, into the cache; the logits of
-/// the last token (or of every token, with `all_logits`) into `logits`.
+/// One sequence's consecutive tokens in a batch: `len` tokens at positions `pos0..`, whose keys
+/// and values go to `caches[cache]` and who attend only to that cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Segment {
+    pub cache: usize,
+    pub pos0: usize,
+    pub len: usize,
+    /// The logits of the segment's last token are wanted (of each of its tokens with
+    /// [`Pass::all_logits`]).
+    pub logits: bool,
+}
+
+impl Segment {
+    /// The whole batch as one sequence in cache 0, its last token's logits wanted.
+    pub fn one(pos0: usize, len: usize) -> Segment {
+        Segment {
+            cache: 0,
+            pos0,
+            len,
+            logits: true,
+        }
+    }
+}
+
+/// One batch: `tokens`, made of the consecutive runs `segments` describe (one per sequence),
+/// through the model, into the caches; into `logits`, one row for the last token of each
+/// segment that wants logits (or for each of its tokens, with `all_logits`), in order.
+/// Apart from attention, which each segment does over its own cache, every step takes the
+/// rows of all segments at once (a matrix's rows read once for the whole batch).
 pub(crate) struct Pass<'a> {
     pub ctx: Ctx<'a>,
-    pub cache: &'a mut KvCache,
+    pub caches: &'a mut [KvCache],
     pub s: &'a mut Scratch,
     pub tokens: &'a [u32],
-    pub pos0: usize,
-    /// The session's context length (Phi-3 picks its RoPE factors by it, as llama.cpp does).
+    pub segments: &'a [Segment],
+    /// The context length of each sequence (Phi-3 picks its RoPE factors by it, as llama.cpp
+    /// does by its `n_ctx_seq`).
     pub n_ctx: usize,
     pub all_logits: bool,
     /// Instead of logits, write the rows the output matrix would multiply (after the final
@@ -166,15 +198,15 @@ pub(crate) struct SelfAttention<'a> {
 }
 
 impl SelfAttention<'_> {
-    /// From the normed rows in `s.h` to attention's output rows in `s.attn`, storing the batch's
-    /// keys and values in layer `il`'s cache at positions `pos0..`.
+    /// From the normed rows in `s.h` to attention's output rows in `s.attn`, storing each
+    /// segment's keys and values in layer `il` of its cache.
     pub fn run(
         &self,
         ctx: &Ctx<'_>,
-        cache: &mut KvCache,
+        caches: &mut [KvCache],
+        segments: &[Segment],
         s: &mut Scratch,
         il: usize,
-        pos0: usize,
     ) -> Result<()> {
         let qkv = self.qkv;
         ctx.matmul(&qkv.wq, &s.h, &mut s.q, &mut s.quant)?;
@@ -192,19 +224,60 @@ impl SelfAttention<'_> {
         if let Some(scale) = self.query_scale {
             ops::scale(&mut s.q, scale);
         }
-        cache.store(il, pos0, &s.k, &s.v);
-        attention(
-            ctx.pool,
-            cache,
-            il,
-            &s.q,
-            pos0,
-            self.heads,
-            Mask::Causal(self.window),
-            self.scores,
-            &mut s.attn_threads,
-            &mut s.attn,
-        );
+        let mask = Mask::Causal(self.window);
+        if let [seg] = segments {
+            let cache = &mut caches[seg.cache];
+            cache.store(il, seg.pos0, &s.k, &s.v);
+            let (q, threads) = (&s.q, &mut s.attn_threads);
+            attention(
+                ctx.pool,
+                cache,
+                il,
+                q,
+                seg.pos0,
+                self.heads,
+                mask,
+                self.scores,
+                threads,
+                &mut s.attn,
+            );
+            return Ok(());
+        }
+        let Heads {
+            n_head: hq,
+            n_head_kv: hkv,
+            head_dim_k: dk,
+            head_dim_v: dv,
+        } = self.heads;
+        let (qw, kw, vw, ow) = (hq * dk, hkv * dk, hkv * dv, hq * dv);
+        let n: usize = segments.iter().map(|seg| seg.len).sum();
+        s.attn.resize(n * ow, 0.0);
+        let mut row = 0;
+        for seg in segments {
+            let rows = row..row + seg.len;
+            let cache = &mut caches[seg.cache];
+            let (k, v) = (
+                &s.k[rows.start * kw..rows.end * kw],
+                &s.v[rows.start * vw..rows.end * vw],
+            );
+            cache.store(il, seg.pos0, k, v);
+            let q = &s.q[rows.start * qw..rows.end * qw];
+            let threads = &mut s.attn_threads;
+            attention(
+                ctx.pool,
+                cache,
+                il,
+                q,
+                seg.pos0,
+                self.heads,
+                mask,
+                self.scores,
+                threads,
+                &mut s.attn_segment,
+            );
+            s.attn[rows.start * ow..rows.end * ow].copy_from_slice(&s.attn_segment);
+            row = rows.end;
+        }
         Ok(())
     }
 }
@@ -237,14 +310,14 @@ pub(crate) fn gated_ffn(
 }
 
 impl Scratch {
-    /// Fills [`Scratch::rope`] with each of `ropes`' (cos, sin) pairs for positions
-    /// `pos0..pos0 + n`: computed once per pass, shared by every layer.
-    pub fn fill_rope(&mut self, ropes: &[Rope], pos0: usize, n: usize) {
+    /// Fills [`Scratch::rope`] with each of `ropes`' (cos, sin) pairs for the positions of
+    /// every token of the segments: computed once per pass, shared by every layer.
+    pub fn fill_rope(&mut self, ropes: &[Rope], segments: &[Segment]) {
         self.rope.resize_with(ropes.len(), Vec::new);
         for (cache, rope) in self.rope.iter_mut().zip(ropes) {
             cache.clear();
-            for i in 0..n {
-                rope.cache((pos0 + i) as i64, cache);
+            for p in positions(segments) {
+                rope.cache(p as i64, cache);
             }
         }
     }
@@ -255,16 +328,20 @@ impl Scratch {
         &mut self,
         rope: &Rope,
         factors: Option<&[f32]>,
-        pos0: usize,
-        n: usize,
+        segments: &[Segment],
     ) {
         self.rope.resize_with(1, Vec::new);
         let cache = &mut self.rope[0];
         cache.clear();
-        for i in 0..n {
-            rope.cache_with_factors((pos0 + i) as i64, factors, cache);
+        for p in positions(segments) {
+            rope.cache_with_factors(p as i64, factors, cache);
         }
     }
+}
+
+/// The position of each token of the segments, in batch order.
+fn positions(segments: &[Segment]) -> impl Iterator<Item = usize> + '_ {
+    segments.iter().flat_map(|seg| seg.pos0..seg.pos0 + seg.len)
 }
 
 /// `out` = RMSNorm of each `d`-wide row of `x`, times `w`.
@@ -508,13 +585,33 @@ pub(crate) fn hidden_states(embeddings: bool, rows: &[f32], out: &mut Vec<f32>) 
     embeddings
 }
 
-/// Which rows of the batch get logits: the last, or all of them.
-pub(crate) fn output_rows(n: usize, all_logits: bool) -> std::ops::Range<usize> {
-    if all_logits {
-        0..n
-    } else {
-        n - 1..n
+/// The `d`-wide rows of `x` (the batch's residual stream) that get logits: the last of each
+/// segment that wants them, or all of its rows with `all_logits`. One run of `x` when the
+/// batch is one segment, else gathered into `picked`.
+pub(crate) fn output_rows<'x>(
+    x: &'x [f32],
+    d: usize,
+    segments: &[Segment],
+    all_logits: bool,
+    picked: &'x mut Vec<f32>,
+) -> &'x [f32] {
+    let wanted = |row0: usize, seg: &Segment| match (seg.logits, all_logits) {
+        (false, _) => row0..row0,
+        (true, true) => row0..row0 + seg.len,
+        (true, false) => row0 + seg.len - 1..row0 + seg.len,
+    };
+    if let [seg] = segments {
+        let rows = wanted(0, seg);
+        return &x[rows.start * d..rows.end * d];
     }
+    picked.clear();
+    let mut row0 = 0;
+    for seg in segments {
+        let rows = wanted(row0, seg);
+        picked.extend_from_slice(&x[rows.start * d..rows.end * d]);
+        row0 += seg.len;
+    }
+    picked
 }
 
 #[cfg(test)]

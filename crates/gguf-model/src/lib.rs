@@ -28,7 +28,9 @@ mod forward;
 mod hparams;
 mod kv_cache;
 mod ops;
+mod parallel;
 mod sampling;
+mod stops;
 mod weights;
 
 pub use arch::SUPPORTED;
@@ -39,7 +41,9 @@ pub use gguf_quant::ThreadPool;
 pub use gguf_tokenizer::Tokenizer;
 pub use hparams::{Hparams, RopeScaling};
 pub use kv_cache::KvType;
+pub use parallel::{ParallelSession, SeqInput};
 pub use sampling::{argmax, Sampler, SamplerConfig};
+pub use stops::StopText;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -49,7 +53,7 @@ use gguf_tokenizer::chat::{ChatMessage, ChatTemplate, RenderOptions};
 use gguf_tokenizer::chat_builtin::{self, Origin};
 
 use arch::Architecture;
-use forward::{Ctx, Pass, Scratch};
+use forward::{Ctx, Pass, Scratch, Segment};
 use kv_cache::KvCache;
 
 /// A loaded model: the mapped file (or every part of a split set), its architecture with its
@@ -353,10 +357,10 @@ impl<'m> Session<'m> {
                 pool: &self.pool,
                 parts: &self.parts,
             },
-            cache: &mut self.cache,
+            caches: std::slice::from_mut(&mut self.cache),
             s: &mut self.scratch,
             tokens: chunk,
-            pos0: self.tokens.len(),
+            segments: &[Segment::one(self.tokens.len(), chunk.len())],
             n_ctx: self.n_ctx,
             all_logits,
             embeddings: false,
@@ -428,8 +432,7 @@ impl<'m> Session<'m> {
             session: self,
             sampler: Sampler::new(sampler.clone()),
             remaining: max_tokens,
-            stop_strings: Vec::new(),
-            text: String::new(),
+            text: StopText::default(),
             stop: None,
             pending: None,
         })
@@ -548,8 +551,7 @@ pub struct Generation<'s, 'm> {
     sampler: Sampler,
     decoder: gguf_tokenizer::StreamDecoder<'m>,
     remaining: usize,
-    stop_strings: Vec<String>,
-    text: String,
+    text: StopText,
     stop: Option<StopReason>,
     pending: Option<u32>,
 }
@@ -558,13 +560,13 @@ impl Generation<'_, '_> {
     /// Also stop once the generated text contains any of `stops` (the token that completes
     /// one is still returned).
     pub fn stop_at(mut self, stops: &[&str]) -> Self {
-        self.stop_strings = stops.iter().map(|s| s.to_string()).collect();
+        self.text = StopText::new(stops);
         self
     }
 
     /// The text generated so far.
     pub fn text(&self) -> &str {
-        &self.text
+        self.text.text()
     }
 
     /// Why generation ended, once it has (`None` while tokens may still come).
@@ -614,12 +616,8 @@ impl Iterator for Generation<'_, '_> {
             return None;
         }
         let text = self.decoder.push(id);
-        self.text.push_str(&text);
-        if self
-            .stop_strings
-            .iter()
-            .any(|s| !s.is_empty() && self.text.contains(s.as_str()))
-        {
+        self.text.push(&text);
+        if self.text.stopped() {
             self.end(StopReason::StopString);
         }
         self.pending = Some(id);

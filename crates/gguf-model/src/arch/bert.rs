@@ -18,7 +18,7 @@
 use super::phi2::check_heads;
 use super::Architecture;
 use crate::error::{ModelError, Result};
-use crate::forward::{attention, layer_norm_rows, Heads, Mask, Pass};
+use crate::forward::{attention, layer_norm_rows, Heads, Mask, Pass, Segment};
 use crate::hparams::{Hparams, Reader};
 use crate::ops::{self, add_assign, add_bias, Scores};
 use crate::weights::{Biases, Loader, Matrix, Qkv};
@@ -119,10 +119,10 @@ impl Architecture for Bert {
         let hp = &self.hp;
         let Pass {
             ctx,
-            cache,
+            caches,
             s,
             tokens,
-            pos0,
+            segments,
             embeddings,
             logits: out,
             ..
@@ -135,7 +135,12 @@ impl Architecture for Bert {
             )));
         }
         // The session encodes each input whole, from position 0 (see `Session::embed_tokens`).
-        if *pos0 != 0 || tokens.is_empty() {
+        let (cache, [Segment { pos0: 0, .. }]) = (&mut caches[0], segments) else {
+            return Err(ModelError::Request(
+                "an encoder takes its whole input in one pass from position 0".into(),
+            ));
+        };
+        if tokens.is_empty() {
             return Err(ModelError::Request(
                 "an encoder takes its whole input in one pass from position 0".into(),
             ));

@@ -219,20 +219,20 @@ impl Architecture for Gemma {
         let hp = &self.hp;
         let Pass {
             ctx,
-            cache,
+            caches,
             s,
             tokens,
-            pos0,
+            segments,
             all_logits,
             embeddings,
             logits,
             ..
         } = pass;
-        let (n, pos0, eps, d) = (tokens.len(), *pos0, hp.norm_eps, hp.n_embd);
+        let (eps, d) = (hp.norm_eps, hp.n_embd);
         let heads = Heads::of(hp);
         ctx.embed(&self.token_embd, tokens, &mut s.x)?;
         ops::scale(&mut s.x, (d as f32).sqrt());
-        s.fill_rope(&self.ropes, pos0, n);
+        s.fill_rope(&self.ropes, segments);
         let scores = Scores::new(1.0, self.attn_softcap);
         for (il, l) in self.layers.iter().enumerate() {
             let window = hp.layer_windows[il];
@@ -250,7 +250,7 @@ impl Architecture for Gemma {
                 window,
                 scores,
             }
-            .run(ctx, cache, s, il, pos0)?;
+            .run(ctx, caches, segments, s, il)?;
             ctx.matmul(&l.wo, &s.attn, &mut s.h, &mut s.quant)?;
             if let Some(w) = &l.post_attn_norm {
                 rms_norm_each(&mut s.h, w, eps);
@@ -263,13 +263,8 @@ impl Architecture for Gemma {
             }
             add_assign(&mut s.x, &s.h);
         }
-        let rows = output_rows(n, *all_logits);
-        rms_norm_rows(
-            &s.x[rows.start * d..rows.end * d],
-            &self.output_norm,
-            eps,
-            &mut s.row,
-        );
+        let rows = output_rows(&s.x, d, segments, *all_logits, &mut s.picked);
+        rms_norm_rows(rows, &self.output_norm, eps, &mut s.row);
         if hidden_states(*embeddings, &s.row, logits) {
             return Ok(());
         }

@@ -160,19 +160,19 @@ impl Architecture for Llama {
         let hp = &self.hp;
         let Pass {
             ctx,
-            cache,
+            caches,
             s,
             tokens,
-            pos0,
+            segments,
             all_logits,
             embeddings,
             logits,
             ..
         } = pass;
-        let (n, pos0, eps) = (tokens.len(), *pos0, hp.norm_eps);
+        let eps = hp.norm_eps;
         let heads = Heads::of(hp);
         ctx.embed(&self.token_embd, tokens, &mut s.x)?;
-        s.fill_rope(std::slice::from_ref(&self.rope), pos0, n);
+        s.fill_rope(std::slice::from_ref(&self.rope), segments);
         for (il, l) in self.layers.iter().enumerate() {
             rms_norm_rows(&s.x, &l.attn_norm, eps, &mut s.h);
             SelfAttention {
@@ -186,7 +186,7 @@ impl Architecture for Llama {
                 window: hp.layer_windows[il],
                 scores: self.scores,
             }
-            .run(ctx, cache, s, il, pos0)?;
+            .run(ctx, caches, segments, s, il)?;
             ctx.matmul(&l.wo, &s.attn, &mut s.h, &mut s.quant)?;
             add_assign(&mut s.x, &s.h);
             rms_norm_rows(&s.x, &l.ffn_norm, eps, &mut s.h);
@@ -194,13 +194,8 @@ impl Architecture for Llama {
             add_assign(&mut s.x, &s.h);
         }
         let d = hp.n_embd;
-        let rows = output_rows(n, *all_logits);
-        rms_norm_rows(
-            &s.x[rows.start * d..rows.end * d],
-            &self.output_norm,
-            eps,
-            &mut s.row,
-        );
+        let rows = output_rows(&s.x, d, segments, *all_logits, &mut s.picked);
+        rms_norm_rows(rows, &self.output_norm, eps, &mut s.row);
         if hidden_states(*embeddings, &s.row, logits) {
             return Ok(());
         }

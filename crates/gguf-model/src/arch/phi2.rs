@@ -120,21 +120,21 @@ impl Architecture for Phi2 {
         let hp = &self.hp;
         let Pass {
             ctx,
-            cache,
+            caches,
             s,
             tokens,
-            pos0,
+            segments,
             all_logits,
             embeddings,
             logits,
             ..
         } = pass;
-        let (n, pos0, eps, d) = (tokens.len(), *pos0, hp.norm_eps, hp.n_embd);
+        let (eps, d) = (hp.norm_eps, hp.n_embd);
         let heads = Heads::of(hp);
         // The query is scaled beforehand, so attention's own scale is 1.
         let scores = Scores::new(1.0, 0.0);
         ctx.embed(&self.token_embd, tokens, &mut s.x)?;
-        s.fill_rope(std::slice::from_ref(&self.rope), pos0, n);
+        s.fill_rope(std::slice::from_ref(&self.rope), segments);
         for (il, l) in self.layers.iter().enumerate() {
             // `h` feeds both attention and the feed-forward network.
             layer_norm_rows(&s.x, &l.attn_norm, &l.attn_norm_b, eps, &mut s.h);
@@ -149,7 +149,7 @@ impl Architecture for Phi2 {
                 window: None,
                 scores,
             }
-            .run(ctx, cache, s, il, pos0)?;
+            .run(ctx, caches, segments, s, il)?;
             // Attention's output goes to `q` (no longer needed), the feed-forward's to `v`.
             ctx.matmul(&l.wo, &s.attn, &mut s.q, &mut s.quant)?;
             add_bias(&mut s.q, &l.bo);
@@ -162,9 +162,9 @@ impl Architecture for Phi2 {
             add_assign(&mut s.q, &s.v);
             add_assign(&mut s.x, &s.q);
         }
-        let rows = output_rows(n, *all_logits);
+        let rows = output_rows(&s.x, d, segments, *all_logits, &mut s.picked);
         layer_norm_rows(
-            &s.x[rows.start * d..rows.end * d],
+            rows,
             &self.output_norm,
             &self.output_norm_b,
             eps,

@@ -171,21 +171,21 @@ impl Architecture for Phi3 {
         let hp = &self.hp;
         let Pass {
             ctx,
-            cache,
+            caches,
             s,
             tokens,
-            pos0,
+            segments,
             n_ctx,
             all_logits,
             embeddings,
             logits,
         } = pass;
-        let (n, pos0, eps, d) = (tokens.len(), *pos0, hp.norm_eps, hp.n_embd);
+        let (eps, d) = (hp.norm_eps, hp.n_embd);
         let heads = Heads::of(hp);
         // The query is scaled beforehand, so attention's own scale is 1.
         let scores = Scores::new(1.0, 0.0);
         ctx.embed(&self.token_embd, tokens, &mut s.x)?;
-        s.fill_rope_with_factors(&self.rope, self.factors(*n_ctx), pos0, n);
+        s.fill_rope_with_factors(&self.rope, self.factors(*n_ctx), segments);
         for (il, l) in self.layers.iter().enumerate() {
             rms_norm_rows(&s.x, &l.attn_norm, eps, &mut s.h);
             SelfAttention {
@@ -199,20 +199,15 @@ impl Architecture for Phi3 {
                 window: None,
                 scores,
             }
-            .run(ctx, cache, s, il, pos0)?;
+            .run(ctx, caches, segments, s, il)?;
             ctx.matmul(&l.wo, &s.attn, &mut s.h, &mut s.quant)?;
             add_assign(&mut s.x, &s.h);
             rms_norm_rows(&s.x, &l.ffn_norm, eps, &mut s.h);
             gated_ffn(ctx, s, &l.w_gate, &l.w_up, &l.w_down, Gate::Silu)?;
             add_assign(&mut s.x, &s.h);
         }
-        let rows = output_rows(n, *all_logits);
-        rms_norm_rows(
-            &s.x[rows.start * d..rows.end * d],
-            &self.output_norm,
-            eps,
-            &mut s.row,
-        );
+        let rows = output_rows(&s.x, d, segments, *all_logits, &mut s.picked);
+        rms_norm_rows(rows, &self.output_norm, eps, &mut s.row);
         if hidden_states(*embeddings, &s.row, logits) {
             return Ok(());
         }
