@@ -150,24 +150,10 @@ impl Scales {
         rm: usize,
     ) {
         let size = ty.type_size() as usize;
-        let lanes = |at: usize| {
-            (0..self.blocks).map(move |l| {
-                std::array::from_fn(|i| {
-                    let p = i * row_bytes + l * size + at;
-                    if i < rm {
-                        f16_at(&w[p..p + 2])
-                    } else {
-                        0.0
-                    }
-                })
-            })
-        };
         const _: () = assert!(offset_of!(BlockQ4_1, m) == 2 && offset_of!(BlockQ5_1, m) == 2);
-        self.w_d.clear();
-        self.w_d.extend(lanes(0));
+        fill_lanes(&mut self.w_d, w, row_bytes, rm, size, self.blocks, 0);
         if matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_1) {
-            self.w_m.clear();
-            self.w_m.extend(lanes(2));
+            fill_lanes(&mut self.w_m, w, row_bytes, rm, size, self.blocks, 2);
         }
     }
 
@@ -181,6 +167,29 @@ impl Scales {
             act_d: &self.act_d[from..],
             act_s: self.act_s.get(from..).unwrap_or(&[]),
             stride: self.blocks,
+        }
+    }
+}
+
+/// Per block `l`, the f16 at byte `at` of block `l` of each of the `rm` rows (`row_bytes`
+/// apart) of `w`, as f32 in lanes `0..rm` of `out[l]` (the other lanes 0). A plain loop over
+/// each row's blocks: this runs once per group of weight rows, as often as a one-row product
+/// reads the same scales, so it must cost no more than those reads.
+fn fill_lanes(
+    out: &mut Vec<[f32; 4]>,
+    w: &[u8],
+    row_bytes: usize,
+    rm: usize,
+    size: usize,
+    blocks: usize,
+    at: usize,
+) {
+    out.clear();
+    out.resize(blocks, [0.0; 4]);
+    for i in 0..rm.min(4) {
+        let row = &w[i * row_bytes..][..blocks * size];
+        for (lanes, block) in out.iter_mut().zip(row.chunks_exact(size)) {
+            lanes[i] = f16_at(&block[at..at + 2]);
         }
     }
 }
