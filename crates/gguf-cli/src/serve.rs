@@ -35,6 +35,11 @@ pub struct ServeArgs {
     /// Requests admitted at once, running and waiting; more are answered 503.
     #[arg(long, default_value_t = 16)]
     pub queue: usize,
+    /// Sequences generated at once (llama-server's -np): their tokens share each forward
+    /// pass. `-c` is divided among them, as llama-server divides it; without `-c` each gets the
+    /// model's training context capped at 4096.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub parallel: u16,
     /// The chat template: a built-in (chatml, gemma, llama3, phi3) or a template of the file
     /// (`tokenizer.chat_template.NAME`). Default: the file's own, or for a file without one
     /// the built-in its vocabulary's turn markers call for.
@@ -83,9 +88,15 @@ pub fn serve(a: ServeArgs) -> Result<()> {
             .map_or_else(|| a.file.clone(), |n| n.to_string_lossy().into_owned());
         stem.strip_suffix(".gguf").unwrap_or(&stem).to_string()
     });
+    let parallel = usize::from(a.parallel);
+    let mut session = a.run.session_options();
+    if session.n_ctx == 0 {
+        session.n_ctx = parallel * model.hparams().n_ctx_train.min(4096);
+    }
     let config = ServerConfig {
         model_id,
-        session: a.run.session_options(),
+        session,
+        parallel,
         chat_template: a.chat_template.clone(),
         api_keys: keys,
         cors_origins: a.cors.clone(),
@@ -109,8 +120,9 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         // as soon as it reads the line must get the graceful shutdown.
         let shutdown = shutdown_signal();
         eprintln!(
-            "serving {} on http://{addr} (context {} tokens{}{}); Ctrl-C stops",
+            "serving {} on http://{addr} ({parallel} slot{} of {} tokens{}{}); Ctrl-C stops",
             a.file,
+            if parallel == 1 { "" } else { "s" },
             server.n_ctx(),
             if server.embeddings_enabled() {
                 ", embeddings"

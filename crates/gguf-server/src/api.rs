@@ -17,7 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::error::ApiError;
 use crate::request::{self, Fields, GenerationParams};
-use crate::worker::{Event, GenerateJob, Job};
+use crate::worker::{Event, GenerateJob, Job, TokenLogprob};
 use crate::Shared;
 
 type AppState = State<Arc<Shared>>;
@@ -99,6 +99,16 @@ pub(crate) async fn health() -> Response {
     ok(&json!({"status": "ok"}))
 }
 
+/// Prometheus' text exposition of the engine's counters.
+pub(crate) async fn metrics(State(shared): AppState) -> Response {
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        shared.metrics.render(shared.engine.admitted()),
+    )
+        .into_response()
+}
+
 pub(crate) async fn models(State(shared): AppState) -> Response {
     ok(&json!({
         "object": "list",
@@ -163,19 +173,70 @@ impl Meta {
         })
     }
 
+    /// The `logprobs` of a choice: `null` unless asked for; chat's `{"content": [...]}` or the
+    /// text completion's `{"tokens", "token_logprobs", "top_logprobs", "text_offset"}`.
+    fn logprobs(&self, asked: bool, tokens: &[TokenLogprob]) -> Value {
+        if !asked {
+            return Value::Null;
+        }
+        match self.kind {
+            Kind::Chat => {
+                let entry = |token: &str, bytes: &[u8], logprob: f32| json!({"token": token, "logprob": logprob, "bytes": bytes});
+                let content: Vec<Value> = tokens
+                    .iter()
+                    .map(|t| {
+                        let mut e = entry(&t.token, &t.bytes, t.logprob);
+                        e["top_logprobs"] = t.top.iter().map(|(s, b, l)| entry(s, b, *l)).collect();
+                        e
+                    })
+                    .collect();
+                json!({"content": content, "refusal": null})
+            }
+            Kind::Text => {
+                let mut offset = 0;
+                let offsets: Vec<usize> = tokens
+                    .iter()
+                    .map(|t| {
+                        let at = offset;
+                        offset += t.token.chars().count();
+                        at
+                    })
+                    .collect();
+                let top: Vec<Value> = tokens
+                    .iter()
+                    .map(|t| {
+                        let map: serde_json::Map<String, Value> = t
+                            .top
+                            .iter()
+                            .map(|(s, _, l)| (s.clone(), json!(l)))
+                            .collect();
+                        Value::Object(map)
+                    })
+                    .collect();
+                json!({
+                    "tokens": tokens.iter().map(|t| t.token.as_str()).collect::<Vec<_>>(),
+                    "token_logprobs": tokens.iter().map(|t| t.logprob).collect::<Vec<_>>(),
+                    "top_logprobs": top,
+                    "text_offset": offsets,
+                })
+            }
+        }
+    }
+
     /// The whole response.
-    fn complete(&self, text: &str, finish: &str, prompt: usize, completion: usize) -> Value {
+    fn complete(&self, text: &str, finish: &str, usage: (usize, usize), logprobs: Value) -> Value {
+        let (prompt, completion) = usage;
         let choice = match self.kind {
             Kind::Chat => json!({
                 "index": 0,
                 "message": {"role": "assistant", "content": text},
-                "logprobs": null,
+                "logprobs": logprobs,
                 "finish_reason": finish,
             }),
             Kind::Text => json!({
                 "index": 0,
                 "text": text,
-                "logprobs": null,
+                "logprobs": logprobs,
                 "finish_reason": finish,
             }),
         };
@@ -191,7 +252,13 @@ impl Meta {
 
     /// One streamed chunk: `delta` text (chat: with the role on the first chunk), or the
     /// finish reason.
-    fn chunk(&self, text: Option<&str>, role: bool, finish: Option<&str>) -> Value {
+    fn chunk(
+        &self,
+        text: Option<&str>,
+        role: bool,
+        finish: Option<&str>,
+        logprobs: Value,
+    ) -> Value {
         let choice = match self.kind {
             Kind::Chat => {
                 let mut delta = serde_json::Map::new();
@@ -201,12 +268,12 @@ impl Meta {
                 if let Some(text) = text {
                     delta.insert("content".into(), json!(text));
                 }
-                json!({"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish})
+                json!({"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish})
             }
             Kind::Text => json!({
                 "index": 0,
                 "text": text.unwrap_or(""),
-                "logprobs": null,
+                "logprobs": logprobs,
                 "finish_reason": finish,
             }),
         };
@@ -233,6 +300,7 @@ struct Stream {
     meta: Meta,
     rx: mpsc::UnboundedReceiver<Event>,
     include_usage: bool,
+    logprobs: bool,
     /// Chunks ready to send before the next event.
     ready: std::collections::VecDeque<Bytes>,
     done: bool,
@@ -242,8 +310,9 @@ impl Stream {
     /// The chunks for one event.
     fn push(&mut self, event: Event) {
         match event {
-            Event::Text(text) => {
-                let chunk = self.meta.chunk(Some(&text), false, None);
+            Event::Text { text, logprobs } => {
+                let logprobs = self.meta.logprobs(self.logprobs, &logprobs);
+                let chunk = self.meta.chunk(Some(&text), false, None, logprobs);
                 self.ready.push_back(sse(&chunk));
             }
             Event::Done {
@@ -252,8 +321,13 @@ impl Stream {
                 completion_tokens,
             } => {
                 let chunk = match self.meta.kind {
-                    Kind::Chat => self.meta.chunk(None, false, Some(finish_reason)),
-                    Kind::Text => self.meta.chunk(Some(""), false, Some(finish_reason)),
+                    Kind::Chat => self
+                        .meta
+                        .chunk(None, false, Some(finish_reason), Value::Null),
+                    Kind::Text => {
+                        self.meta
+                            .chunk(Some(""), false, Some(finish_reason), Value::Null)
+                    }
                 };
                 self.ready.push_back(sse(&chunk));
                 if self.include_usage {
@@ -287,25 +361,31 @@ async fn run_generation(
         sampler: params.sampler,
         max_tokens: params.max_tokens.unwrap_or(shared.n_ctx),
         stops: params.stops,
+        logprobs: params.logprobs,
         events: tx,
     }))?;
     let stopped = || ApiError::internal("the generation was stopped: the server is shutting down");
     if !params.stream {
         let mut text = String::new();
+        let mut tokens = Vec::new();
         loop {
             match rx.recv().await.ok_or_else(stopped)? {
-                Event::Text(t) => text.push_str(&t),
+                Event::Text { text: t, logprobs } => {
+                    text.push_str(&t);
+                    tokens.extend(logprobs);
+                }
                 Event::Done {
                     finish_reason,
                     prompt_tokens,
                     completion_tokens,
                 } => {
+                    let logprobs = meta.logprobs(params.logprobs.is_some(), &tokens);
                     return Ok(ok(&meta.complete(
                         &text,
                         finish_reason,
-                        prompt_tokens,
-                        completion_tokens,
-                    )))
+                        (prompt_tokens, completion_tokens),
+                        logprobs,
+                    )));
                 }
                 Event::Error(e) => return Err(e),
             }
@@ -319,11 +399,12 @@ async fn run_generation(
         meta,
         rx,
         include_usage: params.include_usage,
+        logprobs: params.logprobs.is_some(),
         ready: Default::default(),
         done: false,
     };
     if stream.meta.kind == Kind::Chat {
-        let chunk = stream.meta.chunk(Some(""), true, None);
+        let chunk = stream.meta.chunk(Some(""), true, None, Value::Null);
         stream.ready.push_back(sse(&chunk));
     }
     stream.push(first);
@@ -397,7 +478,7 @@ async fn chat_inner(
 ) -> Result<Response, ApiError> {
     let object = body_object(shared, body)?;
     let f = Fields(&object);
-    let params = request::generation_params(&f, &["max_tokens", "max_completion_tokens"])?;
+    let params = request::generation_params(&f, &["max_tokens", "max_completion_tokens"], true)?;
     let messages = request::messages(&f)?;
     check_generates(shared)?;
     let template = shared
@@ -428,7 +509,7 @@ async fn completions_inner(
 ) -> Result<Response, ApiError> {
     let object = body_object(shared, body)?;
     let f = Fields(&object);
-    let params = request::generation_params(&f, &["max_tokens"])?;
+    let params = request::generation_params(&f, &["max_tokens"], false)?;
     let prompt = match f.get("prompt") {
         Some(Value::String(s)) => s.as_str(),
         Some(Value::Array(list)) if list.len() == 1 && list[0].is_string() => {

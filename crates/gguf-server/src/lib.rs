@@ -29,6 +29,7 @@
 
 mod api;
 mod error;
+mod metrics;
 mod request;
 mod worker;
 
@@ -45,15 +46,21 @@ use gguf_tokenizer::chat_builtin::Origin;
 
 pub use error::ApiError;
 
-use worker::Engine;
+use metrics::Metrics;
+use worker::{Engine, EngineConfig};
 
 /// Settings of a [`Server`].
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
     /// The model's id in responses and `/v1/models`.
     pub model_id: String,
-    /// The session the engine generates with (context, threads, KV cache type).
+    /// The session the engine generates with (threads, KV cache type, batch size; `n_ctx` is
+    /// the context of all sequences together, divided among them as llama-server divides its
+    /// `-c` among `-np` slots).
     pub session: SessionOptions,
+    /// Sequences generated at once (llama-server's `--parallel`): their decode steps and
+    /// prompt chunks share each forward pass.
+    pub parallel: usize,
     /// A chat template by name (a built-in, or the file's `tokenizer.chat_template.NAME`);
     /// `None`: the file's own, or the built-in its vocabulary calls for.
     pub chat_template: Option<String>,
@@ -72,6 +79,7 @@ impl Default for ServerConfig {
         ServerConfig {
             model_id: "model".into(),
             session: SessionOptions::default(),
+            parallel: 4,
             chat_template: None,
             api_keys: Vec::new(),
             cors_origins: Vec::new(),
@@ -100,6 +108,7 @@ pub(crate) struct Shared {
     /// The chat template, or why there is none.
     pub template: Result<ChatTemplate, String>,
     pub engine: Engine,
+    pub metrics: Arc<Metrics>,
     pub api_keys: Vec<String>,
     pub max_body_bytes: usize,
     /// When the server started (Unix seconds), `created` of the model.
@@ -156,7 +165,13 @@ impl Server {
                 )));
             }
         }
-        let (engine, n_ctx) = Engine::start(model.clone(), config.session, config.max_queue)?;
+        let metrics = Arc::new(Metrics::default());
+        let engine_config = EngineConfig {
+            session: config.session,
+            parallel: config.parallel,
+            limit: config.max_queue,
+        };
+        let (engine, n_ctx) = Engine::start(model.clone(), engine_config, metrics.clone())?;
         let started = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
@@ -167,6 +182,7 @@ impl Server {
                 n_ctx,
                 template,
                 engine,
+                metrics,
                 api_keys: config.api_keys,
                 max_body_bytes: config.max_body_bytes,
                 started,
@@ -181,7 +197,7 @@ impl Server {
         &self.notes
     }
 
-    /// The engine session's context length.
+    /// The context length of each sequence.
     pub fn n_ctx(&self) -> usize {
         self.shared.n_ctx
     }
@@ -196,6 +212,7 @@ impl Server {
         let shared = self.shared.clone();
         let router = Router::new()
             .route("/health", get(api::health))
+            .route("/metrics", get(api::metrics))
             .route("/v1/models", get(api::models))
             .route("/v1/chat/completions", post(api::chat_completions))
             .route("/v1/completions", post(api::completions))

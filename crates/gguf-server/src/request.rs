@@ -118,6 +118,9 @@ pub(crate) struct GenerationParams {
     pub stream: bool,
     /// `stream_options.include_usage`: a last chunk with the usage.
     pub include_usage: bool,
+    /// `Some(k)`: each token's log-probability with the `k` most likely alternatives (chat's
+    /// `logprobs: true` and `top_logprobs: k`, or the text completion's `logprobs: k`).
+    pub logprobs: Option<usize>,
 }
 
 /// Fields refused when set to anything but their default, with what they would ask for.
@@ -130,8 +133,6 @@ fn refuse_unsupported(f: &Fields<'_>) -> Result<(), ApiError> {
         Some(_) => true,
     };
     for (name, what) in [
-        ("logprobs", "returning log-probabilities"),
-        ("top_logprobs", "returning log-probabilities"),
         ("logit_bias", "biasing logits"),
         ("tools", "tool calling"),
         ("functions", "function calling"),
@@ -187,8 +188,24 @@ fn refuse_unsupported(f: &Fields<'_>) -> Result<(), ApiError> {
 pub(crate) fn generation_params(
     f: &Fields<'_>,
     max_tokens_fields: &[&str],
+    chat: bool,
 ) -> Result<GenerationParams, ApiError> {
     refuse_unsupported(f)?;
+    let logprobs = if chat {
+        let top = f.integer("top_logprobs", 0, 20)?;
+        match (f.bool("logprobs")?, top) {
+            (Some(true), top) => Some(top.unwrap_or(0) as usize),
+            (_, Some(_)) => {
+                return Err(ApiError::invalid(
+                    "top_logprobs",
+                    "`top_logprobs` needs `logprobs: true`",
+                ))
+            }
+            _ => None,
+        }
+    } else {
+        f.integer("logprobs", 0, 20)?.map(|k| k as usize)
+    };
     if let Some(model) = f.get("model") {
         if !model.is_string() {
             return Err(ApiError::invalid("model", "`model` must be a string"));
@@ -291,6 +308,7 @@ pub(crate) fn generation_params(
         stops,
         stream,
         include_usage,
+        logprobs,
     })
 }
 

@@ -1,22 +1,48 @@
-//! The engine thread: one [`Session`] owned by one plain thread (never a thread of the async
-//! runtime), taking jobs one at a time from a bounded queue. Its KV cache carries over from job
-//! to job, so a prompt that starts with the previous one's tokens (a conversation going on)
-//! evaluates only what is new.
+//! The engine thread and its scheduler. One plain thread (never a thread of the async runtime)
+//! owns a [`ParallelSession`] of `--parallel` sequences (slots) and runs continuous batching:
+//! each step evaluates, in one forward pass, the next token of every slot that is generating
+//! and as much of waiting prompts as the batch has room for, so a long prompt is taken in
+//! chunks between the others' tokens and never stalls them for more than a step. A new job
+//! takes the free slot whose cached tokens share the longest prefix with its prompt, so a
+//! conversation's next turn evaluates only what is new. Jobs beyond the slots wait in order;
+//! all of them, running and waiting, count against the bounded queue.
 
+use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
-use gguf_model::{Model, ModelError, SamplerConfig, Session, SessionOptions, StopReason};
+use gguf_model::{
+    Model, ModelError, ParallelSession, Sampler, SamplerConfig, SeqInput, Session, SessionOptions,
+    StopText, ThreadPool,
+};
+use gguf_tokenizer::StreamDecoder;
 use tokio::sync::{mpsc, oneshot, Mutex};
 
 use crate::error::ApiError;
+use crate::metrics::Metrics;
+
+/// A token's log-probability and the most likely alternatives, for `logprobs`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct TokenLogprob {
+    /// The token's text (its bytes, lossily as UTF-8).
+    pub token: String,
+    pub bytes: Vec<u8>,
+    pub logprob: f32,
+    /// The `top_logprobs` most likely tokens at that step, most likely first.
+    pub top: Vec<(String, Vec<u8>, f32)>,
+}
 
 /// What a generation sends back, in order: text pieces, then `Done` or `Error`.
 #[derive(Debug)]
 pub(crate) enum Event {
-    /// More text (never a partial character, never text that may begin a stop string).
-    Text(String),
+    /// More text (never a partial character, never text that may begin a stop string), and
+    /// with `logprobs` the tokens generated since the last event.
+    Text {
+        text: String,
+        logprobs: Vec<TokenLogprob>,
+    },
     /// The end: OpenAI's `finish_reason` and the token counts.
     Done {
         finish_reason: &'static str,
@@ -33,6 +59,8 @@ pub(crate) struct GenerateJob {
     pub sampler: SamplerConfig,
     pub max_tokens: usize,
     pub stops: Vec<String>,
+    /// `Some(k)`: report each token's log-probability and the `k` most likely alternatives.
+    pub logprobs: Option<usize>,
     /// Closed when the client has gone: the generation then stops at the next token.
     pub events: mpsc::UnboundedSender<Event>,
 }
@@ -50,7 +78,7 @@ pub(crate) enum Job {
 /// A queued job and its place in the count of admitted jobs (given back when dropped).
 struct Queued {
     job: Job,
-    _permit: Permit,
+    permit: Permit,
 }
 
 struct Permit(Arc<AtomicUsize>);
@@ -61,36 +89,48 @@ impl Drop for Permit {
     }
 }
 
+/// How the engine runs.
+#[derive(Debug, Clone)]
+pub(crate) struct EngineConfig {
+    /// The session's options; `n_ctx` is the total, divided among the slots.
+    pub session: SessionOptions,
+    /// Sequences generated at once.
+    pub parallel: usize,
+    /// Jobs admitted at once, running and waiting.
+    pub limit: usize,
+}
+
 /// The handle of the engine thread.
 pub(crate) struct Engine {
     tx: mpsc::Sender<Queued>,
     admitted: Arc<AtomicUsize>,
     limit: usize,
     shutdown: Arc<AtomicBool>,
-    /// Held by the engine while it runs a job; tests hold it to keep the engine waiting.
+    /// Held by the engine while it runs a step; tests hold it to keep the engine waiting.
     gate: Arc<Mutex<()>>,
+    metrics: Arc<Metrics>,
 }
 
 impl Engine {
-    /// Starts the thread with a session of `options` on `model`; `limit` jobs at most are
-    /// admitted at once (running and waiting). Returns the session's context length.
+    /// Starts the thread for `model`. Returns the context length of each sequence.
     pub fn start(
         model: Arc<Model>,
-        options: SessionOptions,
-        limit: usize,
+        config: EngineConfig,
+        metrics: Arc<Metrics>,
     ) -> Result<(Engine, usize), ModelError> {
-        let limit = limit.max(1);
-        let (tx, mut rx) = mpsc::channel::<Queued>(limit);
+        let limit = config.limit.max(1);
+        let (tx, rx) = mpsc::channel::<Queued>(limit);
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let shutdown = Arc::new(AtomicBool::new(false));
         let gate = Arc::new(Mutex::new(()));
-        let (thread_shutdown, thread_gate) = (shutdown.clone(), gate.clone());
+        let (thread_shutdown, thread_gate, thread_metrics) =
+            (shutdown.clone(), gate.clone(), metrics.clone());
         std::thread::Builder::new()
             .name("gguf-engine".into())
             .spawn(move || {
-                let mut session = match model.session(options) {
+                let mut scheduler = match Scheduler::new(&model, &config, thread_metrics) {
                     Ok(s) => {
-                        let _ = ready_tx.send(Ok(s.n_ctx()));
+                        let _ = ready_tx.send(Ok(s.n_ctx));
                         s
                     }
                     Err(e) => {
@@ -98,10 +138,7 @@ impl Engine {
                         return;
                     }
                 };
-                while let Some(queued) = rx.blocking_recv() {
-                    let _running = thread_gate.blocking_lock();
-                    run(&mut session, queued.job, &thread_shutdown);
-                }
+                scheduler.run(rx, &thread_shutdown, &thread_gate);
             })
             .map_err(|e| ModelError::Request(format!("cannot start the engine thread: {e}")))?;
         let n_ctx = ready_rx.recv().map_err(|_| {
@@ -114,6 +151,7 @@ impl Engine {
                 limit,
                 shutdown,
                 gate,
+                metrics,
             },
             n_ctx,
         ))
@@ -124,14 +162,18 @@ impl Engine {
         let admitted = self.admitted.fetch_add(1, Ordering::AcqRel);
         let permit = Permit(self.admitted.clone());
         if admitted >= self.limit || self.shutdown.load(Ordering::Acquire) {
+            self.metrics.rejected.fetch_add(1, Ordering::Relaxed);
             return Err(ApiError::busy());
         }
-        self.tx
-            .try_send(Queued {
-                job,
-                _permit: permit,
-            })
-            .map_err(|_| ApiError::busy())
+        self.tx.try_send(Queued { job, permit }).map_err(|_| {
+            self.metrics.rejected.fetch_add(1, Ordering::Relaxed);
+            ApiError::busy()
+        })
+    }
+
+    /// Jobs admitted (running and waiting).
+    pub fn admitted(&self) -> usize {
+        self.admitted.load(Ordering::Acquire)
     }
 
     /// Stops every generation at its next token (the server is shutting down).
@@ -139,48 +181,455 @@ impl Engine {
         self.shutdown.store(true, Ordering::Release);
     }
 
-    /// The lock the engine holds while it runs a job.
+    /// The lock the engine holds while it runs a step.
     pub fn gate(&self) -> &Arc<Mutex<()>> {
         &self.gate
     }
 }
 
-/// Runs one job; a panic in the engine becomes a 500 for this job and a cleared cache, never
-/// the end of the thread.
-fn run(session: &mut Session<'_>, job: Job, shutdown: &AtomicBool) {
-    match job {
-        Job::Generate(job) => {
-            let events = job.events.clone();
-            let outcome = catch_unwind(AssertUnwindSafe(|| {
-                // The client has gone (or the server is stopping): no more tokens.
-                let stop = || events.is_closed() || shutdown.load(Ordering::Acquire);
-                generate(session, job, stop)
-            }));
-            if outcome.is_err() {
-                session.clear();
-                let _ = events.send(Event::Error(ApiError::internal(
-                    "the engine failed while generating (a bug): the request was abandoned",
+/// A generation in a slot.
+struct Active<'m> {
+    job: GenerateJob,
+    _permit: Permit,
+    sampler: Sampler,
+    decoder: StreamDecoder<'m>,
+    text: StopText,
+    /// Prompt tokens in the slot's cache.
+    prefilled: usize,
+    /// The sampled token to evaluate next (once the prompt is in).
+    next: Option<u32>,
+    completion_tokens: usize,
+    logprobs: Vec<TokenLogprob>,
+}
+
+impl Active<'_> {
+    fn gone(&self, shutdown: &AtomicBool) -> bool {
+        self.job.events.is_closed() || shutdown.load(Ordering::Acquire)
+    }
+}
+
+/// The engine's state: the slots' session and generations, and the jobs waiting for a slot.
+struct Scheduler<'m> {
+    model: &'m Model,
+    /// `None` for an encoder (embeddings only).
+    batch: Option<ParallelSession<'m>>,
+    slots: Vec<Option<Active<'m>>>,
+    waiting: VecDeque<(GenerateJob, Permit)>,
+    /// The session embeddings are computed in, made on first use.
+    embedder: Option<Session<'m>>,
+    embed_options: SessionOptions,
+    pool: Arc<ThreadPool>,
+    n_ctx: usize,
+    metrics: Arc<Metrics>,
+}
+
+impl<'m> Scheduler<'m> {
+    fn new(
+        model: &'m Model,
+        config: &EngineConfig,
+        metrics: Arc<Metrics>,
+    ) -> Result<Scheduler<'m>, ModelError> {
+        let threads = gguf_model::session_threads(config.session.threads);
+        let pool = Arc::new(ThreadPool::new(threads)?);
+        let parallel = config.parallel.max(1);
+        let (batch, embedder, n_ctx);
+        let mut embed_options = config.session.clone();
+        if model.hparams().causal {
+            let b = model.parallel_session_on(config.session.clone(), parallel, pool.clone())?;
+            n_ctx = b.n_ctx();
+            batch = Some(b);
+            embed_options.n_ctx = n_ctx;
+            embedder = None;
+        } else {
+            let s = model.session_on(config.session.clone(), pool.clone())?;
+            n_ctx = s.n_ctx();
+            embedder = Some(s);
+            batch = None;
+        }
+        metrics.slots.store(parallel, Ordering::Relaxed);
+        Ok(Scheduler {
+            model,
+            batch,
+            slots: (0..parallel).map(|_| None).collect(),
+            waiting: VecDeque::new(),
+            embedder,
+            embed_options,
+            pool,
+            n_ctx,
+            metrics,
+        })
+    }
+
+    /// Takes jobs and steps until the queue's sender is gone.
+    fn run(
+        &mut self,
+        mut rx: mpsc::Receiver<Queued>,
+        shutdown: &AtomicBool,
+        gate: &Arc<Mutex<()>>,
+    ) {
+        loop {
+            let busy = !self.waiting.is_empty() || self.slots.iter().any(Option::is_some);
+            let next = if busy {
+                rx.try_recv().ok()
+            } else {
+                match rx.blocking_recv() {
+                    Some(q) => Some(q),
+                    None => return,
+                }
+            };
+            if let Some(queued) = next {
+                self.accept(queued);
+                // Drain what else has arrived before stepping, so it joins this step.
+                while let Ok(queued) = rx.try_recv() {
+                    self.accept(queued);
+                }
+            }
+            self.drop_gone(shutdown);
+            self.assign_slots();
+            self.publish();
+            if self.slots.iter().any(Option::is_some) {
+                let _running = gate.blocking_lock();
+                self.step();
+            }
+        }
+    }
+
+    fn accept(&mut self, queued: Queued) {
+        match queued.job {
+            Job::Generate(job) => {
+                self.metrics.requests.fetch_add(1, Ordering::Relaxed);
+                self.waiting.push_back((job, queued.permit));
+            }
+            Job::Embed { inputs, reply } => {
+                if !reply.is_closed() {
+                    let result = self.embed(&inputs);
+                    let _ = reply.send(result);
+                }
+            }
+        }
+    }
+
+    fn embed(&mut self, inputs: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, ApiError> {
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            if self.embedder.is_none() {
+                let s = self
+                    .model
+                    .session_on(self.embed_options.clone(), self.pool.clone())
+                    .map_err(model_error)?;
+                self.embedder = Some(s);
+            }
+            let session = self.embedder.as_mut().expect("made above");
+            inputs
+                .iter()
+                .map(|ids| session.embed_tokens(ids).map_err(model_error))
+                .collect::<Result<Vec<_>, _>>()
+        }));
+        outcome.unwrap_or_else(|_| {
+            self.embedder = None;
+            Err(ApiError::internal(
+                "the engine failed while embedding (a bug): the request was abandoned",
+            ))
+        })
+    }
+
+    /// Ends the generations whose clients have gone (or all, when shutting down): no more
+    /// tokens, no `Done`.
+    fn drop_gone(&mut self, shutdown: &AtomicBool) {
+        for slot in &mut self.slots {
+            if slot.as_ref().is_some_and(|a| a.gone(shutdown)) {
+                *slot = None;
+                self.metrics.cancelled.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let before = self.waiting.len();
+        self.waiting
+            .retain(|(job, _)| !job.events.is_closed() && !shutdown.load(Ordering::Acquire));
+        let gone = before - self.waiting.len();
+        self.metrics.cancelled.fetch_add(gone, Ordering::Relaxed);
+    }
+
+    /// Gives waiting jobs the free slots, each the one whose cache shares the longest prefix
+    /// with its prompt.
+    fn assign_slots(&mut self) {
+        let Some(batch) = self.batch.as_mut() else {
+            // An encoder generates nothing (the handlers refuse it before queueing).
+            for (job, _) in self.waiting.drain(..) {
+                let _ = job.events.send(Event::Error(ApiError::bad_request(
+                    "this model makes embeddings, not text",
                 )));
             }
-        }
-        Job::Embed { inputs, reply } => {
-            if reply.is_closed() {
-                return;
-            }
-            let outcome = catch_unwind(AssertUnwindSafe(|| {
-                inputs
+            return;
+        };
+        while let Some(free) = self.slots.iter().position(Option::is_none) {
+            let Some((job, permit)) = self.waiting.pop_front() else {
+                break;
+            };
+            let shared = |seq: usize| {
+                batch
+                    .tokens(seq)
                     .iter()
-                    .map(|ids| session.embed_tokens(ids).map_err(model_error))
-                    .collect::<Result<Vec<_>, _>>()
-            }));
-            let result = outcome.unwrap_or_else(|_| {
-                session.clear();
-                Err(ApiError::internal(
-                    "the engine failed while embedding (a bug): the request was abandoned",
-                ))
+                    .zip(&job.prompt)
+                    .take_while(|(a, b)| a == b)
+                    .count()
+            };
+            let seq = (free..self.slots.len())
+                .filter(|&s| self.slots[s].is_none())
+                .max_by_key(|&s| (shared(s), std::cmp::Reverse(s)))
+                .unwrap_or(free);
+            if let Err(e) = check_job(&job, batch) {
+                let _ = job.events.send(Event::Error(e));
+                continue;
+            }
+            // At least the last prompt token is evaluated, for its logits.
+            let keep = shared(seq).min(job.prompt.len() - 1);
+            batch.truncate(seq, keep);
+            self.metrics
+                .prompt_tokens
+                .fetch_add(job.prompt.len(), Ordering::Relaxed);
+            self.metrics
+                .prompt_tokens_cached
+                .fetch_add(keep, Ordering::Relaxed);
+            let tokenizer = self.model.tokenizer();
+            self.slots[seq] = Some(Active {
+                sampler: Sampler::new(job.sampler.clone()),
+                decoder: tokenizer.stream_decoder(false),
+                text: StopText::new(&job.stops),
+                prefilled: keep,
+                next: None,
+                completion_tokens: 0,
+                logprobs: Vec::new(),
+                job,
+                _permit: permit,
             });
-            let _ = reply.send(result);
         }
+    }
+
+    fn publish(&self) {
+        let m = &self.metrics;
+        m.waiting.store(self.waiting.len(), Ordering::Relaxed);
+        let active = self.slots.iter().filter(|s| s.is_some()).count();
+        m.active.store(active, Ordering::Relaxed);
+    }
+
+    /// One forward pass for every slot with work, then each slot's token.
+    fn step(&mut self) {
+        let Some(batch) = self.batch.as_mut() else {
+            return;
+        };
+        // The slots' inputs: decoding slots first (one token each), then prompt chunks in
+        // slot order while the batch has room.
+        let mut budget = batch.n_batch();
+        let mut plan: Vec<(usize, std::ops::Range<usize>)> = Vec::new();
+        for (seq, slot) in self.slots.iter().enumerate() {
+            if let Some(Active { next: Some(_), .. }) = slot {
+                plan.push((seq, 0..1));
+                budget -= 1;
+            }
+            if budget == 0 {
+                break;
+            }
+        }
+        for (seq, slot) in self.slots.iter().enumerate() {
+            if budget == 0 {
+                break;
+            }
+            if let Some(a) = slot {
+                if a.next.is_none() && a.prefilled < a.job.prompt.len() {
+                    let n = (a.job.prompt.len() - a.prefilled).min(budget);
+                    plan.push((seq, a.prefilled..a.prefilled + n));
+                    budget -= n;
+                }
+            }
+        }
+        if plan.is_empty() {
+            return;
+        }
+        let next_tokens: Vec<[u32; 1]> = self
+            .slots
+            .iter()
+            .map(|s| [s.as_ref().and_then(|a| a.next).unwrap_or(0)])
+            .collect();
+        let inputs: Vec<SeqInput<'_>> = plan
+            .iter()
+            .map(|(seq, range)| {
+                let a = self.slots[*seq].as_ref().expect("planned slots are active");
+                if a.next.is_some() {
+                    SeqInput::new(*seq, &next_tokens[*seq])
+                } else {
+                    SeqInput {
+                        seq: *seq,
+                        tokens: &a.job.prompt[range.clone()],
+                        logits: range.end == a.job.prompt.len(),
+                    }
+                }
+            })
+            .collect();
+        let started = Instant::now();
+        let outcome = catch_unwind(AssertUnwindSafe(|| batch.step(&inputs)));
+        let evaluated: usize = inputs.iter().map(|i| i.tokens.len()).sum();
+        let failure = match outcome {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(model_error(e)),
+            Err(_) => Some(ApiError::internal(
+                "the engine failed while generating (a bug): the request was abandoned",
+            )),
+        };
+        self.metrics.step(started.elapsed(), evaluated);
+        if let Some(error) = failure {
+            for (seq, _) in &plan {
+                if let Some(a) = self.slots[*seq].take() {
+                    let _ = a.job.events.send(Event::Error(error.clone()));
+                }
+                batch.truncate(*seq, 0);
+            }
+            return;
+        }
+        for (i, (seq, range)) in plan.iter().enumerate() {
+            let Some(a) = self.slots[*seq].as_mut() else {
+                continue;
+            };
+            if a.next.is_none() {
+                a.prefilled = range.end;
+            }
+            let Some(logits) = batch.logits(i) else {
+                continue;
+            };
+            let generated = a.completion_tokens;
+            let outcome = catch_unwind(AssertUnwindSafe(|| {
+                sample(self.model, a, logits, batch.tokens(*seq), batch.n_ctx())
+            }));
+            let finished = match outcome {
+                Ok(finished) => finished,
+                Err(_) => {
+                    let _ = a.job.events.send(Event::Error(ApiError::internal(
+                        "the engine failed while sampling (a bug): the request was abandoned",
+                    )));
+                    batch.truncate(*seq, 0);
+                    true
+                }
+            };
+            self.metrics
+                .completion_tokens
+                .fetch_add(a.completion_tokens - generated, Ordering::Relaxed);
+            if finished {
+                self.slots[*seq] = None;
+            }
+        }
+    }
+}
+
+/// Refuses a job whose prompt cannot fit its slot (the handlers check the same against the
+/// context; this is the engine's own guard).
+fn check_job(job: &GenerateJob, batch: &ParallelSession<'_>) -> Result<(), ApiError> {
+    if job.prompt.is_empty() {
+        return Err(ApiError::bad_request("the prompt has no tokens"));
+    }
+    if job.prompt.len() > batch.n_ctx() {
+        return Err(model_error(ModelError::ContextFull {
+            needed: job.prompt.len(),
+            n_ctx: batch.n_ctx(),
+        }));
+    }
+    Ok(())
+}
+
+/// Picks the slot's next token from `logits` (after its cached `history`) and sends what it
+/// releases; true when the generation has ended (its `Done` or error sent).
+fn sample(
+    model: &Model,
+    a: &mut Active<'_>,
+    logits: &[f32],
+    history: &[u32],
+    n_ctx: usize,
+) -> bool {
+    a.next = None;
+    if logits.iter().any(|l| l.is_nan()) {
+        let e = ModelError::NotANumber {
+            position: history.len(),
+        };
+        let _ = a.job.events.send(Event::Error(model_error(e)));
+        return true;
+    }
+    let id = a.sampler.sample(logits, history);
+    let tokenizer = model.tokenizer();
+    if tokenizer.is_end_of_generation(id) {
+        return finish(a, "stop");
+    }
+    a.completion_tokens += 1;
+    if let Some(k) = a.job.logprobs {
+        a.logprobs.push(token_logprob(model, logits, id, k));
+    }
+    let piece = a.decoder.push(id);
+    let released = a.text.push(&piece).to_string();
+    if a.text.stopped() {
+        send_text(a, released);
+        return finish(a, "stop");
+    }
+    if !send_text(a, released) {
+        return true;
+    }
+    if a.completion_tokens >= a.job.max_tokens || history.len() >= n_ctx {
+        // At `max_tokens`, or the context is full: the token just sampled could not be
+        // evaluated for another (llama.cpp stops there too).
+        return finish(a, "length");
+    }
+    a.next = Some(id);
+    false
+}
+
+/// Sends released text (and the tokens' log-probabilities); false once the client has gone.
+fn send_text(a: &mut Active<'_>, text: String) -> bool {
+    if text.is_empty() && a.logprobs.is_empty() {
+        return true;
+    }
+    let logprobs = std::mem::take(&mut a.logprobs);
+    a.job.events.send(Event::Text { text, logprobs }).is_ok()
+}
+
+/// Sends the text held back (none after a stop string) and `Done`.
+fn finish(a: &mut Active<'_>, finish_reason: &'static str) -> bool {
+    let rest = a.text.finish().to_string();
+    send_text(a, rest);
+    let _ = a.job.events.send(Event::Done {
+        finish_reason,
+        prompt_tokens: a.job.prompt.len(),
+        completion_tokens: a.completion_tokens,
+    });
+    true
+}
+
+/// The log-probability of `id` under `logits` (softmax of the raw logits, before any
+/// sampling setting, as OpenAI reports them) and the `k` most likely tokens'.
+fn token_logprob(model: &Model, logits: &[f32], id: u32, k: usize) -> TokenLogprob {
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let sum: f64 = logits.iter().map(|&l| f64::from(l - max).exp()).sum();
+    let log_sum = sum.ln() as f32;
+    let logprob = |t: usize| logits[t] - max - log_sum;
+    let piece = |t: u32| {
+        let bytes = model.tokenizer().token_to_piece(t, false);
+        (String::from_utf8_lossy(&bytes).into_owned(), bytes)
+    };
+    let mut top: Vec<usize> = Vec::new();
+    if k > 0 {
+        let mut order: Vec<usize> = (0..logits.len()).collect();
+        let k = k.min(order.len());
+        order.select_nth_unstable_by(k - 1, |&a, &b| logits[b].total_cmp(&logits[a]));
+        order.truncate(k);
+        order.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]).then(a.cmp(&b)));
+        top = order;
+    }
+    let (token, bytes) = piece(id);
+    TokenLogprob {
+        token,
+        bytes,
+        logprob: logprob(id as usize),
+        top: top
+            .into_iter()
+            .map(|t| {
+                let (text, bytes) = piece(t as u32);
+                (text, bytes, logprob(t))
+            })
+            .collect(),
     }
 }
 
@@ -197,179 +646,159 @@ pub(crate) fn model_error(e: ModelError) -> ApiError {
     }
 }
 
-/// Runs a generation, sending its events; `stop` is asked before it starts and after each
-/// token whether to abandon it (then no `Done` is sent).
-fn generate(session: &mut Session<'_>, job: GenerateJob, mut stop: impl FnMut() -> bool) {
-    let GenerateJob {
-        prompt,
-        sampler,
-        max_tokens,
-        stops,
-        events,
-    } = job;
-    if stop() {
-        return;
-    }
-    let mut generation = match session.generate_from(&prompt, &sampler, max_tokens) {
-        Ok(g) => g,
-        Err(e) => {
-            let _ = events.send(Event::Error(model_error(e)));
-            return;
-        }
-    };
-    let mut text = String::new();
-    // Bytes of `text` sent; what follows may still turn out to begin a stop string.
-    let mut sent = 0;
-    let mut completion_tokens = 0;
-    let mut stopped_by_string = false;
-    for token in &mut generation {
-        let token = match token {
-            Ok(t) => t,
-            Err(e) => {
-                let _ = events.send(Event::Error(model_error(e)));
-                return;
-            }
-        };
-        completion_tokens += 1;
-        text.push_str(&token.text);
-        if let Some(at) = find_stop(&text[sent..], &stops) {
-            send_text(&events, &text[sent..sent + at]);
-            stopped_by_string = true;
-            break;
-        }
-        let upto = text.len() - held_back(&text[sent..], &stops);
-        if upto > sent {
-            if !send_text(&events, &text[sent..upto]) {
-                return;
-            }
-            sent = upto;
-        }
-        if stop() {
-            return;
-        }
-    }
-    let finish_reason = if stopped_by_string {
-        "stop"
-    } else {
-        send_text(&events, &text[sent..]);
-        match generation.stop_reason() {
-            Some(StopReason::MaxTokens | StopReason::ContextFull) => "length",
-            _ => "stop",
-        }
-    };
-    let _ = events.send(Event::Done {
-        finish_reason,
-        prompt_tokens: prompt.len(),
-        completion_tokens,
-    });
-}
-
-/// Sends non-empty text; false once the client has gone.
-fn send_text(events: &mpsc::UnboundedSender<Event>, text: &str) -> bool {
-    text.is_empty() || events.send(Event::Text(text.to_string())).is_ok()
-}
-
-/// Where the first stop string starts in `text`, if one is there whole.
-fn find_stop(text: &str, stops: &[String]) -> Option<usize> {
-    stops.iter().filter_map(|s| text.find(s.as_str())).min()
-}
-
-/// Bytes at the end of `text` that begin some stop string (held back until it is known whether
-/// the stop string follows). A stop string's first byte begins a character, so the text before
-/// them ends on a character boundary.
-fn held_back(text: &str, stops: &[String]) -> usize {
-    let bytes = text.as_bytes();
-    stops
-        .iter()
-        .map(|s| {
-            let s = s.as_bytes();
-            (1..s.len().min(bytes.len() + 1))
-                .rev()
-                .find(|&n| bytes.ends_with(&s[..n]))
-                .unwrap_or(0)
-        })
-        .max()
-        .unwrap_or(0)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn stop_strings_are_found_and_held_back() {
-        let stops = vec!["END".to_string(), "\n\n".to_string()];
-        assert_eq!(find_stop("abc END x", &stops), Some(4));
-        assert_eq!(find_stop("a\n\nEND", &stops), Some(1));
-        assert_eq!(find_stop("abc", &stops), None);
-        assert_eq!(held_back("abcEN", &stops), 2);
-        assert_eq!(held_back("abc\n", &stops), 1);
-        assert_eq!(held_back("abc", &stops), 0);
-        assert_eq!(held_back("", &stops), 0);
-        assert_eq!(held_back("E", &stops), 1);
-        assert_eq!(held_back("é", &["éa".to_string()]), 2);
-    }
-
-    fn job(prompt: Vec<u32>) -> (GenerateJob, mpsc::UnboundedReceiver<Event>) {
-        let (events, rx) = mpsc::unbounded_channel();
-        let job = GenerateJob {
-            prompt,
-            sampler: SamplerConfig::greedy(),
-            max_tokens: 50,
-            stops: Vec::new(),
-            events,
-        };
-        (job, rx)
-    }
 
     fn events(rx: &mut mpsc::UnboundedReceiver<Event>) -> Vec<Event> {
         std::iter::from_fn(|| rx.try_recv().ok()).collect()
     }
 
-    #[test]
-    fn an_abandoned_generation_stops_at_the_next_token() {
-        let model = Model::load(gguf_test_support::fixture("model-llama.gguf")).unwrap();
-        let options = SessionOptions {
-            n_ctx: 128,
-            threads: 1,
-            ..SessionOptions::default()
+    fn job(prompt: &[u32], max_tokens: usize) -> (Queued, mpsc::UnboundedReceiver<Event>) {
+        let (events, rx) = mpsc::unbounded_channel();
+        let job = GenerateJob {
+            prompt: prompt.to_vec(),
+            sampler: SamplerConfig::greedy(),
+            max_tokens,
+            stops: Vec::new(),
+            logprobs: Some(2),
+            events,
         };
-        let mut session = model.session(options).unwrap();
-        let prompt = model.tokenizer().encode(b"Once upon a time", true, true);
+        let permit = Permit(Arc::new(AtomicUsize::new(1)));
+        (
+            Queued {
+                job: Job::Generate(job),
+                permit,
+            },
+            rx,
+        )
+    }
 
-        // Abandoned before it starts: nothing is computed.
-        let (j, mut rx) = job(prompt.clone());
-        generate(&mut session, j, || true);
-        assert!(session.tokens().is_empty());
-        assert!(events(&mut rx).is_empty());
+    fn text_of(events: &[Event]) -> String {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Text { text, .. } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
 
-        // Abandoned after 3 tokens: the third is not evaluated, no `Done`.
-        let (j, mut rx) = job(prompt.clone());
-        let mut asked = 0;
-        generate(&mut session, j, || {
-            asked += 1;
-            asked > 3
-        });
-        assert_eq!(session.tokens().len(), prompt.len() + 2);
-        let got = events(&mut rx);
-        assert!(got.iter().all(|e| matches!(e, Event::Text(_))), "{got:?}");
-
-        // Run to the end: `Done` with the counts.
-        let (j, mut rx) = job(prompt.clone());
-        generate(&mut session, j, || false);
-        match events(&mut rx).last() {
-            Some(Event::Done {
-                finish_reason,
-                prompt_tokens,
-                completion_tokens,
-            }) => {
-                assert_eq!(*prompt_tokens, prompt.len());
-                assert!(*completion_tokens <= 50);
-                if *completion_tokens == 50 {
-                    assert_eq!(*finish_reason, "length");
-                }
+    /// Two jobs in two slots, stepped together, each generate what a lone `Session` generates;
+    /// a third waits for a slot and takes the one whose cache holds its prompt's prefix; a job
+    /// whose client has gone is dropped at the next step.
+    #[test]
+    fn slots_generate_together_reuse_prefixes_and_drop_gone_clients() {
+        let model = Model::load(gguf_test_support::fixture("model-llama.gguf")).unwrap();
+        let config = EngineConfig {
+            session: SessionOptions {
+                n_ctx: 256,
+                threads: 1,
+                ..SessionOptions::default()
+            },
+            parallel: 2,
+            limit: 8,
+        };
+        let metrics = Arc::new(Metrics::default());
+        let mut s = Scheduler::new(&model, &config, metrics.clone()).unwrap();
+        assert_eq!(s.n_ctx, 128);
+        let encode = |t: &str| model.tokenizer().encode(t.as_bytes(), true, true);
+        let (a, b) = (encode("Once upon a time"), encode("The cat sat"));
+        let alone = |prompt: &[u32]| {
+            let mut session = model
+                .session(SessionOptions {
+                    n_ctx: 128,
+                    threads: 1,
+                    ..SessionOptions::default()
+                })
+                .unwrap();
+            let g = session
+                .generate_from(prompt, &SamplerConfig::greedy(), 12)
+                .unwrap();
+            let mut g = g;
+            for t in &mut g {
+                t.unwrap();
             }
-            other => panic!("{other:?}"),
+            g.text().to_string()
+        };
+        let shutdown = AtomicBool::new(false);
+        let (qa, mut ra) = job(&a, 12);
+        let (qb, mut rb) = job(&b, 12);
+        s.accept(qa);
+        s.accept(qb);
+        s.assign_slots();
+        while s.slots.iter().any(Option::is_some) {
+            s.drop_gone(&shutdown);
+            s.step();
         }
+        let (ea, eb) = (events(&mut ra), events(&mut rb));
+        assert_eq!(text_of(&ea), alone(&a));
+        assert_eq!(text_of(&eb), alone(&b));
+        for e in [&ea, &eb] {
+            let logprobs: Vec<&TokenLogprob> = e
+                .iter()
+                .flat_map(|e| match e {
+                    Event::Text { logprobs, .. } => logprobs.iter().collect(),
+                    _ => Vec::new(),
+                })
+                .collect();
+            let Some(Event::Done {
+                completion_tokens, ..
+            }) = e.last()
+            else {
+                panic!("{e:?}")
+            };
+            assert_eq!(logprobs.len(), *completion_tokens);
+            for l in logprobs {
+                // Greedy: the token is the most likely one, listed first.
+                assert_eq!(l.top.len(), 2);
+                assert_eq!(l.top[0].2, l.logprob);
+                assert!(l.logprob <= 0.0 && l.top[1].2 <= l.logprob);
+            }
+        }
+        // Both slots hold their conversations; a prompt continuing `b` takes `b`'s slot.
+        let seq_b = (0..2)
+            .find(|&q| s.batch.as_ref().unwrap().tokens(q).starts_with(&b))
+            .unwrap();
+        let mut longer = b.clone();
+        longer.extend(encode(" on the mat").iter().skip(1));
+        let (qc, mut rc) = job(&longer, 4);
+        let cached_before = metrics.prompt_tokens_cached.load(Ordering::Relaxed);
+        s.accept(qc);
+        s.assign_slots();
+        assert!(s.slots[seq_b].is_some());
+        assert_eq!(
+            metrics.prompt_tokens_cached.load(Ordering::Relaxed) - cached_before,
+            b.len()
+        );
+        while s.slots.iter().any(Option::is_some) {
+            s.step();
+        }
+        assert_eq!(text_of(&events(&mut rc)), {
+            let mut session = model
+                .session(SessionOptions {
+                    n_ctx: 128,
+                    threads: 1,
+                    ..SessionOptions::default()
+                })
+                .unwrap();
+            let mut g = session
+                .generate_from(&longer, &SamplerConfig::greedy(), 4)
+                .unwrap();
+            for t in &mut g {
+                t.unwrap();
+            }
+            g.text().to_string()
+        });
+        // A client gone after two steps: dropped, no `Done`, counted as cancelled.
+        let (qd, rd) = job(&a, 50);
+        s.accept(qd);
+        s.assign_slots();
+        s.step();
+        s.step();
+        drop(rd);
+        s.drop_gone(&shutdown);
+        assert!(s.slots.iter().all(Option::is_none));
+        assert_eq!(metrics.cancelled.load(Ordering::Relaxed), 1);
     }
 }

@@ -2,89 +2,17 @@
 //! HTTP/1.1: greedy replies equal the engine's own, streaming, usage, errors and limits.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 
-use gguf_model::{Model, SamplerConfig, SessionOptions, StopReason};
-use gguf_server::{Server, ServerConfig};
-use gguf_test_support::fixture;
+use gguf_model::{Model, SamplerConfig, StopReason};
+use gguf_server::Server;
 use gguf_tokenizer::chat::ChatMessage;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 
-const N_CTX: usize = 256;
-
-fn session_options() -> SessionOptions {
-    SessionOptions {
-        n_ctx: N_CTX,
-        threads: 1,
-        ..SessionOptions::default()
-    }
-}
-
-fn model() -> Arc<Model> {
-    Arc::new(Model::load(fixture("model-llama.gguf")).expect("the fixture loads"))
-}
-
-fn config() -> ServerConfig {
-    ServerConfig {
-        model_id: "tiny".into(),
-        session: session_options(),
-        chat_template: Some("chatml".into()),
-        ..ServerConfig::default()
-    }
-}
-
-/// A server running on its own port until dropped.
-struct Running {
-    addr: SocketAddr,
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
-    hold: Option<tokio::sync::OwnedMutexGuard<()>>,
-}
-
-impl Running {
-    /// Stops it gracefully and waits until it has.
-    async fn shut_down(mut self) {
-        let _ = self.stop.take().expect("running").send(());
-        let task = self.task.take().expect("running");
-        tokio::time::timeout(std::time::Duration::from_secs(10), task)
-            .await
-            .expect("shut down in time")
-            .expect("the task ends")
-            .expect("serve returns Ok");
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-    }
-}
-
-async fn start_with(config: ServerConfig, hold: bool) -> Running {
-    let server = Server::new(model(), config).expect("the server starts");
-    let hold = if hold { server.hold_engine() } else { None };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(server.serve(listener, async move {
-        let _ = stopped.await;
-    }));
-    Running {
-        addr,
-        stop: Some(stop),
-        task: Some(task),
-        hold,
-    }
-}
-
-async fn start() -> Running {
-    start_with(config(), false).await
-}
+mod common;
+use common::{config, model, pooled_model, session_options, start, start_with};
 
 /// A response: status, headers (names lower-cased), body (de-chunked).
 #[derive(Debug)]
@@ -528,7 +456,12 @@ async fn hostile_bodies_are_refused_naming_the_field() {
         (chat(json!({"repeat_penalty": 0})), Some("repeat_penalty")),
         (chat(json!({"seed": "x"})), Some("seed")),
         (chat(json!({"n": 2})), Some("n")),
-        (chat(json!({"logprobs": true})), Some("logprobs")),
+        (chat(json!({"top_logprobs": 2})), Some("top_logprobs")),
+        (
+            chat(json!({"logprobs": true, "top_logprobs": 21})),
+            Some("top_logprobs"),
+        ),
+        (chat(json!({"logprobs": 3})), Some("logprobs")),
         (
             chat(json!({"tools": [{"type": "function"}]})),
             Some("tools"),
@@ -764,21 +697,9 @@ async fn shutdown_ends_a_stream_under_way() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn embeddings_equal_the_engine_for_a_model_with_a_pooling_type() {
-    use gguf_format::edit::{edit_metadata, Edit};
-    use gguf_format::fsutil::WriteMode;
-    use gguf_format::OwnedValue;
     // The fixture with mean pooling: the decoder's pooled hidden states.
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("pooled.gguf");
-    edit_metadata(
-        &fixture("model-llama.gguf"),
-        &path,
-        WriteMode::CreateNew,
-        &[Edit::Set("llama.pooling_type".into(), OwnedValue::U32(1))],
-        &mut |_, _| {},
-    )
-    .unwrap();
-    let model = Arc::new(Model::load(&path).unwrap());
+    let model = pooled_model(dir.path());
     let server = Server::new(model.clone(), config()).unwrap();
     assert!(server.embeddings_enabled());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
