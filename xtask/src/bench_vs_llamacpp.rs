@@ -212,7 +212,7 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
 }
 
 /// A known model's cached path (fetched if missing), or a path as given.
-fn model_path(name: &str) -> Result<PathBuf> {
+pub(crate) fn model_path(name: &str) -> Result<PathBuf> {
     if let Some(m) = gguf_hub::find(name) {
         return Ok(gguf_hub::pull(m, false, &mut |e| eprintln!("{e}"))?);
     }
@@ -386,7 +386,7 @@ fn command_output(cmd: &str, args: &[&str]) -> Option<String> {
 }
 
 /// The CPU's model name and the SIMD flags that matter to the kernels.
-fn cpu_description() -> String {
+pub(crate) fn cpu_description() -> String {
     let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let field = |name: &str| {
         info.lines()

@@ -1,5 +1,5 @@
 //! Project automation: `cargo xtask fixtures [--check]`, `cargo xtask models`, `cargo xtask ci`,
-//! `cargo xtask bench-vs-llamacpp`.
+//! `cargo xtask bench-vs-llamacpp`, `cargo xtask load-test`.
 
 mod bench_vs_llamacpp;
 mod cache_files;
@@ -7,6 +7,7 @@ mod fixtures;
 mod hf_fixtures;
 mod hf_json_fixtures;
 mod legacy_fixtures;
+mod load_test;
 mod model_fixtures;
 mod tokenizer_fixtures;
 
@@ -30,7 +31,11 @@ fn usage() -> &'static str {
      \n                      and the NEON kernels under qemu when the aarch64 cross tools are installed\
      \n  bench-vs-llamacpp [--models A,B] [--threads 1,2] [--rounds N] [--repetitions N]\
      \n                    [--llama-bench PATH] [--out FILE]\
-     \n                      gguf bench and llama-bench interleaved on the same files: the ratio table"
+     \n                      gguf bench and llama-bench interleaved on the same files: the ratio table\
+     \n  load-test [--model PATH] [--gguf PATH] [--llama-server PATH] [--clients 1,4,16]\
+     \n            [--requests-per-client N] [--max-tokens N] [--threads T] [--parallel N] [--ctx C] [--json]\
+     \n                      concurrent streaming chat clients against gguf serve (and llama-server):\
+     \n                      aggregate tokens/s, time to first token p50/p99, errors"
 }
 
 fn main() -> Result<()> {
@@ -40,6 +45,7 @@ fn main() -> Result<()> {
         Some("models") => models(),
         Some("ci") => ci(),
         Some("bench-vs-llamacpp") => bench_vs_llamacpp::run(&root(), &args[1..]),
+        Some("load-test") => load_test::run(&root(), &args[1..]),
         _ => {
             eprintln!("{}", usage());
             bail!("unknown or missing command")
@@ -155,6 +161,10 @@ fn forced_isa_tests(isa: &str) -> Result<()> {
     forced(
         "real models' first logits",
         &["gguf-model", "--test", "real_model", "--", "first_logits"],
+    )?;
+    forced(
+        "sequences batched together equal lone sessions",
+        &["gguf-model", "--test", "parallel"],
     )
 }
 
