@@ -102,6 +102,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         cors_origins: a.cors.clone(),
         max_body_bytes: a.max_body_bytes,
         max_queue: a.queue,
+        ..ServerConfig::default()
     };
     let server = Server::new(Arc::new(model), config).with_context(|| a.file.clone())?;
     for note in server.notes() {

@@ -82,6 +82,33 @@ pub(crate) async fn authenticate(
     }
 }
 
+/// Reads the whole body within the body timeout (else 408) and up to the body limit
+/// (else 413), so that no handler waits on a client that sends its body slowly or never.
+pub(crate) async fn read_body_in_time(
+    State(shared): AppState,
+    request: Request,
+    next: Next,
+) -> Response {
+    let (parts, body) = request.into_parts();
+    let read = axum::body::to_bytes(body, shared.max_body_bytes);
+    let bytes = match tokio::time::timeout(shared.body_timeout, read).await {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(e)) => {
+            let too_large = std::error::Error::source(&e)
+                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
+            return if too_large {
+                ApiError::too_large(shared.max_body_bytes).into_response()
+            } else {
+                ApiError::bad_request(format!("the request body could not be read: {e}"))
+                    .into_response()
+            };
+        }
+        Err(_) => return ApiError::body_timeout(shared.body_timeout).into_response(),
+    };
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}
+
 /// Compares without stopping at the first differing byte.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
@@ -551,15 +578,17 @@ async fn embeddings_inner(
             return Err(ApiError::invalid("model", "`model` must be a string"));
         }
     }
-    match f.string("encoding_format")? {
-        None | Some("float") => {}
+    let base64 = match f.string("encoding_format")? {
+        None | Some("float") => false,
+        // What OpenAI's Python client asks for unless told otherwise.
+        Some("base64") => true,
         Some(other) => {
-            return Err(ApiError::unsupported(
+            return Err(ApiError::invalid(
                 "encoding_format",
-                &format!("encoding_format {other:?} (only \"float\")"),
+                format!("`encoding_format` must be \"float\" or \"base64\", not {other:?}"),
             ))
         }
-    }
+    };
     if f.get("dimensions").is_some() {
         return Err(ApiError::unsupported("dimensions", "shortening embeddings"));
     }
@@ -624,7 +653,17 @@ async fn embeddings_inner(
     let data: Vec<Value> = vectors
         .into_iter()
         .enumerate()
-        .map(|(i, v)| json!({"object": "embedding", "index": i, "embedding": v}))
+        .map(|(i, v)| {
+            let embedding = if base64 {
+                // OpenAI's base64: the little-endian f32 bytes of the vector.
+                use base64::Engine;
+                let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+                json!(base64::engine::general_purpose::STANDARD.encode(bytes))
+            } else {
+                json!(v)
+            };
+            json!({"object": "embedding", "index": i, "embedding": embedding})
+        })
         .collect();
     Ok(ok(&json!({
         "object": "list",

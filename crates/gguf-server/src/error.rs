@@ -97,6 +97,20 @@ impl ApiError {
         e
     }
 
+    /// 408: the body did not arrive within `limit`.
+    pub fn body_timeout(limit: std::time::Duration) -> ApiError {
+        let mut e = ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "invalid_request_error",
+            format!(
+                "the request body did not arrive within {:.1} seconds",
+                limit.as_secs_f64()
+            ),
+        );
+        e.code = Some("request_timeout");
+        e
+    }
+
     /// 503 with `Retry-After`.
     pub fn busy() -> ApiError {
         let mut e = ApiError::new(

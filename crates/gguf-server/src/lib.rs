@@ -35,6 +35,7 @@ mod worker;
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
 use axum::http::{header, HeaderValue, Method};
@@ -48,6 +49,12 @@ pub use error::ApiError;
 
 use metrics::Metrics;
 use worker::{Engine, EngineConfig};
+
+/// The default [`ServerConfig::header_timeout`].
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The default [`ServerConfig::body_timeout`].
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Settings of a [`Server`].
 #[derive(Debug, Clone)]
@@ -72,6 +79,12 @@ pub struct ServerConfig {
     pub max_body_bytes: usize,
     /// Jobs admitted at once, running and waiting (more: 503 with `Retry-After`).
     pub max_queue: usize,
+    /// How long a client may take to send a request's headers (from the connection, or from
+    /// the previous response on a kept-alive one); then the connection is closed.
+    pub header_timeout: Duration,
+    /// How long a client may take to send a request's body once its headers are in; then the
+    /// request is answered 408.
+    pub body_timeout: Duration,
 }
 
 impl Default for ServerConfig {
@@ -85,6 +98,8 @@ impl Default for ServerConfig {
             cors_origins: Vec::new(),
             max_body_bytes: 2 << 20,
             max_queue: 16,
+            header_timeout: HEADER_TIMEOUT,
+            body_timeout: BODY_TIMEOUT,
         }
     }
 }
@@ -111,6 +126,7 @@ pub(crate) struct Shared {
     pub metrics: Arc<Metrics>,
     pub api_keys: Vec<String>,
     pub max_body_bytes: usize,
+    pub body_timeout: Duration,
     /// When the server started (Unix seconds), `created` of the model.
     pub started: u64,
 }
@@ -119,6 +135,7 @@ pub(crate) struct Shared {
 pub struct Server {
     shared: Arc<Shared>,
     cors_origins: Vec<String>,
+    header_timeout: Duration,
     notes: Vec<String>,
 }
 
@@ -185,9 +202,11 @@ impl Server {
                 metrics,
                 api_keys: config.api_keys,
                 max_body_bytes: config.max_body_bytes,
+                body_timeout: config.body_timeout,
                 started,
             }),
             cors_origins: config.cors_origins,
+            header_timeout: config.header_timeout,
             notes,
         })
     }
@@ -223,6 +242,10 @@ impl Server {
             .method_not_allowed_fallback(api::method_not_allowed)
             .layer(axum::middleware::from_fn_with_state(
                 shared.clone(),
+                api::read_body_in_time,
+            ))
+            .layer(axum::middleware::from_fn_with_state(
+                shared.clone(),
                 api::authenticate,
             ))
             .layer(DefaultBodyLimit::max(shared.max_body_bytes))
@@ -251,19 +274,48 @@ impl Server {
     /// Answers on `listener` until `shutdown` completes; then generations under way stop at
     /// their next token, their responses end, and this returns once every connection has
     /// closed.
+    ///
+    /// Each connection is HTTP/1.1 (keep-alive) with deadlines against clients that hold it
+    /// without finishing a request (slowloris): [`ServerConfig::header_timeout`] for a
+    /// request's headers, [`ServerConfig::body_timeout`] for its body.
     pub async fn serve(
         self,
         listener: tokio::net::TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
+        use hyper_util::rt::{TokioIo, TokioTimer};
+        use hyper_util::service::TowerToHyperService;
+
         let router = self.router();
-        let shared = self.shared.clone();
-        axum::serve(listener, router)
-            .with_graceful_shutdown(async move {
-                shutdown.await;
-                shared.engine.shut_down();
-            })
-            .await
+        let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+        let mut shutdown = std::pin::pin!(shutdown);
+        loop {
+            let stream = tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, _)) => stream,
+                    // Out of descriptors, a connection reset before it was taken, ...: the
+                    // listener itself is fine; wait a moment rather than spin.
+                    Err(_) => {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+                () = &mut shutdown => break,
+            };
+            let service = TowerToHyperService::new(router.clone());
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(self.header_timeout)
+                .serve_connection(TokioIo::new(stream), service);
+            let connection = graceful.watch(connection);
+            tokio::spawn(async move {
+                let _ = connection.await;
+            });
+        }
+        drop(listener);
+        self.shared.engine.shut_down();
+        graceful.shutdown().await;
+        Ok(())
     }
 
     /// Holds the engine: while the guard lives, the engine runs no job (it waits before its

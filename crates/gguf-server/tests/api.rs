@@ -748,12 +748,38 @@ async fn embeddings_equal_the_engine_for_a_model_with_a_pooling_type() {
         .json();
     assert_eq!(one["data"].as_array().unwrap().len(), 1);
     assert_eq!(one["data"][0]["embedding"], v["data"][0]["embedding"]);
+    // base64: the little-endian f32 bytes of the same vector.
+    let b64 = post(
+        addr,
+        "/v1/embeddings",
+        &json!({"input": "Hello world", "encoding_format": "base64"}),
+    )
+    .await
+    .json();
+    let bytes = {
+        use base64::Engine;
+        let text = b64["data"][0]["embedding"].as_str().unwrap();
+        base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .unwrap()
+    };
+    let decoded: Vec<f32> = bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    let listed: Vec<f32> = one["data"][0]["embedding"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap() as f32)
+        .collect();
+    assert_eq!(decoded, listed);
     for (body, param) in [
         (json!({}), "input"),
         (json!({"input": []}), "input"),
         (json!({"input": [1, 2, 3]}), "input"),
         (
-            json!({"input": "x", "encoding_format": "base64"}),
+            json!({"input": "x", "encoding_format": "int8"}),
             "encoding_format",
         ),
     ] {
@@ -821,5 +847,58 @@ async fn cors_headers_only_when_asked() {
     let other = [("Origin", "https://elsewhere.example")];
     let reply = send(server.addr, "GET", "/health", &other, b"").await;
     assert_eq!(reply.header("access-control-allow-origin"), None);
+    server.shut_down().await;
+}
+
+/// Slowloris: headers that never end close their connection after the header deadline, a body
+/// that stops short of its length gets 408 after the body deadline, and other clients are
+/// served meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_clients_are_cut_off_and_others_served() {
+    use std::time::Duration;
+
+    let mut config = config();
+    config.header_timeout = Duration::from_millis(300);
+    config.body_timeout = Duration::from_millis(300);
+    let server = start_with(config, false).await;
+    let mut slow_headers = TcpStream::connect(server.addr).await.unwrap();
+    slow_headers
+        .write_all(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let mut slow_body = TcpStream::connect(server.addr).await.unwrap();
+    slow_body
+        .write_all(
+            b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+              Content-Length: 100\r\n\r\n{\"prompt\": ",
+        )
+        .await
+        .unwrap();
+    let reply = post(
+        server.addr,
+        "/v1/completions",
+        &json!({"prompt": "Once", "max_tokens": 2}),
+    )
+    .await;
+    assert_eq!(reply.status, 200);
+    let read_all = |mut s: TcpStream| async move {
+        let mut buf = Vec::new();
+        // A reset after the server closes is fine: what was read before counts.
+        let _ = s.read_to_end(&mut buf).await;
+        String::from_utf8_lossy(&buf).into_owned()
+    };
+    let body_reply = tokio::time::timeout(Duration::from_secs(10), read_all(slow_body))
+        .await
+        .expect("a body that never arrives is cut off");
+    assert!(body_reply.starts_with("HTTP/1.1 408"), "{body_reply}");
+    assert!(body_reply.contains("request_timeout"), "{body_reply}");
+    let header_reply = tokio::time::timeout(Duration::from_secs(10), read_all(slow_headers))
+        .await
+        .expect("headers that never end are cut off");
+    assert!(
+        header_reply.is_empty() || header_reply.starts_with("HTTP/1.1 408"),
+        "{header_reply}"
+    );
+    assert_eq!(get(server.addr, "/health").await.status, 200);
     server.shut_down().await;
 }
