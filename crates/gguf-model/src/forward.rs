@@ -224,25 +224,6 @@ impl SelfAttention<'_> {
         if let Some(scale) = self.query_scale {
             ops::scale(&mut s.q, scale);
         }
-        let mask = Mask::Causal(self.window);
-        if let [seg] = segments {
-            let cache = &mut caches[seg.cache];
-            cache.store(il, seg.pos0, &s.k, &s.v);
-            let (q, threads) = (&s.q, &mut s.attn_threads);
-            attention(
-                ctx.pool,
-                cache,
-                il,
-                q,
-                seg.pos0,
-                self.heads,
-                mask,
-                self.scores,
-                threads,
-                &mut s.attn,
-            );
-            return Ok(());
-        }
         let Heads {
             n_head: hq,
             n_head_kv: hkv,
@@ -250,8 +231,13 @@ impl SelfAttention<'_> {
             head_dim_v: dv,
         } = self.heads;
         let (qw, kw, vw, ow) = (hq * dk, hkv * dk, hkv * dv, hq * dv);
-        let n: usize = segments.iter().map(|seg| seg.len).sum();
-        s.attn.resize(n * ow, 0.0);
+        // One segment writes straight into `attn`; several each into `attn_segment`, copied
+        // to their rows.
+        let single = segments.len() == 1;
+        if !single {
+            let n: usize = segments.iter().map(|seg| seg.len).sum();
+            s.attn.resize(n * ow, 0.0);
+        }
         let mut row = 0;
         for seg in segments {
             let rows = row..row + seg.len;
@@ -262,7 +248,12 @@ impl SelfAttention<'_> {
             );
             cache.store(il, seg.pos0, k, v);
             let q = &s.q[rows.start * qw..rows.end * qw];
-            let threads = &mut s.attn_threads;
+            let out = if single {
+                &mut s.attn
+            } else {
+                &mut s.attn_segment
+            };
+            let (mask, threads) = (Mask::Causal(self.window), &mut s.attn_threads);
             attention(
                 ctx.pool,
                 cache,
@@ -273,9 +264,11 @@ impl SelfAttention<'_> {
                 mask,
                 self.scores,
                 threads,
-                &mut s.attn_segment,
+                out,
             );
-            s.attn[rows.start * ow..rows.end * ow].copy_from_slice(&s.attn_segment);
+            if !single {
+                s.attn[rows.start * ow..rows.end * ow].copy_from_slice(&s.attn_segment);
+            }
             row = rows.end;
         }
         Ok(())

@@ -704,18 +704,17 @@ mod tests {
         assert_eq!(s.n_ctx, 128);
         let encode = |t: &str| model.tokenizer().encode(t.as_bytes(), true, true);
         let (a, b) = (encode("Once upon a time"), encode("The cat sat"));
-        let alone = |prompt: &[u32]| {
-            let mut session = model
-                .session(SessionOptions {
-                    n_ctx: 128,
-                    threads: 1,
-                    ..SessionOptions::default()
-                })
+        // What a lone session generates, greedy, for `max_tokens` tokens.
+        let alone = |prompt: &[u32], max_tokens: usize| {
+            let options = SessionOptions {
+                n_ctx: 128,
+                threads: 1,
+                ..SessionOptions::default()
+            };
+            let mut session = model.session(options).unwrap();
+            let mut g = session
+                .generate_from(prompt, &SamplerConfig::greedy(), max_tokens)
                 .unwrap();
-            let g = session
-                .generate_from(prompt, &SamplerConfig::greedy(), 12)
-                .unwrap();
-            let mut g = g;
             for t in &mut g {
                 t.unwrap();
             }
@@ -732,8 +731,8 @@ mod tests {
             s.step();
         }
         let (ea, eb) = (events(&mut ra), events(&mut rb));
-        assert_eq!(text_of(&ea), alone(&a));
-        assert_eq!(text_of(&eb), alone(&b));
+        assert_eq!(text_of(&ea), alone(&a, 12));
+        assert_eq!(text_of(&eb), alone(&b, 12));
         for e in [&ea, &eb] {
             let logprobs: Vec<&TokenLogprob> = e
                 .iter()
@@ -774,22 +773,7 @@ mod tests {
         while s.slots.iter().any(Option::is_some) {
             s.step();
         }
-        assert_eq!(text_of(&events(&mut rc)), {
-            let mut session = model
-                .session(SessionOptions {
-                    n_ctx: 128,
-                    threads: 1,
-                    ..SessionOptions::default()
-                })
-                .unwrap();
-            let mut g = session
-                .generate_from(&longer, &SamplerConfig::greedy(), 4)
-                .unwrap();
-            for t in &mut g {
-                t.unwrap();
-            }
-            g.text().to_string()
-        });
+        assert_eq!(text_of(&events(&mut rc)), alone(&longer, 4));
         // A client gone after two steps: dropped, no `Done`, counted as cancelled.
         let (qd, rd) = job(&a, 50);
         s.accept(qd);
