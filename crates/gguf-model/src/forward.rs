@@ -81,6 +81,10 @@ impl Ctx<'_> {
     ) -> Result<()> {
         let batch = x.len() / m.cols;
         out.resize(batch * m.rows, 0.0);
+        if batch == 0 {
+            // No rows (a step whose sequences all skip their logits).
+            return Ok(());
+        }
         match &m.packed {
             Some(p) => p.matmul_on(self.pool, x, batch, out, quant)?,
             None => matmul_on(self.pool, m.ty, self.data(m), m.cols, x, batch, out, quant)?,

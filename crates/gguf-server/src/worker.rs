@@ -187,6 +187,11 @@ impl Engine {
     }
 }
 
+/// The most prompt tokens a step takes while some slot is generating (the batch size
+/// otherwise): on SmolLM2 with 2 threads (955 prompt tokens/s, `docs/performance.md`) such a
+/// step takes about 0.13 s.
+const PROMPT_TOKENS_BESIDE_DECODING: usize = 128;
+
 /// A generation in a slot.
 struct Active<'m> {
     job: GenerateJob,
@@ -290,6 +295,9 @@ impl<'m> Scheduler<'m> {
             if self.slots.iter().any(Option::is_some) {
                 let _running = gate.blocking_lock();
                 self.step();
+                // The step may have ended generations: the gauges say so before the engine
+                // waits for the next job.
+                self.publish();
             }
         }
     }
@@ -428,6 +436,11 @@ impl<'m> Scheduler<'m> {
             if budget == 0 {
                 break;
             }
+        }
+        // While others are generating, prompts take a smaller share of each step, so that a
+        // long prompt delays the others' next tokens by a short step at a time.
+        if !plan.is_empty() {
+            budget = budget.min(PROMPT_TOKENS_BESIDE_DECODING);
         }
         for (seq, slot) in self.slots.iter().enumerate() {
             if budget == 0 {
