@@ -195,7 +195,9 @@ const PROMPT_TOKENS_BESIDE_DECODING: usize = 128;
 /// A generation in a slot.
 struct Active<'m> {
     job: GenerateJob,
-    _permit: Permit,
+    /// Its place in the queue, given back before its last event is sent (so that a client
+    /// that sends its next request on reading the answer finds the place free).
+    permit: Option<Permit>,
     sampler: Sampler,
     decoder: StreamDecoder<'m>,
     text: StopText,
@@ -205,6 +207,8 @@ struct Active<'m> {
     next: Option<u32>,
     completion_tokens: usize,
     logprobs: Vec<TokenLogprob>,
+    /// The client left (a send failed).
+    gone: bool,
 }
 
 impl Active<'_> {
@@ -361,7 +365,8 @@ impl<'m> Scheduler<'m> {
     fn assign_slots(&mut self) {
         let Some(batch) = self.batch.as_mut() else {
             // An encoder generates nothing (the handlers refuse it before queueing).
-            for (job, _) in self.waiting.drain(..) {
+            for (job, permit) in self.waiting.drain(..) {
+                drop(permit);
                 let _ = job.events.send(Event::Error(ApiError::bad_request(
                     "this model makes embeddings, not text",
                 )));
@@ -385,6 +390,7 @@ impl<'m> Scheduler<'m> {
                 .max_by_key(|&s| (shared(s), std::cmp::Reverse(s)))
                 .unwrap_or(free);
             if let Err(e) = check_job(&job, batch) {
+                drop(permit);
                 let _ = job.events.send(Event::Error(e));
                 continue;
             }
@@ -406,8 +412,9 @@ impl<'m> Scheduler<'m> {
                 next: None,
                 completion_tokens: 0,
                 logprobs: Vec::new(),
+                gone: false,
                 job,
-                _permit: permit,
+                permit: Some(permit),
             });
         }
     }
@@ -491,7 +498,9 @@ impl<'m> Scheduler<'m> {
         if let Some(error) = failure {
             for (seq, _) in &plan {
                 if let Some(a) = self.slots[*seq].take() {
-                    let _ = a.job.events.send(Event::Error(error.clone()));
+                    let Active { job, permit, .. } = a;
+                    drop(permit);
+                    let _ = job.events.send(Event::Error(error.clone()));
                 }
                 batch.truncate(*seq, 0);
             }
@@ -514,6 +523,7 @@ impl<'m> Scheduler<'m> {
             let finished = match outcome {
                 Ok(finished) => finished,
                 Err(_) => {
+                    a.permit = None;
                     let _ = a.job.events.send(Event::Error(ApiError::internal(
                         "the engine failed while sampling (a bug): the request was abandoned",
                     )));
@@ -525,6 +535,9 @@ impl<'m> Scheduler<'m> {
                 .completion_tokens
                 .fetch_add(a.completion_tokens - generated, Ordering::Relaxed);
             if finished {
+                if a.gone {
+                    self.metrics.cancelled.fetch_add(1, Ordering::Relaxed);
+                }
                 self.slots[*seq] = None;
             }
         }
@@ -560,6 +573,7 @@ fn sample(
         let e = ModelError::NotANumber {
             position: history.len(),
         };
+        a.permit = None;
         let _ = a.job.events.send(Event::Error(model_error(e)));
         return true;
     }
@@ -579,6 +593,7 @@ fn sample(
         return finish(a, "stop");
     }
     if !send_text(a, released) {
+        a.gone = true;
         return true;
     }
     if a.completion_tokens >= a.job.max_tokens || history.len() >= n_ctx {
@@ -603,6 +618,7 @@ fn send_text(a: &mut Active<'_>, text: String) -> bool {
 fn finish(a: &mut Active<'_>, finish_reason: &'static str) -> bool {
     let rest = a.text.finish().to_string();
     send_text(a, rest);
+    a.permit = None;
     let _ = a.job.events.send(Event::Done {
         finish_reason,
         prompt_tokens: a.job.prompt.len(),

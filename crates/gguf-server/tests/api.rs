@@ -1,8 +1,6 @@
 //! The server in-process on 127.0.0.1:0 with the tiny llama fixture, spoken to over raw
 //! HTTP/1.1: greedy replies equal the engine's own, streaming, usage, errors and limits.
 
-use std::net::SocketAddr;
-
 use gguf_model::{Model, SamplerConfig, StopReason};
 use gguf_server::Server;
 use gguf_tokenizer::chat::ChatMessage;
@@ -12,154 +10,10 @@ use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 
 mod common;
-use common::{config, model, pooled_model, session_options, start, start_with};
-
-/// A response: status, headers (names lower-cased), body (de-chunked).
-#[derive(Debug)]
-struct Reply {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Reply {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body)
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", String::from_utf8_lossy(&self.body)))
-    }
-
-    /// The `param` of an error response, after checking its shape.
-    fn error_param(&self) -> Option<String> {
-        let v = self.json();
-        let e = &v["error"];
-        assert!(e["message"].is_string(), "{v}");
-        assert!(e["type"].is_string(), "{v}");
-        assert!(e.get("param").is_some() && e.get("code").is_some(), "{v}");
-        e["param"].as_str().map(str::to_string)
-    }
-}
-
-fn dechunk(mut data: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    loop {
-        let Some(eol) = data.windows(2).position(|w| w == b"\r\n") else {
-            return out;
-        };
-        let size_text = std::str::from_utf8(&data[..eol]).unwrap();
-        let size = usize::from_str_radix(size_text.split(';').next().unwrap().trim(), 16).unwrap();
-        if size == 0 {
-            return out;
-        }
-        out.extend_from_slice(&data[eol + 2..eol + 2 + size]);
-        data = &data[eol + 2 + size + 2..];
-    }
-}
-
-fn parse_reply(raw: &[u8]) -> Reply {
-    let end = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .unwrap_or_else(|| panic!("no header end in {:?}", String::from_utf8_lossy(raw)));
-    let head = std::str::from_utf8(&raw[..end]).unwrap();
-    let mut lines = head.split("\r\n");
-    let status = lines
-        .next()
-        .unwrap()
-        .split(' ')
-        .nth(1)
-        .unwrap()
-        .parse()
-        .unwrap();
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
-        .collect();
-    let body = &raw[end + 4..];
-    let chunked = headers
-        .iter()
-        .any(|(n, v)| n == "transfer-encoding" && v.contains("chunked"));
-    Reply {
-        status,
-        body: if chunked {
-            dechunk(body)
-        } else {
-            body.to_vec()
-        },
-        headers,
-    }
-}
-
-/// The request's bytes: a head with `Connection: close` and the body.
-fn raw_request(method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
-    let mut req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\
-         Content-Type: application/json\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    for (n, v) in headers {
-        req.push_str(&format!("{n}: {v}\r\n"));
-    }
-    req.push_str("\r\n");
-    let mut bytes = req.into_bytes();
-    bytes.extend_from_slice(body);
-    bytes
-}
-
-async fn send(
-    addr: SocketAddr,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &[u8],
-) -> Reply {
-    let mut stream = TcpStream::connect(addr).await.unwrap();
-    let (mut read, mut write) = stream.split();
-    let request = raw_request(method, path, headers, body);
-    // Written while reading: a server may answer (413) before it has read everything.
-    let writing = async move {
-        let _ = write.write_all(&request).await;
-    };
-    let mut raw = Vec::new();
-    let reading = read.read_to_end(&mut raw);
-    let ((), result) = tokio::time::timeout(std::time::Duration::from_secs(60), async {
-        tokio::join!(writing, reading)
-    })
-    .await
-    .expect("an answer in time");
-    if let Err(e) = result {
-        // A reset after a complete answer (the server closed while we still wrote).
-        assert!(!raw.is_empty(), "no answer: {e}");
-    }
-    parse_reply(&raw)
-}
-
-async fn post(addr: SocketAddr, path: &str, body: &Value) -> Reply {
-    send(addr, "POST", path, &[], body.to_string().as_bytes()).await
-}
-
-async fn get(addr: SocketAddr, path: &str) -> Reply {
-    send(addr, "GET", path, &[], b"").await
-}
-
-/// The `data:` payloads of a server-sent-events body.
-fn sse_data(body: &[u8]) -> Vec<String> {
-    let text = std::str::from_utf8(body).unwrap();
-    text.split("\n\n")
-        .filter(|e| !e.trim().is_empty())
-        .map(|e| {
-            e.strip_prefix("data: ")
-                .unwrap_or_else(|| panic!("not a data event: {e:?}"))
-                .to_string()
-        })
-        .collect()
-}
+use common::{
+    config, get, model, open_post, pooled_model, post, send, session_options, sse_data, start,
+    start_with,
+};
 
 fn messages() -> Vec<ChatMessage> {
     vec![
@@ -647,16 +501,7 @@ async fn a_full_queue_is_answered_503_with_retry_after() {
 async fn a_client_leaving_a_stream_frees_the_engine() {
     let server = start().await;
     let body = json!({"prompt": "Once", "max_tokens": 200, "stream": true, "temperature": 0});
-    let mut stream = TcpStream::connect(server.addr).await.unwrap();
-    stream
-        .write_all(&raw_request(
-            "POST",
-            "/v1/completions",
-            &[],
-            body.to_string().as_bytes(),
-        ))
-        .await
-        .unwrap();
+    let mut stream = open_post(server.addr, "/v1/completions", &body).await;
     let mut first = [0u8; 64];
     let n = stream.read(&mut first).await.unwrap();
     assert!(first[..n].starts_with(b"HTTP/1.1 200"));
@@ -677,16 +522,7 @@ async fn a_client_leaving_a_stream_frees_the_engine() {
 async fn shutdown_ends_a_stream_under_way() {
     let server = start().await;
     let body = json!({"prompt": "Once", "max_tokens": 250, "stream": true});
-    let mut stream = TcpStream::connect(server.addr).await.unwrap();
-    stream
-        .write_all(&raw_request(
-            "POST",
-            "/v1/completions",
-            &[],
-            body.to_string().as_bytes(),
-        ))
-        .await
-        .unwrap();
+    let mut stream = open_post(server.addr, "/v1/completions", &body).await;
     let mut first = [0u8; 16];
     stream.read_exact(&mut first).await.unwrap();
     // Shutting down completes although the client still holds its connection open.

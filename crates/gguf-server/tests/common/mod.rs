@@ -11,6 +11,7 @@ use std::sync::Arc;
 use gguf_model::{Model, SessionOptions};
 use gguf_server::{Server, ServerConfig};
 use gguf_test_support::fixture;
+use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 
 /// The context of the tests' sessions.
@@ -119,4 +120,194 @@ pub async fn start_model(model: Arc<Model>, config: ServerConfig, hold: bool) ->
 /// The fixture served with [`config`].
 pub async fn start() -> Running {
     start_with(config(), false).await
+}
+
+// Raw HTTP/1.1 over a TcpStream (the copies in api.rs predate these).
+
+/// A response: status, headers (names lower-cased), body (de-chunked).
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", String::from_utf8_lossy(&self.body)))
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// The `param` of an error response, after checking its shape.
+    pub fn error_param(&self) -> Option<String> {
+        let v = self.json();
+        let e = &v["error"];
+        assert!(e["message"].is_string(), "{v}");
+        assert!(e["type"].is_string(), "{v}");
+        assert!(e.get("param").is_some() && e.get("code").is_some(), "{v}");
+        e["param"].as_str().map(str::to_string)
+    }
+}
+
+fn dechunk(mut data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let Some(eol) = data.windows(2).position(|w| w == b"\r\n") else {
+            return out;
+        };
+        let size_text = std::str::from_utf8(&data[..eol]).unwrap();
+        let size = usize::from_str_radix(size_text.split(';').next().unwrap().trim(), 16).unwrap();
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&data[eol + 2..eol + 2 + size]);
+        data = &data[eol + 2 + size + 2..];
+    }
+}
+
+/// A whole response as read until the server closed the connection.
+pub fn parse_reply(raw: &[u8]) -> Reply {
+    let end = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("no header end in {:?}", String::from_utf8_lossy(raw)));
+    let head = std::str::from_utf8(&raw[..end]).unwrap();
+    let mut lines = head.split("\r\n");
+    let status = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let body = &raw[end + 4..];
+    let chunked = headers
+        .iter()
+        .any(|(n, v)| n == "transfer-encoding" && v.contains("chunked"));
+    Reply {
+        status,
+        body: if chunked {
+            dechunk(body)
+        } else {
+            body.to_vec()
+        },
+        headers,
+    }
+}
+
+/// The request's bytes: a head with `Connection: close` and the body.
+pub fn raw_request(method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (n, v) in headers {
+        req.push_str(&format!("{n}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    let mut bytes = req.into_bytes();
+    bytes.extend_from_slice(body);
+    bytes
+}
+
+/// Sends one request on a new connection and reads the response to the connection's end.
+pub async fn send(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Reply {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut read, mut write) = stream.split();
+    let request = raw_request(method, path, headers, body);
+    // Written while reading: a server may answer (413) before it has read everything.
+    let writing = async move {
+        let _ = write.write_all(&request).await;
+    };
+    let mut raw = Vec::new();
+    let reading = read.read_to_end(&mut raw);
+    let ((), result) = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        tokio::join!(writing, reading)
+    })
+    .await
+    .expect("an answer in time");
+    if let Err(e) = result {
+        // A reset after a complete answer (the server closed while we still wrote).
+        assert!(!raw.is_empty(), "no answer: {e}");
+    }
+    parse_reply(&raw)
+}
+
+pub async fn post(addr: SocketAddr, path: &str, body: &serde_json::Value) -> Reply {
+    send(addr, "POST", path, &[], body.to_string().as_bytes()).await
+}
+
+pub async fn get(addr: SocketAddr, path: &str) -> Reply {
+    send(addr, "GET", path, &[], b"").await
+}
+
+/// The `data:` payloads of a server-sent-events body.
+pub fn sse_data(body: &[u8]) -> Vec<String> {
+    let text = std::str::from_utf8(body).unwrap();
+    text.split("\n\n")
+        .filter(|e| !e.trim().is_empty())
+        .map(|e| {
+            e.strip_prefix("data: ")
+                .unwrap_or_else(|| panic!("not a data event: {e:?}"))
+                .to_string()
+        })
+        .collect()
+}
+
+/// The samples of a Prometheus text exposition (`name value` lines; no labels), by name.
+pub fn parse_metrics(text: &str) -> std::collections::HashMap<String, f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            let (name, value) = l
+                .split_once(' ')
+                .unwrap_or_else(|| panic!("not a sample: {l:?}"));
+            let value = value
+                .trim()
+                .parse()
+                .unwrap_or_else(|e| panic!("not a number ({e}): {l:?}"));
+            (name.to_string(), value)
+        })
+        .collect()
+}
+
+/// `GET /metrics`, parsed (after checking the status).
+pub async fn metrics(addr: SocketAddr) -> std::collections::HashMap<String, f64> {
+    let reply = get(addr, "/metrics").await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    parse_metrics(&reply.text())
+}
+
+/// A connection with a POST of `body` to `path` sent on it, its answer not read yet.
+pub async fn open_post(addr: SocketAddr, path: &str, body: &serde_json::Value) -> TcpStream {
+    use tokio::io::AsyncWriteExt;
+
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let request = raw_request("POST", path, &[], body.to_string().as_bytes());
+    stream.write_all(&request).await.unwrap();
+    stream
 }
