@@ -505,6 +505,7 @@ async fn chat_inner(
 ) -> Result<Response, ApiError> {
     let object = body_object(shared, body)?;
     let f = Fields(&object);
+    request::check_known(&f, request::CHAT_FIELDS)?;
     let params = request::generation_params(&f, &["max_tokens", "max_completion_tokens"], true)?;
     let messages = request::messages(&f)?;
     check_generates(shared)?;
@@ -536,6 +537,7 @@ async fn completions_inner(
 ) -> Result<Response, ApiError> {
     let object = body_object(shared, body)?;
     let f = Fields(&object);
+    request::check_known(&f, request::COMPLETION_FIELDS)?;
     let params = request::generation_params(&f, &["max_tokens"], false)?;
     let prompt = match f.get("prompt") {
         Some(Value::String(s)) => s.as_str(),
@@ -573,6 +575,7 @@ async fn embeddings_inner(
 ) -> Result<Response, ApiError> {
     let object = body_object(shared, body)?;
     let f = Fields(&object);
+    request::check_known(&f, request::EMBEDDING_FIELDS)?;
     if let Some(model) = f.get("model") {
         if !model.is_string() {
             return Err(ApiError::invalid("model", "`model` must be a string"));
@@ -680,6 +683,7 @@ pub(crate) async fn tokenize(
     answer((|| {
         let object = body_object(&shared, body)?;
         let f = Fields(&object);
+        request::check_known(&f, request::TOKENIZE_FIELDS)?;
         let content = f
             .string("content")?
             .ok_or_else(|| ApiError::invalid("content", "`content` is required"))?;
@@ -704,6 +708,7 @@ pub(crate) async fn detokenize(
     answer((|| {
         let object = body_object(&shared, body)?;
         let f = Fields(&object);
+        request::check_known(&f, request::DETOKENIZE_FIELDS)?;
         let tokenizer = shared.model.tokenizer();
         let ids = request::token_ids(&f, "tokens", tokenizer.vocab_size())?;
         let text = tokenizer.decode(&ids, false, false);

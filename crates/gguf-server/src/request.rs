@@ -1,6 +1,8 @@
 //! Reading request bodies: UTF-8, JSON, then each field checked for its type and range, every
 //! refusal a 400 naming the field. Fields this server cannot honour are refused rather than
-//! ignored; fields that change nothing here (`user`, `store`, ...) are accepted.
+//! ignored; fields that change nothing here (`user`, `store`, ...) are accepted; a field the
+//! endpoint does not have at all is refused, as OpenAI refuses an unrecognized argument (a
+//! misspelt `max_token` must not be silently ignored).
 
 use gguf_model::SamplerConfig;
 use gguf_tokenizer::chat::ChatMessage;
@@ -24,6 +26,95 @@ pub(crate) fn json_object(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
         Err(e) => Err(ApiError::bad_request(format!(
             "the request body is not valid JSON: {e}"
         ))),
+    }
+}
+
+/// The fields of `/v1/chat/completions` (OpenAI's, and llama-server's sampling extensions
+/// `top_k`, `min_p`, `repeat_penalty`); those this server cannot honour are refused by
+/// [`generation_params`] with their own message.
+pub(crate) const CHAT_FIELDS: &[&str] = &[
+    "messages",
+    "model",
+    "max_tokens",
+    "max_completion_tokens",
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "seed",
+    "stop",
+    "presence_penalty",
+    "frequency_penalty",
+    "repeat_penalty",
+    "n",
+    "stream",
+    "stream_options",
+    "logprobs",
+    "top_logprobs",
+    "logit_bias",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "functions",
+    "function_call",
+    "response_format",
+    "modalities",
+    "audio",
+    "prediction",
+    "reasoning_effort",
+    "verbosity",
+    "web_search_options",
+    "user",
+    "store",
+    "metadata",
+    "service_tier",
+    "prompt_cache_key",
+    "safety_identifier",
+];
+
+/// The fields of `/v1/completions`.
+pub(crate) const COMPLETION_FIELDS: &[&str] = &[
+    "prompt",
+    "model",
+    "max_tokens",
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "seed",
+    "stop",
+    "presence_penalty",
+    "frequency_penalty",
+    "repeat_penalty",
+    "n",
+    "best_of",
+    "stream",
+    "stream_options",
+    "logprobs",
+    "echo",
+    "suffix",
+    "logit_bias",
+    "user",
+];
+
+/// The fields of `/v1/embeddings`.
+pub(crate) const EMBEDDING_FIELDS: &[&str] =
+    &["input", "model", "encoding_format", "dimensions", "user"];
+
+/// The fields of `/tokenize` and `/detokenize`.
+pub(crate) const TOKENIZE_FIELDS: &[&str] =
+    &["content", "add_special", "parse_special", "with_pieces"];
+pub(crate) const DETOKENIZE_FIELDS: &[&str] = &["tokens"];
+
+/// Refuses a field that is not in `known` (400 naming it, `code` `unknown_parameter`).
+pub(crate) fn check_known(f: &Fields<'_>, known: &[&str]) -> Result<(), ApiError> {
+    match f.0.keys().find(|k| !known.contains(&k.as_str())) {
+        None => Ok(()),
+        Some(name) => {
+            let mut e = ApiError::invalid(name, format!("unrecognized request argument `{name}`"));
+            e.code = Some("unknown_parameter");
+            Err(e)
+        }
     }
 }
 

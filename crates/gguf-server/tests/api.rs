@@ -310,6 +310,8 @@ async fn hostile_bodies_are_refused_naming_the_field() {
         (chat(json!({"repeat_penalty": 0})), Some("repeat_penalty")),
         (chat(json!({"seed": "x"})), Some("seed")),
         (chat(json!({"n": 2})), Some("n")),
+        (chat(json!({"max_token": 5})), Some("max_token")),
+        (chat(json!({"cache_prompt": true})), Some("cache_prompt")),
         (chat(json!({"top_logprobs": 2})), Some("top_logprobs")),
         (
             chat(json!({"logprobs": true, "top_logprobs": 21})),
