@@ -29,14 +29,12 @@ pub(crate) fn json_object(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
     }
 }
 
-/// The fields of `/v1/chat/completions` (OpenAI's, and llama-server's sampling extensions
-/// `top_k`, `min_p`, `repeat_penalty`); those this server cannot honour are refused by
-/// [`generation_params`] with their own message.
-pub(crate) const CHAT_FIELDS: &[&str] = &[
-    "messages",
+/// The sampling and output fields chat and text completions share (OpenAI's, and
+/// llama-server's `top_k`, `min_p`, `repeat_penalty`); those this server cannot honour are
+/// refused by [`generation_params`] with their own message.
+const GENERATION_FIELDS: &[&str] = &[
     "model",
     "max_tokens",
-    "max_completion_tokens",
     "temperature",
     "top_p",
     "top_k",
@@ -50,8 +48,15 @@ pub(crate) const CHAT_FIELDS: &[&str] = &[
     "stream",
     "stream_options",
     "logprobs",
-    "top_logprobs",
     "logit_bias",
+    "user",
+];
+
+/// The fields of `/v1/chat/completions` besides [`GENERATION_FIELDS`].
+const CHAT_ONLY_FIELDS: &[&str] = &[
+    "messages",
+    "max_completion_tokens",
+    "top_logprobs",
     "tools",
     "tool_choice",
     "parallel_tool_calls",
@@ -64,7 +69,6 @@ pub(crate) const CHAT_FIELDS: &[&str] = &[
     "reasoning_effort",
     "verbosity",
     "web_search_options",
-    "user",
     "store",
     "metadata",
     "service_tier",
@@ -72,43 +76,27 @@ pub(crate) const CHAT_FIELDS: &[&str] = &[
     "safety_identifier",
 ];
 
+/// The fields of `/v1/chat/completions`.
+pub(crate) const CHAT_FIELDS: &[&[&str]] = &[GENERATION_FIELDS, CHAT_ONLY_FIELDS];
+
 /// The fields of `/v1/completions`.
-pub(crate) const COMPLETION_FIELDS: &[&str] = &[
-    "prompt",
-    "model",
-    "max_tokens",
-    "temperature",
-    "top_p",
-    "top_k",
-    "min_p",
-    "seed",
-    "stop",
-    "presence_penalty",
-    "frequency_penalty",
-    "repeat_penalty",
-    "n",
-    "best_of",
-    "stream",
-    "stream_options",
-    "logprobs",
-    "echo",
-    "suffix",
-    "logit_bias",
-    "user",
-];
+pub(crate) const COMPLETION_FIELDS: &[&[&str]] =
+    &[GENERATION_FIELDS, &["prompt", "best_of", "echo", "suffix"]];
 
 /// The fields of `/v1/embeddings`.
-pub(crate) const EMBEDDING_FIELDS: &[&str] =
-    &["input", "model", "encoding_format", "dimensions", "user"];
+pub(crate) const EMBEDDING_FIELDS: &[&[&str]] =
+    &[&["input", "model", "encoding_format", "dimensions", "user"]];
 
 /// The fields of `/tokenize` and `/detokenize`.
-pub(crate) const TOKENIZE_FIELDS: &[&str] =
-    &["content", "add_special", "parse_special", "with_pieces"];
-pub(crate) const DETOKENIZE_FIELDS: &[&str] = &["tokens"];
+pub(crate) const TOKENIZE_FIELDS: &[&[&str]] =
+    &[&["content", "add_special", "parse_special", "with_pieces"]];
+pub(crate) const DETOKENIZE_FIELDS: &[&[&str]] = &[&["tokens"]];
 
-/// Refuses a field that is not in `known` (400 naming it, `code` `unknown_parameter`).
-pub(crate) fn check_known(f: &Fields<'_>, known: &[&str]) -> Result<(), ApiError> {
-    match f.0.keys().find(|k| !known.contains(&k.as_str())) {
+/// Refuses a field that is in none of the `known` lists (400 naming it, `code`
+/// `unknown_parameter`).
+pub(crate) fn check_known(f: &Fields<'_>, known: &[&[&str]]) -> Result<(), ApiError> {
+    let is_known = |k: &str| known.iter().any(|list| list.contains(&k));
+    match f.0.keys().find(|k| !is_known(k)) {
         None => Ok(()),
         Some(name) => {
             let mut e = ApiError::invalid(name, format!("unrecognized request argument `{name}`"));

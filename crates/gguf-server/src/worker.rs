@@ -516,9 +516,16 @@ impl<'m> Scheduler<'m> {
             let Some(logits) = batch.logits(i) else {
                 continue;
             };
-            let generated = a.completion_tokens;
+            let metrics = &self.metrics;
             let outcome = catch_unwind(AssertUnwindSafe(|| {
-                sample(self.model, a, logits, batch.tokens(*seq), batch.n_ctx())
+                sample(
+                    self.model,
+                    a,
+                    logits,
+                    batch.tokens(*seq),
+                    batch.n_ctx(),
+                    metrics,
+                )
             }));
             let finished = match outcome {
                 Ok(finished) => finished,
@@ -531,9 +538,6 @@ impl<'m> Scheduler<'m> {
                     true
                 }
             };
-            self.metrics
-                .completion_tokens
-                .fetch_add(a.completion_tokens - generated, Ordering::Relaxed);
             if finished {
                 if a.gone {
                     self.metrics.cancelled.fetch_add(1, Ordering::Relaxed);
@@ -560,13 +564,16 @@ fn check_job(job: &GenerateJob, batch: &ParallelSession<'_>) -> Result<(), ApiEr
 }
 
 /// Picks the slot's next token from `logits` (after its cached `history`) and sends what it
-/// releases; true when the generation has ended (its `Done` or error sent).
+/// releases; true when the generation has ended (its `Done` or error sent). The token is
+/// counted in `metrics` before anything is sent, so a client reading `/metrics` on its answer
+/// finds it there.
 fn sample(
     model: &Model,
     a: &mut Active<'_>,
     logits: &[f32],
     history: &[u32],
     n_ctx: usize,
+    metrics: &Metrics,
 ) -> bool {
     a.next = None;
     if logits.iter().any(|l| l.is_nan()) {
@@ -583,6 +590,7 @@ fn sample(
         return finish(a, "stop");
     }
     a.completion_tokens += 1;
+    metrics.completion_tokens.fetch_add(1, Ordering::Relaxed);
     if let Some(k) = a.job.logprobs {
         a.logprobs.push(token_logprob(model, logits, id, k));
     }

@@ -229,9 +229,12 @@ async fn metrics_count_requests_tokens_and_prefix_reuse() {
         (first["usage"][key].as_u64().unwrap() + second["usage"][key].as_u64().unwrap()) as f64
     };
 
-    // The engine frees a slot (and counts its last token) just after sending the reply's end:
-    // wait until it has.
-    let after = metrics_when(server.addr, |m| m["gguf_queue_depth"] == 0.0).await;
+    // The engine empties the slot just after sending the reply's end (its queue place and
+    // tokens are given back and counted before): wait until the gauges say so.
+    let after = metrics_when(server.addr, |m| {
+        m["gguf_queue_depth"] == 0.0 && m["gguf_requests_active"] == 0.0
+    })
+    .await;
     let rose = |name: &str| after[name] - before[name];
     assert_eq!(rose("gguf_requests_total"), 2.0);
     assert_eq!(
