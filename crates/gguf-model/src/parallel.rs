@@ -245,10 +245,9 @@ impl<'m> ParallelSession<'m> {
                 "a step needs at least one input".into(),
             ));
         }
-        let mut seen = vec![false; self.seqs.len()];
         let mut total = 0usize;
         let n_vocab = self.model.hparams().n_vocab;
-        for input in inputs {
+        for (i, input) in inputs.iter().enumerate() {
             let seq = input.seq;
             let Some(cached) = self.seqs.get(seq) else {
                 return Err(ModelError::Request(format!(
@@ -256,7 +255,8 @@ impl<'m> ParallelSession<'m> {
                     self.seqs.len()
                 )));
             };
-            if std::mem::replace(&mut seen[seq], true) {
+            // A step names each sequence at most once (a server's few slots: no set needed).
+            if inputs[..i].iter().any(|earlier| earlier.seq == seq) {
                 return Err(ModelError::Request(format!(
                     "sequence {seq} is given twice in one step"
                 )));

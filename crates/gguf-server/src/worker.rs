@@ -30,7 +30,8 @@ pub(crate) struct TokenLogprob {
     pub token: String,
     pub bytes: Vec<u8>,
     pub logprob: f32,
-    /// The `top_logprobs` most likely tokens at that step, most likely first.
+    /// The `top_logprobs` most likely tokens at that step, most likely first (ties: lower id
+    /// first).
     pub top: Vec<(String, Vec<u8>, f32)>,
 }
 
@@ -464,23 +465,17 @@ impl<'m> Scheduler<'m> {
         if plan.is_empty() {
             return;
         }
-        let next_tokens: Vec<[u32; 1]> = self
-            .slots
-            .iter()
-            .map(|s| [s.as_ref().and_then(|a| a.next).unwrap_or(0)])
-            .collect();
         let inputs: Vec<SeqInput<'_>> = plan
             .iter()
             .map(|(seq, range)| {
                 let a = self.slots[*seq].as_ref().expect("planned slots are active");
-                if a.next.is_some() {
-                    SeqInput::new(*seq, &next_tokens[*seq])
-                } else {
-                    SeqInput {
+                match &a.next {
+                    Some(token) => SeqInput::new(*seq, std::slice::from_ref(token)),
+                    None => SeqInput {
                         seq: *seq,
                         tokens: &a.job.prompt[range.clone()],
                         logits: range.end == a.job.prompt.len(),
-                    }
+                    },
                 }
             })
             .collect();
@@ -646,14 +641,16 @@ fn token_logprob(model: &Model, logits: &[f32], id: u32, k: usize) -> TokenLogpr
         let bytes = model.tokenizer().token_to_piece(t, false);
         (String::from_utf8_lossy(&bytes).into_owned(), bytes)
     };
-    let mut top: Vec<usize> = Vec::new();
-    if k > 0 {
-        let mut order: Vec<usize> = (0..logits.len()).collect();
-        let k = k.min(order.len());
-        order.select_nth_unstable_by(k - 1, |&a, &b| logits[b].total_cmp(&logits[a]));
-        order.truncate(k);
-        order.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]).then(a.cmp(&b)));
-        top = order;
+    // The k best (logit descending, then id ascending) in one pass over the logits, kept in a
+    // sorted list of at most k: no allocation of the vocabulary's size per token.
+    let mut top: Vec<usize> = Vec::with_capacity(k + 1);
+    for (t, &l) in logits.iter().enumerate() {
+        if top.len() == k && top.last().is_none_or(|&w| l <= logits[w]) {
+            continue;
+        }
+        let at = top.partition_point(|&o| logits[o] >= l);
+        top.insert(at, t);
+        top.truncate(k);
     }
     let (token, bytes) = piece(id);
     TokenLogprob {
@@ -719,6 +716,34 @@ mod tests {
                 _ => None,
             })
             .collect()
+    }
+
+    /// The top log-probabilities: the k best by logit, ties to the lower id, each the log of
+    /// its softmax share; none for k = 0; all of them for k past the vocabulary.
+    #[test]
+    fn top_logprobs_are_the_best_logits_ties_to_the_lower_id() {
+        let model = Model::load(gguf_test_support::fixture("model-llama.gguf")).unwrap();
+        let n = model.hparams().n_vocab;
+        let mut logits = vec![0.0f32; n];
+        for (t, l) in [(7, 3.0), (2, 5.0), (9, 5.0), (4, 1.0)] {
+            logits[t] = l;
+        }
+        let ids = |l: &TokenLogprob| -> Vec<f32> { l.top.iter().map(|t| t.2).collect() };
+        let got = token_logprob(&model, &logits, 9, 3);
+        let total: f64 = logits.iter().map(|&l| f64::from(l).exp()).sum();
+        let lp = |l: f32| (f64::from(l) - total.ln()) as f32;
+        assert!((got.logprob - lp(5.0)).abs() < 1e-6);
+        let expected = [2, 9, 7].map(|t| model.tokenizer().token_to_piece(t, false));
+        let pieces: Vec<Vec<u8>> = got.top.iter().map(|t| t.1.clone()).collect();
+        assert_eq!(pieces, expected);
+        for (got, want) in ids(&got).iter().zip([5.0, 5.0, 3.0]) {
+            assert!((got - lp(want)).abs() < 1e-6);
+        }
+        assert!(token_logprob(&model, &logits, 9, 0).top.is_empty());
+        // Past the four raised logits, the zeros in id order.
+        let five = token_logprob(&model, &logits, 9, 5);
+        assert_eq!(five.top[4].1, model.tokenizer().token_to_piece(0, false));
+        assert_eq!(token_logprob(&model, &logits, 9, n + 3).top.len(), n);
     }
 
     /// Two jobs in two slots, stepped together, each generate what a lone `Session` generates;
