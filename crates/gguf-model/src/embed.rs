@@ -19,7 +19,6 @@
 use gguf_quant::GgmlType;
 
 use crate::error::{ModelError, Result};
-use crate::forward::{Ctx, Pass, Segment};
 use crate::Session;
 
 /// How the token embeddings of an input become its embedding: a model's `{arch}.pooling_type`
@@ -265,29 +264,16 @@ impl Session<'_> {
         self.check_request(tokens)?;
         let chunk = if encoder { tokens.len() } else { self.n_batch };
         let mut rows = Vec::with_capacity(tokens.len() * hp.n_embd);
-        let mut out = Vec::new();
         for batch in tokens.chunks(chunk) {
-            let result = self.model.arch.forward(&mut Pass {
-                ctx: Ctx {
-                    pool: &self.pool,
-                    parts: &self.parts,
-                },
-                caches: std::slice::from_mut(&mut self.cache),
-                s: &mut self.scratch,
-                tokens: batch,
-                segments: &[Segment::one(self.tokens.len(), batch.len())],
-                n_ctx: self.n_ctx,
-                all_logits: true,
-                embeddings: true,
-                logits: &mut out,
-            });
-            if let Err(e) = result {
+            if let Err(e) = self.run(batch, true, true) {
                 self.tokens.clear();
+                self.logits.clear();
                 return Err(e);
             }
-            self.tokens.extend_from_slice(batch);
-            rows.extend_from_slice(&out);
+            rows.extend_from_slice(&self.logits);
         }
+        // What `run` left there are hidden states, not logits.
+        self.logits.clear();
         if encoder {
             // An encoder's cache holds nothing a later input could reuse.
             self.tokens.clear();

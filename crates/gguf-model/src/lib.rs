@@ -345,13 +345,15 @@ impl<'m> Session<'m> {
     pub fn eval(&mut self, tokens: &[u32]) -> Result<()> {
         self.check_request(tokens)?;
         for chunk in tokens.chunks(self.n_batch) {
-            self.run(chunk, false)?;
+            self.run(chunk, false, false)?;
         }
         Ok(())
     }
 
-    /// One batch through the model, after the cached tokens (checked by `check_request`).
-    fn run(&mut self, chunk: &[u32], all_logits: bool) -> Result<()> {
+    /// One batch through the model, after the cached tokens (checked by `check_request`), into
+    /// [`Session::logits`]: the logits (of each token with `all_logits`), or with `embeddings`
+    /// the hidden states they are computed from (see [`Pass::embeddings`]).
+    pub(crate) fn run(&mut self, chunk: &[u32], all_logits: bool, embeddings: bool) -> Result<()> {
         self.model.arch.forward(&mut Pass {
             ctx: Ctx {
                 pool: &self.pool,
@@ -363,7 +365,7 @@ impl<'m> Session<'m> {
             segments: &[Segment::one(self.tokens.len(), chunk.len())],
             n_ctx: self.n_ctx,
             all_logits,
-            embeddings: false,
+            embeddings,
             logits: &mut self.logits,
         })?;
         self.tokens.extend_from_slice(chunk);
@@ -377,7 +379,7 @@ impl<'m> Session<'m> {
         let v = self.model.hparams().n_vocab;
         let mut all = Vec::with_capacity(tokens.len() * v);
         for chunk in tokens.chunks(self.n_batch) {
-            self.run(chunk, true)?;
+            self.run(chunk, true, false)?;
             all.extend_from_slice(&self.logits);
         }
         let n = self.logits.len();
