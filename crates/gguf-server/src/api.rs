@@ -35,10 +35,6 @@ fn ok(body: &Value) -> Response {
     json_response(StatusCode::OK, body)
 }
 
-fn answer(result: Result<Response, ApiError>) -> Response {
-    result.unwrap_or_else(IntoResponse::into_response)
-}
-
 /// The body as a JSON object: 413 over the limit, 400 for anything but a UTF-8 JSON object.
 fn body_object(
     shared: &Shared,
@@ -52,6 +48,22 @@ fn body_object(
         }
     })?;
     request::json_object(&body)
+}
+
+/// The body as a JSON object (see [`body_object`]) with no field outside `known` and, if it
+/// names a `model`, a string there (any string: the server has one model).
+fn request_object(
+    shared: &Shared,
+    body: Result<Bytes, BytesRejection>,
+    known: &[&[&str]],
+) -> Result<serde_json::Map<String, Value>, ApiError> {
+    let object = body_object(shared, body)?;
+    let f = Fields(&object);
+    request::check_known(&f, known)?;
+    if f.get("model").is_some_and(|m| !m.is_string()) {
+        return Err(ApiError::invalid("model", "`model` must be a string"));
+    }
+    Ok(object)
 }
 
 /// Checks the bearer key when keys are set; `/health` needs none.
@@ -495,17 +507,10 @@ fn check_prompt(shared: &Shared, prompt: &[u32], field: &str) -> Result<(), ApiE
 pub(crate) async fn chat_completions(
     State(shared): AppState,
     body: Result<Bytes, BytesRejection>,
-) -> Response {
-    answer(chat_inner(&shared, body).await)
-}
-
-async fn chat_inner(
-    shared: &Shared,
-    body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let object = body_object(shared, body)?;
+    let shared = &*shared;
+    let object = request_object(shared, body, request::CHAT_FIELDS)?;
     let f = Fields(&object);
-    request::check_known(&f, request::CHAT_FIELDS)?;
     let params = request::generation_params(&f, &["max_tokens", "max_completion_tokens"], true)?;
     let messages = request::messages(&f)?;
     check_generates(shared)?;
@@ -527,17 +532,10 @@ async fn chat_inner(
 pub(crate) async fn completions(
     State(shared): AppState,
     body: Result<Bytes, BytesRejection>,
-) -> Response {
-    answer(completions_inner(&shared, body).await)
-}
-
-async fn completions_inner(
-    shared: &Shared,
-    body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let object = body_object(shared, body)?;
+    let shared = &*shared;
+    let object = request_object(shared, body, request::COMPLETION_FIELDS)?;
     let f = Fields(&object);
-    request::check_known(&f, request::COMPLETION_FIELDS)?;
     let params = request::generation_params(&f, &["max_tokens"], false)?;
     let prompt = match f.get("prompt") {
         Some(Value::String(s)) => s.as_str(),
@@ -565,22 +563,10 @@ async fn completions_inner(
 pub(crate) async fn embeddings(
     State(shared): AppState,
     body: Result<Bytes, BytesRejection>,
-) -> Response {
-    answer(embeddings_inner(&shared, body).await)
-}
-
-async fn embeddings_inner(
-    shared: &Shared,
-    body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let object = body_object(shared, body)?;
+    let shared = &*shared;
+    let object = request_object(shared, body, request::EMBEDDING_FIELDS)?;
     let f = Fields(&object);
-    request::check_known(&f, request::EMBEDDING_FIELDS)?;
-    if let Some(model) = f.get("model") {
-        if !model.is_string() {
-            return Err(ApiError::invalid("model", "`model` must be a string"));
-        }
-    }
     let base64 = match f.string("encoding_format")? {
         None | Some("float") => false,
         // What OpenAI's Python client asks for unless told otherwise.
@@ -679,39 +665,32 @@ async fn embeddings_inner(
 pub(crate) async fn tokenize(
     State(shared): AppState,
     body: Result<Bytes, BytesRejection>,
-) -> Response {
-    answer((|| {
-        let object = body_object(&shared, body)?;
-        let f = Fields(&object);
-        request::check_known(&f, request::TOKENIZE_FIELDS)?;
-        let content = f
-            .string("content")?
-            .ok_or_else(|| ApiError::invalid("content", "`content` is required"))?;
-        let add_special = f.bool("add_special")?.unwrap_or(false);
-        let parse_special = f.bool("parse_special")?.unwrap_or(true);
-        if f.bool("with_pieces")?.unwrap_or(false) {
-            return Err(ApiError::unsupported("with_pieces", "returning pieces"));
-        }
-        let tokens =
-            shared
-                .model
-                .tokenizer()
-                .encode(content.as_bytes(), add_special, parse_special);
-        Ok(ok(&json!({ "tokens": tokens })))
-    })())
+) -> Result<Response, ApiError> {
+    let object = request_object(&shared, body, request::TOKENIZE_FIELDS)?;
+    let f = Fields(&object);
+    let content = f
+        .string("content")?
+        .ok_or_else(|| ApiError::invalid("content", "`content` is required"))?;
+    let add_special = f.bool("add_special")?.unwrap_or(false);
+    let parse_special = f.bool("parse_special")?.unwrap_or(true);
+    if f.bool("with_pieces")?.unwrap_or(false) {
+        return Err(ApiError::unsupported("with_pieces", "returning pieces"));
+    }
+    let tokens = shared
+        .model
+        .tokenizer()
+        .encode(content.as_bytes(), add_special, parse_special);
+    Ok(ok(&json!({ "tokens": tokens })))
 }
 
 pub(crate) async fn detokenize(
     State(shared): AppState,
     body: Result<Bytes, BytesRejection>,
-) -> Response {
-    answer((|| {
-        let object = body_object(&shared, body)?;
-        let f = Fields(&object);
-        request::check_known(&f, request::DETOKENIZE_FIELDS)?;
-        let tokenizer = shared.model.tokenizer();
-        let ids = request::token_ids(&f, "tokens", tokenizer.vocab_size())?;
-        let text = tokenizer.decode(&ids, false, false);
-        Ok(ok(&json!({ "content": String::from_utf8_lossy(&text) })))
-    })())
+) -> Result<Response, ApiError> {
+    let object = request_object(&shared, body, request::DETOKENIZE_FIELDS)?;
+    let f = Fields(&object);
+    let tokenizer = shared.model.tokenizer();
+    let ids = request::token_ids(&f, "tokens", tokenizer.vocab_size())?;
+    let text = tokenizer.decode(&ids, false, false);
+    Ok(ok(&json!({ "content": String::from_utf8_lossy(&text) })))
 }

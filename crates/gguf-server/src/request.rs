@@ -285,11 +285,6 @@ pub(crate) fn generation_params(
     } else {
         f.integer("logprobs", 0, 20)?.map(|k| k as usize)
     };
-    if let Some(model) = f.get("model") {
-        if !model.is_string() {
-            return Err(ApiError::invalid("model", "`model` must be a string"));
-        }
-    }
     let mut sampler = SamplerConfig {
         seed: fresh_seed(),
         ..SamplerConfig::default()
