@@ -402,46 +402,11 @@ fn load_model_card(path: &Path) -> Result<Vec<(Py, Py)>> {
     }
 }
 
-/// Python's `str.splitlines()` (after the universal-newline reading of a text file, which
-/// changes nothing for it).
-fn split_lines(text: &str) -> Vec<&str> {
-    let mut lines = Vec::new();
-    let mut start = 0;
-    let mut chars = text.char_indices().peekable();
-    while let Some((i, c)) = chars.next() {
-        let is_break = matches!(
-            c,
-            '\n' | '\r'
-                | '\x0b'
-                | '\x0c'
-                | '\x1c'
-                | '\x1d'
-                | '\x1e'
-                | '\u{85}'
-                | '\u{2028}'
-                | '\u{2029}'
-        );
-        if is_break {
-            lines.push(&text[start..i]);
-            let mut end = i + c.len_utf8();
-            if c == '\r' {
-                if let Some(&(j, '\n')) = chars.peek() {
-                    chars.next();
-                    end = j + 1;
-                }
-            }
-            start = end;
-        }
-    }
-    if start < text.len() {
-        lines.push(&text[start..]);
-    }
-    lines
-}
-
 /// The YAML text gguf-py hands to PyYAML, `None` when there is no front matter.
 fn front_matter(text: &str) -> Option<String> {
-    let lines = split_lines(text);
+    // Python's `str.splitlines()` (after the universal-newline reading of a text file, which
+    // changes nothing for it).
+    let lines = gguf_tokenizer::chat::splitlines(text, false);
     if lines.first() != Some(&"---") {
         return None;
     }

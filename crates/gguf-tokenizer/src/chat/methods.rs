@@ -70,6 +70,44 @@ pub(super) fn py_istitle(s: &str) -> bool {
     cased
 }
 
+/// Python's `str.splitlines(keepends)`: the lines of `s`, split at Python's line boundaries
+/// (`\r\n` as one), without their ends unless `keepends`; no empty last line after a final
+/// break. Chat templates call it, and the model-card reader of `gguf-convert` reads README
+/// files as Python does with it.
+///
+/// ```
+/// use gguf_tokenizer::chat::splitlines;
+///
+/// assert_eq!(splitlines("a\r\nb\u{2028}c\n", false), ["a", "b", "c"]);
+/// assert_eq!(splitlines("a\r\nb", true), ["a\r\n", "b"]);
+/// ```
+pub fn splitlines(s: &str, keepends: bool) -> Vec<&str> {
+    let mut lines = Vec::new();
+    let mut start = 0;
+    let mut iter = s.char_indices().peekable();
+    while let Some((i, c)) = iter.next() {
+        if py_line_break(c) {
+            let mut end = i + c.len_utf8();
+            if c == '\r' {
+                if let Some(&(j, '\n')) = iter.peek() {
+                    end = j + 1;
+                    iter.next();
+                }
+            }
+            lines.push(if keepends {
+                &s[start..end]
+            } else {
+                &s[start..i]
+            });
+            start = end;
+        }
+    }
+    if start < s.len() {
+        lines.push(&s[start..]);
+    }
+    lines
+}
+
 /// Python's line boundaries (`str.splitlines`).
 pub(super) fn py_line_break(c: char) -> bool {
     matches!(
@@ -235,29 +273,10 @@ pub(super) fn str_method(s: &str, method: &str, args: &[Value]) -> Result<Value,
         "splitlines" => {
             let [keepends] = py_args(method, args, ["keepends"])?;
             let keepends = keepends.is_some_and(|k| k.is_true());
-            let mut lines = Vec::new();
-            let mut start = 0;
-            let mut iter = s.char_indices().peekable();
-            while let Some((i, c)) = iter.next() {
-                if py_line_break(c) {
-                    let mut end = i + c.len_utf8();
-                    if c == '\r' {
-                        if let Some(&(j, '\n')) = iter.peek() {
-                            end = j + 1;
-                            iter.next();
-                        }
-                    }
-                    lines.push(Value::from(if keepends {
-                        &s[start..end]
-                    } else {
-                        &s[start..i]
-                    }));
-                    start = end;
-                }
-            }
-            if start < s.len() {
-                lines.push(Value::from(&s[start..]));
-            }
+            let lines: Vec<Value> = splitlines(s, keepends)
+                .into_iter()
+                .map(Value::from)
+                .collect();
             Ok(Value::from(lines))
         }
         "startswith" | "endswith" => {

@@ -57,6 +57,7 @@ use crate::{Result, TokenizerError};
 use datetime::ClockGuard;
 pub use datetime::DateTime;
 use environment::environment;
+pub use methods::splitlines;
 use python::py_repr_string;
 use source::{accept_generation_tags, guard_for_loops};
 
