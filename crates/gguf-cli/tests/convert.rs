@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::gguf;
+use common::{gguf, refused};
 use gguf_test_support::{fixture, run_ok};
 use serde_json::Value;
 
@@ -76,36 +76,27 @@ fn the_report_says_how_each_tensor_was_made() {
         ("F32".into(), "copied".into())
     );
     // Refuses to overwrite without --force.
-    let again = gguf()
-        .arg("convert")
-        .arg(fixture("legacy/ggjt-v2-llama.bin"))
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(!again.status.success());
+    refused(
+        gguf()
+            .arg("convert")
+            .arg(fixture("legacy/ggjt-v2-llama.bin"))
+            .arg(&out),
+    );
 }
 
 #[test]
 fn foreign_inputs_are_clear_errors() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("x.gguf");
-    let e = gguf()
-        .arg("convert")
-        .arg(fixture("model-llama.gguf"))
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(!e.status.success());
-    let msg = String::from_utf8_lossy(&e.stderr);
+    let (_, msg) = refused(
+        gguf()
+            .arg("convert")
+            .arg(fixture("model-llama.gguf"))
+            .arg(&out),
+    );
     assert!(msg.contains("already GGUF"), "{msg}");
     assert!(!out.exists());
-    let e = gguf()
-        .arg("convert")
-        .arg(dir.path())
-        .arg(&out)
-        .output()
-        .unwrap();
-    let msg = String::from_utf8_lossy(&e.stderr);
+    let (_, msg) = refused(gguf().arg("convert").arg(dir.path()).arg(&out));
     assert!(msg.contains("no config.json"), "{msg}");
 }
 
@@ -143,15 +134,14 @@ fn checkpoint_directories_convert_and_run() {
         assert!(!generated.stdout.is_empty(), "{name}");
     }
     // A bad --outtype is refused before anything is read.
-    let e = gguf()
-        .arg("convert")
-        .arg(fixture("hf/tiny-llama"))
-        .arg(dir.path().join("x.gguf"))
-        .args(["--outtype", "q4_0"])
-        .output()
-        .unwrap();
-    assert!(!e.status.success());
-    assert!(String::from_utf8_lossy(&e.stderr).contains("f32, f16, bf16, q8_0, auto"));
+    let (_, err) = refused(
+        gguf()
+            .arg("convert")
+            .arg(fixture("hf/tiny-llama"))
+            .arg(dir.path().join("x.gguf"))
+            .args(["--outtype", "q4_0"]),
+    );
+    assert!(err.contains("f32, f16, bf16, q8_0, auto"), "{err}");
 }
 
 /// all-MiniLM-L6-v2 converted by `gguf convert` embeds like sentence-transformers does.

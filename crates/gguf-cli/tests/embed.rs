@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::gguf;
+use common::{gguf, refused};
 use gguf_test_support::{fixture, run_ok};
 
 const D: usize = 64;
@@ -119,20 +119,17 @@ fn embed_reads_a_file_and_obeys_pooling_and_normalize() {
 #[test]
 fn embed_refuses_missing_or_conflicting_input() {
     let model = fixture("model-llama.gguf");
-    let none = gguf().arg("embed").arg(&model).output().unwrap();
-    assert!(!none.status.success());
-    let both = gguf()
-        .args(["embed", "--file", "x.txt"])
-        .arg(&model)
-        .arg("text")
-        .output()
-        .unwrap();
-    assert!(!both.status.success());
-    let bad = gguf()
-        .args(["embed", "--pooling", "rank"])
-        .arg(&model)
-        .arg("text")
-        .output()
-        .unwrap();
-    assert!(!bad.status.success());
+    refused(gguf().arg("embed").arg(&model));
+    refused(
+        gguf()
+            .args(["embed", "--file", "x.txt"])
+            .arg(&model)
+            .arg("text"),
+    );
+    refused(
+        gguf()
+            .args(["embed", "--pooling", "rank"])
+            .arg(&model)
+            .arg("text"),
+    );
 }

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::gguf;
+use common::{gguf, refused};
 use gguf_test_support::{fixture, listing, run_ok};
 use serde_json::Value;
 
@@ -77,14 +77,13 @@ fn exported_fixture_converts_back_and_runs() {
 fn refusals_say_why_and_write_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
-    let o = gguf()
-        .arg("export")
-        .arg(fixture("model-phi2.gguf"))
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&o.stderr);
+    let (code, err) = refused(
+        gguf()
+            .arg("export")
+            .arg(fixture("model-phi2.gguf"))
+            .arg(&out),
+    );
+    assert_eq!(code, Some(1));
     assert!(
         err.contains("architecture 'phi2' cannot be exported"),
         "{err}"
@@ -93,14 +92,13 @@ fn refusals_say_why_and_write_nothing() {
 
     std::fs::create_dir(&out).unwrap();
     std::fs::write(out.join("keep.txt"), "x").unwrap();
-    let o = gguf()
-        .arg("export")
-        .arg(fixture("model-gemma.gguf"))
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&o.stderr);
+    let (code, err) = refused(
+        gguf()
+            .arg("export")
+            .arg(fixture("model-gemma.gguf"))
+            .arg(&out),
+    );
+    assert_eq!(code, Some(1));
     assert!(
         err.contains("not empty") && err.contains("--force"),
         "{err}"
@@ -115,13 +113,13 @@ fn refusals_say_why_and_write_nothing() {
     );
     assert!(out.join("tokenizer.model").exists() && out.join("keep.txt").exists());
 
-    let o = gguf()
-        .arg("export")
-        .arg(fixture("model-gemma.gguf"))
-        .arg(dir.path().join("x"))
-        .args(["--dtype", "q4_0"])
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("not one of f32, f16, bf16"));
+    let (code, err) = refused(
+        gguf()
+            .arg("export")
+            .arg(fixture("model-gemma.gguf"))
+            .arg(dir.path().join("x"))
+            .args(["--dtype", "q4_0"]),
+    );
+    assert_eq!(code, Some(2));
+    assert!(err.contains("not one of f32, f16, bf16"), "{err}");
 }

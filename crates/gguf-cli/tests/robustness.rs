@@ -73,22 +73,27 @@ fn run(mut cmd: Command, stdin: &[u8], stdout: Stdout) -> Run {
     let mut input = child.stdin.take().unwrap();
     let _ = input.write_all(stdin);
     drop(input);
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if start.elapsed() > HANG {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("hang: {cmd:?} ran for over {HANG:?}");
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
+    let status = wait_or_kill(&mut child, &format!("{cmd:?}"));
     Run {
         status,
         stdout: stdout_reader.map_or_else(Vec::new, |r| r.join().unwrap()),
         stderr: stderr.join().unwrap(),
+    }
+}
+
+/// The child's exit status; past [`HANG`], kills it and fails naming `what`.
+fn wait_or_kill(child: &mut std::process::Child, what: &str) -> std::process::ExitStatus {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if start.elapsed() > HANG {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("hang: {what} ran for over {HANG:?}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
     }
 }
 
@@ -388,17 +393,7 @@ fn serve_survives_the_hostile_corpus() {
                 .unwrap()
                 .success());
         }
-        let start = Instant::now();
-        let status = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                break status;
-            }
-            if start.elapsed() > HANG {
-                let _ = child.kill();
-                panic!("hang: {cmd} (serving: {serving})");
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        };
+        let status = wait_or_kill(&mut child, &format!("{cmd} (serving: {serving})"));
         let stderr = reader.join().unwrap();
         if serving {
             assert_eq!(
