@@ -91,7 +91,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
     let parallel = usize::from(a.parallel);
     let mut session = a.run.session_options();
     if session.n_ctx == 0 {
-        session.n_ctx = parallel * model.hparams().n_ctx_train.min(4096);
+        session.n_ctx = parallel * model.default_n_ctx();
     }
     let config = ServerConfig {
         model_id,

@@ -79,7 +79,7 @@ impl std::fmt::Debug for Model {
 /// Options of a [`Session`].
 #[derive(Debug, Clone)]
 pub struct SessionOptions {
-    /// Context length in tokens (0: the model's training context, capped at 4096).
+    /// Context length in tokens (0: [`Model::default_n_ctx`]).
     pub n_ctx: usize,
     /// Threads (0: the number of physical cores, as llama.cpp picks). More than
     /// [`max_threads`] are not started: threads beyond the CPUs only wait for each other.
@@ -207,6 +207,23 @@ impl Model {
         self.set.parts().iter().map(|p| p.len()).sum()
     }
 
+    /// The context a session gets when its options ask for 0: the model's training context,
+    /// capped at 4096.
+    pub fn default_n_ctx(&self) -> usize {
+        self.hparams().n_ctx_train.min(4096)
+    }
+
+    /// Refuses a sequence's context past the model's training context.
+    fn check_n_ctx(&self, n_ctx: usize) -> Result<()> {
+        let train = self.hparams().n_ctx_train;
+        if n_ctx > train {
+            return Err(ModelError::Request(format!(
+                "a context of {n_ctx} exceeds the model's training context of {train}"
+            )));
+        }
+        Ok(())
+    }
+
     /// A session: a KV cache and buffers for generating with this model.
     pub fn session(&self, options: SessionOptions) -> Result<Session<'_>> {
         let pool = ThreadPool::new(session_threads(options.threads))?;
@@ -221,20 +238,15 @@ impl Model {
     ) -> Result<Session<'_>> {
         let hp = self.hparams();
         let n_ctx = match options.n_ctx {
-            0 => hp.n_ctx_train.min(4096),
+            0 => self.default_n_ctx(),
             n => n,
         };
-        if n_ctx > hp.n_ctx_train {
-            return Err(ModelError::Request(format!(
-                "a context of {n_ctx} exceeds the model's training context of {}",
-                hp.n_ctx_train
-            )));
-        }
         if n_ctx == 0 {
             return Err(ModelError::Request(
                 "the context length must be positive".into(),
             ));
         }
+        self.check_n_ctx(n_ctx)?;
         let n_batch = options.n_batch.max(1);
         Ok(Session {
             model: self,

@@ -78,9 +78,8 @@ impl std::fmt::Debug for ParallelSession<'_> {
 
 impl Model {
     /// A session of `n_seq` sequences, each with a KV cache of `options.n_ctx / n_seq`
-    /// positions (as llama-server divides `-c` among its `-np` slots; `n_ctx` 0 is the
-    /// model's training context capped at 4096, as for [`Model::session`]). A step holds at
-    /// most `options.n_batch` tokens in all.
+    /// positions (as llama-server divides `-c` among its `-np` slots; `n_ctx` 0 is
+    /// [`Model::default_n_ctx`]). A step holds at most `options.n_batch` tokens in all.
     pub fn parallel_session(
         &self,
         options: SessionOptions,
@@ -104,7 +103,7 @@ impl Model {
             )));
         }
         let total = match options.n_ctx {
-            0 => hp.n_ctx_train.min(4096),
+            0 => self.default_n_ctx(),
             n => n,
         };
         let n_ctx = total / n_seq;
@@ -113,12 +112,7 @@ impl Model {
                 "a context of {total} leaves no position for each of {n_seq} sequences"
             )));
         }
-        if n_ctx > hp.n_ctx_train {
-            return Err(ModelError::Request(format!(
-                "a context of {n_ctx} per sequence exceeds the model's training context of {}",
-                hp.n_ctx_train
-            )));
-        }
+        self.check_n_ctx(n_ctx)?;
         if !hp.causal {
             return Err(ModelError::Request(format!(
                 "`{}` is an encoder: it computes embeddings, not sequences of tokens",
