@@ -63,13 +63,7 @@ async fn greedy_chat_equals_the_engine() {
         &json!({"model": "tiny", "messages": messages_json(), "temperature": 0, "max_tokens": 24}),
     )
     .await;
-    assert_eq!(
-        reply.status,
-        200,
-        "{:?}",
-        String::from_utf8_lossy(&reply.body)
-    );
-    let v = reply.json();
+    let v = reply.ok_json();
     assert_eq!(v["object"], "chat.completion");
     assert_eq!(v["model"], "tiny");
     assert!(v["id"].as_str().unwrap().starts_with("chatcmpl-"));
@@ -128,13 +122,7 @@ async fn greedy_completion_equals_the_engine_and_stops_at_a_stop_string() {
         &json!({"model": "tiny", "prompt": prompt, "temperature": 0.0, "max_tokens": 20}),
     )
     .await;
-    assert_eq!(
-        reply.status,
-        200,
-        "{:?}",
-        String::from_utf8_lossy(&reply.body)
-    );
-    let v = reply.json();
+    let v = reply.ok_json();
     assert_eq!(v["object"], "text_completion");
     assert_eq!(v["choices"][0]["text"], expected.as_str());
     assert_eq!(v["choices"][0]["finish_reason"], "length");
@@ -553,13 +541,7 @@ async fn embeddings_equal_the_engine_for_a_model_with_a_pooling_type() {
         &json!({"model": "tiny", "input": inputs}),
     )
     .await;
-    assert_eq!(
-        reply.status,
-        200,
-        "{:?}",
-        String::from_utf8_lossy(&reply.body)
-    );
-    let v = reply.json();
+    let v = reply.ok_json();
     assert_eq!(v["object"], "list");
     assert_eq!(v["model"], "tiny");
     let mut session = model.session(session_options()).unwrap();

@@ -149,8 +149,7 @@ async fn concurrent_greedy_requests_equal_lone_sessions() {
                 chunks[n - 1]["usage"].clone(),
             )
         } else {
-            assert_eq!(reply.status, 200, "{}", reply.text());
-            let v = reply.json();
+            let v = reply.ok_json();
             assert_eq!(v["object"], "text_completion");
             (
                 v["choices"][0]["text"].as_str().unwrap().to_string(),
@@ -211,8 +210,7 @@ async fn metrics_count_requests_tokens_and_prefix_reuse() {
         &json!({"messages": messages, "temperature": 0, "max_tokens": 8}),
     )
     .await;
-    assert_eq!(first.status, 200, "{}", first.text());
-    let first = first.json();
+    let first = first.ok_json();
     // The conversation goes on: its prompt begins with the first one and its reply.
     let list = messages.as_array_mut().unwrap();
     list.push(first["choices"][0]["message"].clone());
@@ -223,8 +221,7 @@ async fn metrics_count_requests_tokens_and_prefix_reuse() {
         &json!({"messages": messages, "temperature": 0, "max_tokens": 8}),
     )
     .await;
-    assert_eq!(second.status, 200, "{}", second.text());
-    let second = second.json();
+    let second = second.ok_json();
     let usage = |key: &str| {
         (first["usage"][key].as_u64().unwrap() + second["usage"][key].as_u64().unwrap()) as f64
     };
@@ -657,8 +654,7 @@ async fn a_prompt_longer_than_the_batch_alone_is_taken_in_chunks() {
             let finish = chunks.last().unwrap()["choices"][0]["finish_reason"].clone();
             (text, finish, None)
         } else {
-            assert_eq!(reply.status, 200, "{}", reply.text());
-            let v = reply.json();
+            let v = reply.ok_json();
             (
                 v["choices"][0]["text"].as_str().unwrap().to_string(),
                 v["choices"][0]["finish_reason"].clone(),

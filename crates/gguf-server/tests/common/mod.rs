@@ -149,6 +149,12 @@ impl Reply {
         String::from_utf8_lossy(&self.body).into_owned()
     }
 
+    /// The body of a 200 as JSON (failing with the body otherwise).
+    pub fn ok_json(&self) -> serde_json::Value {
+        assert_eq!(self.status, 200, "{}", self.text());
+        self.json()
+    }
+
     /// The `param` of an error response, after checking its shape.
     pub fn error_param(&self) -> Option<String> {
         let v = self.json();
