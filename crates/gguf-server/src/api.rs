@@ -35,29 +35,17 @@ fn ok(body: &Value) -> Response {
     json_response(StatusCode::OK, body)
 }
 
-/// The body as a JSON object: 413 over the limit, 400 for anything but a UTF-8 JSON object.
-fn body_object(
-    shared: &Shared,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<serde_json::Map<String, Value>, ApiError> {
-    let body = body.map_err(|rejection| {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::too_large(shared.max_body_bytes)
-        } else {
-            ApiError::bad_request(format!("the request body could not be read: {rejection}"))
-        }
-    })?;
-    request::json_object(&body)
-}
-
-/// The body as a JSON object (see [`body_object`]) with no field outside `known` and, if it
-/// names a `model`, a string there (any string: the server has one model).
+/// The body (read whole, within its limits, by [`read_body_in_time`]) as a JSON object (400
+/// for anything but a UTF-8 JSON object) with no field outside `known` and, if it names a
+/// `model`, a string there (any string: the server has one model).
 fn request_object(
-    shared: &Shared,
     body: Result<Bytes, BytesRejection>,
     known: &[&[&str]],
 ) -> Result<serde_json::Map<String, Value>, ApiError> {
-    let object = body_object(shared, body)?;
+    let body = body.map_err(|rejection| {
+        ApiError::bad_request(format!("the request body could not be read: {rejection}"))
+    })?;
+    let object = request::json_object(&body)?;
     let f = Fields(&object);
     request::check_known(&f, known)?;
     if f.get("model").is_some_and(|m| !m.is_string()) {
@@ -509,7 +497,7 @@ pub(crate) async fn chat_completions(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let shared = &*shared;
-    let object = request_object(shared, body, request::CHAT_FIELDS)?;
+    let object = request_object(body, request::CHAT_FIELDS)?;
     let f = Fields(&object);
     let params = request::generation_params(&f, &["max_tokens", "max_completion_tokens"], true)?;
     let messages = request::messages(&f)?;
@@ -534,7 +522,7 @@ pub(crate) async fn completions(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let shared = &*shared;
-    let object = request_object(shared, body, request::COMPLETION_FIELDS)?;
+    let object = request_object(body, request::COMPLETION_FIELDS)?;
     let f = Fields(&object);
     let params = request::generation_params(&f, &["max_tokens"], false)?;
     let prompt = match f.get("prompt") {
@@ -565,7 +553,7 @@ pub(crate) async fn embeddings(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let shared = &*shared;
-    let object = request_object(shared, body, request::EMBEDDING_FIELDS)?;
+    let object = request_object(body, request::EMBEDDING_FIELDS)?;
     let f = Fields(&object);
     let base64 = match f.string("encoding_format")? {
         None | Some("float") => false,
@@ -666,7 +654,7 @@ pub(crate) async fn tokenize(
     State(shared): AppState,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let object = request_object(&shared, body, request::TOKENIZE_FIELDS)?;
+    let object = request_object(body, request::TOKENIZE_FIELDS)?;
     let f = Fields(&object);
     let content = f
         .string("content")?
@@ -687,7 +675,7 @@ pub(crate) async fn detokenize(
     State(shared): AppState,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let object = request_object(&shared, body, request::DETOKENIZE_FIELDS)?;
+    let object = request_object(body, request::DETOKENIZE_FIELDS)?;
     let f = Fields(&object);
     let tokenizer = shared.model.tokenizer();
     let ids = request::token_ids(&f, "tokens", tokenizer.vocab_size())?;

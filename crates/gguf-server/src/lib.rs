@@ -248,7 +248,8 @@ impl Server {
                 shared.clone(),
                 api::authenticate,
             ))
-            .layer(DefaultBodyLimit::max(shared.max_body_bytes))
+            // `read_body_in_time` enforces `max_body_bytes` (413) before any handler runs.
+            .layer(DefaultBodyLimit::disable())
             .with_state(shared);
         if self.cors_origins.is_empty() {
             return router;

@@ -208,12 +208,14 @@ struct Active<'m> {
     next: Option<u32>,
     completion_tokens: usize,
     logprobs: Vec<TokenLogprob>,
-    /// The client left (a send failed).
+    /// A send failed: the client left while the step ran. (A channel closed after `Done` is
+    /// not that, hence a flag rather than asking the channel.)
     gone: bool,
 }
 
 impl Active<'_> {
-    fn gone(&self, shutdown: &AtomicBool) -> bool {
+    /// Its client has gone (or the server is stopping): drop it before the next step.
+    fn abandoned(&self, shutdown: &AtomicBool) -> bool {
         self.job.events.is_closed() || shutdown.load(Ordering::Acquire)
     }
 }
@@ -349,7 +351,7 @@ impl<'m> Scheduler<'m> {
     /// tokens, no `Done`.
     fn drop_gone(&mut self, shutdown: &AtomicBool) {
         for slot in &mut self.slots {
-            if slot.as_ref().is_some_and(|a| a.gone(shutdown)) {
+            if slot.as_ref().is_some_and(|a| a.abandoned(shutdown)) {
                 *slot = None;
                 self.metrics.cancelled.fetch_add(1, Ordering::Relaxed);
             }
