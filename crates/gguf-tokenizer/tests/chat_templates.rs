@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use gguf_format::{GgufBuilder, GgufFile};
 use gguf_test_support::real_model;
 use gguf_tokenizer::chat::{
-    template_names, ChatMessage, ChatTemplate, DateTime, RenderOptions, Value,
+    template_names, ChatMessage, ChatTemplate, DateTime, RenderLimits, RenderOptions, Value,
 };
 use gguf_tokenizer::TokenizerError;
 use proptest::prelude::*;
@@ -77,6 +77,7 @@ fn case_options(reference: &serde_json::Value, case: &serde_json::Value) -> Rend
         documents: None,
         extra,
         now: Some(fixed_now(reference)),
+        ..RenderOptions::default()
     }
 }
 
@@ -646,4 +647,212 @@ proptest! {
             prop_assert!(!error.contains("internal error"), "{:?}: {}", source, error);
         }
     }
+}
+
+/// Three loops over the messages: 8 million lines for 200 messages.
+const THREE_LOOPS: &str = "{% for a in messages %}{% for b in messages %}{% for c in messages %}\
+    {{ a.content }}{{ b.content }}{{ c.content }} and some text{% endfor %}{% endfor %}{% endfor %}";
+
+/// Renders `source` over `n` short messages with `limits`; the error, or the prompt's length.
+fn render_bounded(source: &str, n: usize, limits: RenderLimits) -> Result<usize, String> {
+    let template = ChatTemplate::new(source).map_err(|e| e.to_string())?;
+    let messages: Vec<ChatMessage> = (0..n)
+        .map(|i| ChatMessage::new(if i % 2 == 0 { "user" } else { "assistant" }, "hi"))
+        .collect();
+    let opts = RenderOptions {
+        limits,
+        ..RenderOptions::default()
+    };
+    template
+        .render(&messages, &opts)
+        .map(|prompt| prompt.len())
+        .map_err(|e| e.to_string())
+}
+
+/// Templates that grow a value, their output or their work without end (the hostile audit's
+/// doubling namespace and nested loops among them) end in an error naming the bound, quickly
+/// and within a few hundred megabytes, instead of taking the process down.
+#[test]
+fn templates_that_grow_without_end_fail_cleanly() {
+    const VALUE: &str = "string or list of more than";
+    const WORK: &str = "bytes of text and lists";
+    const STEPS: &str = "instructions";
+    let ns = "{% set ns = namespace(s='xx', l=[1], big='x' * 1000000) %}";
+    let cases: &[(&str, &str)] = &[
+        // The audit's case: 2^41 bytes by concatenation.
+        (
+            "{% set ns = namespace(s='xx') %}{% for i in range(40) %}\
+             {% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}",
+            VALUE,
+        ),
+        (
+            "{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}",
+            VALUE,
+        ),
+        (
+            "{% for i in range(40) %}{% set ns.s = ns.s * 2 %}{% endfor %}",
+            VALUE,
+        ),
+        (
+            "{% for i in range(40) %}{% set ns.l = ns.l + ns.l %}{% endfor %}",
+            VALUE,
+        ),
+        (
+            "{% for i in range(40) %}{% set ns.s = [ns.s, ns.s] | join %}{% endfor %}",
+            VALUE,
+        ),
+        (
+            "{% for i in range(40) %}{% set ns.s = ns.s.join([ns.s, ns.s]) %}{% endfor %}",
+            VALUE,
+        ),
+        (
+            "{% for i in range(40) %}{% set ns.s = ns.s | replace('x', 'xx') %}{% endfor %}",
+            VALUE,
+        ),
+        (
+            "{% for i in range(40) %}{% set ns.s = ns.s.replace('x', 'xx') %}{% endfor %}",
+            VALUE,
+        ),
+        (
+            "{% for i in range(40) %}{% set ns.s = '%s%s' | format(ns.s, ns.s) %}{% endfor %}",
+            VALUE,
+        ),
+        (
+            "{% for i in range(40) %}{% set ns.s = [ns.s, ns.s] | string %}{% endfor %}",
+            VALUE,
+        ),
+        (
+            "{% for i in range(40) %}{% set ns.s = [ns.s, ns.s] | tojson %}{% endfor %}",
+            VALUE,
+        ),
+        // One step that would be huge.
+        ("{{ 'x' | indent(1000000000000) }}", VALUE),
+        ("{{ 'x'.center(1000000000000) }}", VALUE),
+        ("{{ '%1000000000000s' | format('x') }}", VALUE),
+        ("{{ [1] | batch(1000000000000, 'x') }}", VALUE),
+        ("{{ [1] | slice(1000000000000) }}", VALUE),
+        ("{{ ns.big.replace('', ns.big) }}", VALUE),
+        ("{{ ns.big * 1000 }}", VALUE),
+        // Many copies kept: slices, lists built from a long string, macro output.
+        (
+            "{% for i in range(1000) %}{% set ns.l = ns.l + [ns.big[i:]] %}{% endfor %}",
+            WORK,
+        ),
+        (
+            "{% for i in range(1000) %}{% set ns.l = ns.l + [ns.big | list] %}{% endfor %}",
+            WORK,
+        ),
+        (
+            "{% macro d(n) %}{% if n %}{{ d(n - 1) }}{{ d(n - 1) }}{% else %}{{ ns.big }}\
+             {% endif %}{% endmacro %}{% set x = d(30) %}",
+            VALUE,
+        ),
+        // Text written into a captured block, not the output.
+        (
+            "{% set s %}{% for i in range(100000) %}{% for j in range(100000) %}\
+             some text some text some text{% endfor %}{% endfor %}{% endset %}",
+            STEPS,
+        ),
+        // The audit's second case: three loops over 200 messages would write ~800 MB (with
+        // the output limit of a context, see `render_limits_are_exact`, that stops it first).
+        (THREE_LOOPS, STEPS),
+        // Loops that only count.
+        (
+            "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+            STEPS,
+        ),
+        // A namespace inside itself, directly or through a list, prints and compares without end.
+        (
+            "{% set ns.y = ns %}{{ ns ~ '' }}",
+            "a namespace cannot hold itself",
+        ),
+        (
+            "{% set ns.y = [1, {'a': ns}] %}{{ ns == ns }}",
+            "a namespace cannot hold itself",
+        ),
+        // Nesting deep enough to overflow the stack when dropped.
+        (
+            "{% for i in range(100000) %}{% set ns.l = [ns.l] %}{% endfor %}",
+            "nested more than",
+        ),
+    ];
+    let limits = RenderLimits::default();
+    for (body, want) in cases {
+        let source = if body.contains("namespace(s='xx')") {
+            body.to_string()
+        } else {
+            format!("{ns}{body}")
+        };
+        match render_bounded(&source, 200, limits) {
+            Err(e) => assert!(e.contains(want), "{body}: {e}"),
+            Ok(len) => panic!("{body}: rendered {len} bytes"),
+        }
+    }
+}
+
+/// The limits are the caller's: a prompt just under the output limit renders, one byte more
+/// does not; fuel for a few instructions stops a short loop.
+#[test]
+fn render_limits_are_exact() {
+    let source = "{% for m in messages %}{{ m.content }}{% endfor %}";
+    let limits = |max_output_bytes| RenderLimits {
+        max_output_bytes,
+        ..RenderLimits::default()
+    };
+    assert_eq!(render_bounded(source, 10, limits(20)), Ok(20));
+    let err = render_bounded(source, 10, limits(19)).unwrap_err();
+    assert!(err.contains("longer than 19 bytes"), "{err}");
+    let err = render_bounded(THREE_LOOPS, 200, RenderLimits::for_output(1 << 20)).unwrap_err();
+    assert!(
+        err.contains("the rendered prompt is longer than 1048576 bytes"),
+        "{err}"
+    );
+    let few = RenderLimits {
+        max_instructions: 50,
+        ..RenderLimits::default()
+    };
+    let err = render_bounded(source, 100, few).unwrap_err();
+    assert!(err.contains("more than 50 instructions"), "{err}");
+    let err = render_bounded(
+        "{{ messages[0].content * 100 }}",
+        1,
+        RenderLimits {
+            max_work_bytes: 100,
+            ..RenderLimits::default()
+        },
+    )
+    .unwrap_err();
+    assert!(err.contains("more than 100 bytes of text"), "{err}");
+}
+
+/// A tag of thousands of operators, which minijinja would compile and drop by recursion until
+/// the stack overflows, is refused before it is parsed.
+#[test]
+fn a_tag_of_thousands_of_operators_is_refused() {
+    for op in [" + ", " ~ ", "|trim|", "."] {
+        let chain = vec!["x"; 5000].join(op);
+        let err = ChatTemplate::new(&format!("a\n{{{{ {chain} }}}}"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("a tag on line 2 holds more than 500 operators"),
+            "{op}: {err}"
+        );
+    }
+    // A long but flat tag is fine.
+    let items = vec!["'x'"; 2000].join(", ");
+    assert!(ChatTemplate::new(&format!("{{{{ [{items}] | length }}}}")).is_ok());
+}
+
+/// `~` converts with Python's `str()`, as Jinja2 does (minijinja's own prints `none`, `true`
+/// and lists with double quotes).
+#[test]
+fn concatenation_converts_as_python() {
+    let template =
+        ChatTemplate::new("{{ none ~ '|' ~ true ~ '|' ~ [1, 'a'] ~ '|' ~ nothing ~ 1.0 }}")
+            .unwrap();
+    let prompt = template
+        .render(&[ChatMessage::new("user", "x")], &RenderOptions::default())
+        .unwrap();
+    assert_eq!(prompt, "None|True|[1, 'a']|1.0");
 }

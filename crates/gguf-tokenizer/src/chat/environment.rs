@@ -6,6 +6,7 @@ use minijinja::{
     AutoEscape, Environment, Error, ErrorKind, Output, State, UndefinedBehavior, Value,
 };
 
+use super::budget::{add_charged_filter, add_guarded_operations, charge, DEFAULT_MAX_INSTRUCTIONS};
 use super::datetime::strftime_now;
 use super::filters::*;
 use super::methods::{py_capitalize, py_islower, py_isupper, py_method};
@@ -25,24 +26,50 @@ pub(super) fn environment() -> Environment<'static> {
     env.set_debug(false);
     env.set_formatter(format_value);
     env.set_unknown_method_callback(py_method);
-    env.add_filter("tojson", tojson);
-    env.add_filter("string", |v: &Value| Value::from(py_str(v)));
-    env.add_filter("join", join_filter);
-    env.add_filter("trim", trim_filter);
-    env.add_filter("length", length_filter);
-    env.add_filter("count", length_filter);
-    env.add_filter("replace", replace_filter);
-    env.add_filter("int", int_filter);
-    env.add_filter("float", float_filter);
-    env.add_filter("title", |v: &Value| Value::from(jinja_title(&py_str(v))));
-    env.add_filter("capitalize", |v: &Value| {
+    env.set_fuel(Some(DEFAULT_MAX_INSTRUCTIONS));
+    add_guarded_operations(&mut env);
+    // Every filter that returns a string or a list has it charged to the render: Jinja2's
+    // versions where minijinja's differ, and minijinja's own.
+    add_charged_filter(&mut env, "tojson", tojson);
+    add_charged_filter(&mut env, "string", |v: &Value| Value::from(py_str(v)));
+    add_charged_filter(&mut env, "join", join_filter);
+    add_charged_filter(&mut env, "trim", trim_filter);
+    add_charged_filter(&mut env, "replace", replace_filter);
+    add_charged_filter(&mut env, "indent", indent_filter);
+    add_charged_filter(&mut env, "format", format_filter);
+    add_charged_filter(&mut env, "pprint", pprint_filter);
+    add_charged_filter(&mut env, "title", |v: &Value| {
+        Value::from(jinja_title(&py_str(v)))
+    });
+    add_charged_filter(&mut env, "capitalize", |v: &Value| {
         Value::from(py_capitalize(&py_str(v)))
     });
+    env.add_filter("length", length_filter);
+    env.add_filter("count", length_filter);
+    env.add_filter("int", int_filter);
+    env.add_filter("float", float_filter);
     // Jinja2's none is not iterable and its undefined iterates as empty (minijinja: both empty).
-    env.add_filter("items", items_filter);
+    add_charged_filter(&mut env, "items", items_filter);
     env.add_filter("first", first_filter);
     env.add_filter("last", last_filter);
     add_refusing_none(&mut env);
+    {
+        use minijinja::filters::*;
+        add_charged_filter(&mut env, "lower", lower);
+        add_charged_filter(&mut env, "upper", upper);
+        add_charged_filter(&mut env, "escape", escape);
+        add_charged_filter(&mut env, "e", escape);
+        add_charged_filter(&mut env, "dictsort", dictsort);
+        add_charged_filter(&mut env, "split", split);
+        add_charged_filter(&mut env, "lines", lines);
+        add_charged_filter(&mut env, "map", map);
+        add_charged_filter(&mut env, "select", select);
+        add_charged_filter(&mut env, "reject", reject);
+        add_charged_filter(&mut env, "selectattr", selectattr);
+        add_charged_filter(&mut env, "rejectattr", rejectattr);
+        add_charged_filter(&mut env, "chain", chain);
+        add_charged_filter(&mut env, "zip", zip);
+    }
     env.add_filter(FOR_ITERABLE, for_iterable);
     env.add_test("iterable", iterable_test);
     env.add_test("in", in_test);
@@ -74,10 +101,15 @@ pub(super) fn format_value(out: &mut Output, state: &State, value: &Value) -> Re
         ValueKind::Number => !value.is_integer(),
         _ => false,
     };
+    // What a template writes is charged, to its output or into a captured block alike: its own
+    // text comes here too, as string constants (see `guard_operations`).
     if python {
-        out.write_str(&py_str(value))
+        let text = py_str(value);
+        charge(text.len())?;
+        out.write_str(&text)
             .map_err(|_| Error::new(ErrorKind::WriteFailure, "cannot write the output"))
     } else {
+        charge(value.as_str().map_or(24, str::len))?;
         minijinja::escape_formatter(out, state, value)
     }
 }

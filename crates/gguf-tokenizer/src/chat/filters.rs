@@ -1,12 +1,16 @@
 //! Jinja2's filters and tests where minijinja's differ: those that convert with `str()`, and
 //! none and undefined as Jinja2 has them.
 
-use minijinja::value::{Kwargs, ValueKind};
+use minijinja::value::{Kwargs, Rest, ValueKind};
 use minijinja::{Environment, Error, ErrorKind, State, Value};
 
-use super::methods::py_isspace;
+use super::budget::add_charged_filter;
+
+use super::budget::{charge, charge_items};
+use super::methods::{py_isspace, replaced_len, splitlines};
 use super::python::{
-    int_arg, number, py_args, py_str, py_type, required, str_arg, type_error, Number,
+    int_arg, number, py_args, py_repr_string, py_str, py_type, required, str_arg, type_error,
+    Number,
 };
 
 // Filters whose Jinja2 versions convert with str()
@@ -24,10 +28,7 @@ pub(super) fn join_filter(value: &Value, args: &[Value]) -> Result<String, Error
         None => value.try_iter()?.collect(),
     };
     for (i, item) in items.iter().enumerate() {
-        if i > 0 {
-            out.push_str(&sep);
-        }
-        match &attribute {
+        let text = match &attribute {
             Some(attr) => {
                 let mut v = item.clone();
                 for part in py_str(attr).split('.') {
@@ -36,10 +37,19 @@ pub(super) fn join_filter(value: &Value, args: &[Value]) -> Result<String, Error
                         Err(_) => v.get_attr(part)?,
                     };
                 }
-                out.push_str(&py_str(&v));
+                py_str(&v)
             }
-            None => out.push_str(&py_str(item)),
+            None => py_str(item),
+        };
+        charge(
+            out.len()
+                .saturating_add(sep.len())
+                .saturating_add(text.len()),
+        )?;
+        if i > 0 {
+            out.push_str(&sep);
         }
+        out.push_str(&text);
     }
     Ok(out)
 }
@@ -70,9 +80,12 @@ pub(super) fn replace_filter(value: &Value, args: &[Value]) -> Result<String, Er
     let old = str_arg("replace", &required("replace", old)?)?;
     let new = str_arg("replace", &required("replace", new)?)?;
     let s = py_str(value);
-    Ok(match count.map(|c| int_arg("replace", &c)).transpose()? {
-        Some(n) if n >= 0 => s.replacen(old.as_str(), &new, n as usize),
-        _ => s.replace(old.as_str(), &new),
+    let count = count.map(|c| int_arg("replace", &c)).transpose()?;
+    let limit = count.and_then(|n| usize::try_from(n).ok());
+    charge(replaced_len(&s, &old, &new, limit.unwrap_or(usize::MAX)))?;
+    Ok(match limit {
+        Some(n) => s.replacen(old.as_str(), &new, n),
+        None => s.replace(old.as_str(), &new),
     })
 }
 
@@ -250,25 +263,145 @@ macro_rules! refusing_none {
             }
         )*
 
-        /// Registers minijinja's iterating filters behind [`not_none`].
+        /// Registers minijinja's iterating filters behind [`not_none`], their results charged
+        /// to the render.
         pub(super) fn add_refusing_none(env: &mut Environment<'static>) {
-            $(env.add_filter(stringify!($sname), $sname);)*
-            $(env.add_filter(stringify!($name), $name);)*
+            $(add_charged_filter(env, stringify!($sname), $sname);)*
+            $(add_charged_filter(env, stringify!($name), $name);)*
+            add_charged_filter(env, "list", list);
+            add_charged_filter(env, "batch", batch);
+            add_charged_filter(env, "slice", slice);
         }
     };
 }
 
 refusing_none! {
     with_state:
-        list(value: Value),
         sort(value: Value, kwargs: Kwargs),
         unique(value: Value, kwargs: Kwargs),
         sum(value: Value),
         min(value: Value),
-        max(value: Value),
-        batch(value: Value, count: usize, fill_with: Option<Value>),
-        slice(value: Value, count: usize, fill_with: Option<Value>);
+        max(value: Value);
     without_state:
         reverse(value: &Value),
         groupby(value: Value, attribute: Option<&str>, kwargs: Kwargs);
+}
+
+/// minijinja's `list`; a string's characters are charged before they become a list.
+fn list(state: &State, value: Value) -> Result<Value, Error> {
+    not_none(&value)?;
+    if let Some(s) = value.as_str() {
+        charge_items(s.len())?;
+    }
+    minijinja::filters::list(state, value)
+}
+
+/// minijinja's `batch`; the batches, filled up to `count`, are charged before they are built.
+fn batch(
+    state: &State,
+    value: Value,
+    count: usize,
+    fill_with: Option<Value>,
+) -> Result<Value, Error> {
+    not_none(&value)?;
+    charge_items(value.len().unwrap_or(0).saturating_add(count))?;
+    minijinja::filters::batch(state, value, count, fill_with)
+}
+
+/// minijinja's `slice`; its `count` lists are charged before they are built.
+fn slice(
+    state: &State,
+    value: Value,
+    count: usize,
+    fill_with: Option<Value>,
+) -> Result<Value, Error> {
+    not_none(&value)?;
+    charge_items(value.len().unwrap_or(0).saturating_add(count))?;
+    minijinja::filters::slice(state, value, count, fill_with)
+}
+
+/// Jinja2's `indent(s, width=4, first=False, blank=False)`: `width` spaces (or the string
+/// `width`) before each line but the first, blank lines left alone unless `blank`; the lines
+/// split as Python's `str.splitlines` splits them. Charged before it is built.
+pub(super) fn indent_filter(value: &Value, args: &[Value]) -> Result<String, Error> {
+    let [width, first, blank] = py_args("indent", args, ["width", "first", "blank"])?;
+    let indention = match width {
+        None => "    ".to_string(),
+        Some(w) if w.kind() == ValueKind::String => w.as_str().unwrap_or_default().to_string(),
+        Some(w) => {
+            let n = usize::try_from(int_arg("indent", &w)?).unwrap_or(0);
+            charge(n)?;
+            " ".repeat(n)
+        }
+    };
+    let (first, blank) = (
+        first.is_some_and(|v| v.is_true()),
+        blank.is_some_and(|v| v.is_true()),
+    );
+    let mut s = py_str(value);
+    s.push('\n');
+    let lines = splitlines(&s, false);
+    charge(
+        s.len().saturating_add(
+            lines
+                .len()
+                .saturating_add(1)
+                .saturating_mul(indention.len() + 1),
+        ),
+    )?;
+    let mut out = String::new();
+    if first {
+        out.push_str(&indention);
+    }
+    for (i, line) in lines.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+            if blank || !line.is_empty() {
+                out.push_str(&indention);
+            }
+        }
+        out.push_str(line);
+    }
+    Ok(out)
+}
+
+/// minijinja's `format` (printf style); the widths and precisions its conversions ask for are
+/// charged before it pads to them.
+pub(super) fn format_filter(
+    state: &State,
+    format: &Value,
+    args: Rest<Value>,
+) -> Result<Value, Error> {
+    if let Some(f) = format.as_str() {
+        charge(printf_padding(f))?;
+    }
+    minijinja::filters::format(state, format, args)
+}
+
+/// The sum of the widths and precisions of a printf format's conversions (`%10s`, `%.3f`).
+fn printf_padding(format: &str) -> usize {
+    let mut total = 0usize;
+    let mut rest = format;
+    while let Some(at) = rest.find('%') {
+        rest = &rest[at + 1..];
+        let spec_len = rest
+            .find(|c: char| !matches!(c, '-' | '+' | ' ' | '#' | '.' | '0'..='9'))
+            .unwrap_or(rest.len());
+        for number in rest[..spec_len].split(|c: char| !c.is_ascii_digit()) {
+            total = total.saturating_add(number.parse::<usize>().unwrap_or(if number.is_empty() {
+                0
+            } else {
+                usize::MAX
+            }));
+        }
+        rest = &rest[spec_len..];
+        // `%%` is a literal percent sign, not the start of the next conversion.
+        rest = rest.strip_prefix('%').unwrap_or(rest);
+    }
+    total
+}
+
+/// Jinja2's `pprint`: Python's `repr` (without `pformat`'s line wrapping of long values).
+pub(super) fn pprint_filter(value: &Value) -> String {
+    py_repr_string(value)
 }

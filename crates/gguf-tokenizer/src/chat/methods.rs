@@ -4,6 +4,7 @@
 use minijinja::value::ValueKind;
 use minijinja::{Error, ErrorKind, State, Value};
 
+use super::budget::{charge, charge_value};
 use super::python::{int_arg, py_args, py_repr_string, py_type, required, str_arg, type_error};
 
 /// Python's whitespace (`str.isspace`, what `str.split()` and `str.strip()` remove).
@@ -193,12 +194,28 @@ pub(super) fn py_method(
     method: &str,
     args: &[Value],
 ) -> Result<Value, Error> {
-    match value.kind() {
+    let out = match value.kind() {
         ValueKind::String => str_method(value.as_str().unwrap_or_default(), method, args),
         ValueKind::Map => map_method(value, method, args),
         ValueKind::Seq => seq_method(value, method, args),
         _ => Err(Error::from(ErrorKind::UnknownMethod)),
+    }?;
+    charge_value(&out)?;
+    Ok(out)
+}
+
+/// The length of `s` with (at most `limit` of) the `old` in it replaced by `new`, as Python's
+/// `str.replace` counts them (an empty `old` matches before every character and at the end).
+pub(super) fn replaced_len(s: &str, old: &str, new: &str, limit: usize) -> usize {
+    let found = if old.is_empty() {
+        s.chars().count().saturating_add(1)
+    } else {
+        s.matches(old).count()
     }
+    .min(limit);
+    s.len()
+        .saturating_add(found.saturating_mul(new.len()))
+        .saturating_sub(found.saturating_mul(old.len()))
 }
 
 pub(super) fn str_method(s: &str, method: &str, args: &[Value]) -> Result<Value, Error> {
@@ -350,6 +367,8 @@ pub(super) fn str_method(s: &str, method: &str, args: &[Value]) -> Result<Value,
                 Some(c) => int_arg(method, &c)?,
                 None => -1,
             };
+            let limit = usize::try_from(count).unwrap_or(usize::MAX);
+            charge(replaced_len(s, &old, &new, limit))?;
             Ok(Value::from(match usize::try_from(count) {
                 Ok(n) => s.replacen(old.as_str(), &new, n),
                 Err(_) => s.replace(old.as_str(), &new),
@@ -370,6 +389,7 @@ pub(super) fn str_method(s: &str, method: &str, args: &[Value]) -> Result<Value,
                         py_type(item)
                     )));
                 };
+                charge(out.len().saturating_add(s.len()).saturating_add(text.len()))?;
                 if i > 0 {
                     out.push_str(s);
                 }
@@ -408,7 +428,7 @@ pub(super) fn str_method(s: &str, method: &str, args: &[Value]) -> Result<Value,
         }
         "center" | "ljust" | "rjust" | "zfill" => {
             let [width, fill] = py_args(method, args, ["width", "fillchar"])?;
-            let width = int_arg(method, &required(method, width)?)?.clamp(0, 1 << 20) as usize;
+            let width = usize::try_from(int_arg(method, &required(method, width)?)?).unwrap_or(0);
             let fill = match fill {
                 Some(f) => {
                     let f = str_arg(method, &f)?;
@@ -429,6 +449,7 @@ pub(super) fn str_method(s: &str, method: &str, args: &[Value]) -> Result<Value,
                 return Ok(Value::from(s));
             }
             let pad = width - len;
+            charge(s.len().saturating_add(pad.saturating_mul(fill.len_utf8())))?;
             let (left, right) = match method {
                 "ljust" => (0, pad),
                 "rjust" => (pad, 0),

@@ -36,9 +36,11 @@
 //! instance with [`Value::from_serialize`] from a `serde_json::Value`, and rendered with
 //! [`ChatTemplate::render_value`].
 
+mod budget;
 mod datetime;
 mod environment;
 mod filters;
+mod guard;
 mod methods;
 mod python;
 mod source;
@@ -54,9 +56,12 @@ use minijinja::{Environment, Error};
 
 use crate::{Result, TokenizerError};
 
+use budget::SpendGuard;
+pub use budget::{RenderLimits, DEFAULT_MAX_INSTRUCTIONS};
 use datetime::ClockGuard;
 pub use datetime::DateTime;
 use environment::environment;
+use guard::{check_tag_sizes, guard_operations};
 pub use methods::splitlines;
 use python::py_repr_string;
 use source::{accept_generation_tags, guard_for_loops};
@@ -160,6 +165,9 @@ pub struct RenderOptions {
     pub extra: BTreeMap<String, Value>,
     /// The clock `strftime_now` reads; the system clock (UTC) when `None`.
     pub now: Option<DateTime>,
+    /// How long the prompt may be, how much the template may build and how many instructions
+    /// it may run on the way; a render past them is an error.
+    pub limits: RenderLimits,
 }
 
 /// A parsed chat template, ready to render conversations.
@@ -190,10 +198,16 @@ impl ChatTemplate {
     /// Parses a template known by `name` (`tokenizer.chat_template.NAME`), which errors name.
     pub fn with_name(name: Option<&str>, source: &str) -> Result<ChatTemplate> {
         let name = name.map(str::to_string);
+        let refuse = |message: String| TokenizerError::Template {
+            name: name.clone(),
+            message,
+        };
+        check_tag_sizes(source).map_err(refuse)?;
+        let guarded_source = guard_operations(guard_for_loops(accept_generation_tags(source)))
+            .map_err(|why| refuse(format!("cannot bound the template's work: {why}")))?;
         let env = guarded(&name, || {
             let mut env = environment();
-            let source = guard_for_loops(accept_generation_tags(source));
-            env.add_template_owned(ENGINE_NAME, source)?;
+            env.add_template_owned(ENGINE_NAME, guarded_source)?;
             Ok(env)
         })?;
         Ok(ChatTemplate {
@@ -283,9 +297,45 @@ impl ChatTemplate {
         let messages = self.normalize_messages(messages)?;
         let ctx = self.context(messages, opts)?;
         let _clock = ClockGuard::set(opts.now);
-        guarded(&self.name, || {
-            self.env.get_template(ENGINE_NAME)?.render(ctx)
-        })
+        let spend = SpendGuard::start(opts.limits);
+        let mut out = BoundedOutput::new(opts.limits.max_output_bytes);
+        // The fuel is the environment's: another limit than the default needs a copy of it
+        // (cheap: it shares the compiled template).
+        let custom;
+        let env = if opts.limits.max_instructions == DEFAULT_MAX_INSTRUCTIONS {
+            &self.env
+        } else {
+            let mut env = self.env.clone();
+            env.set_fuel(Some(opts.limits.max_instructions));
+            custom = env;
+            &custom
+        };
+        let rendered = guarded(&self.name, || {
+            env.get_template(ENGINE_NAME)?
+                .render_captured_to(ctx, &mut out)
+                .map_err(|e| match e.kind() {
+                    minijinja::ErrorKind::OutOfFuel => Error::new(
+                        minijinja::ErrorKind::InvalidOperation,
+                        format!(
+                            "the template ran more than {} instructions (a loop that does not \
+                             end?)",
+                            opts.limits.max_instructions
+                        ),
+                    ),
+                    _ => e,
+                })?;
+            // A value cut short where it could not fail (Python's str() of a long list).
+            spend.exceeded().map_or(Ok(()), Err)
+        });
+        match rendered {
+            Ok(()) => String::from_utf8(out.bytes)
+                .map_err(|_| self.error("the template wrote text that is not UTF-8".into())),
+            Err(_) if out.overflowed => Err(self.error(format!(
+                "the rendered prompt is longer than {} bytes",
+                opts.limits.max_output_bytes
+            ))),
+            Err(e) => Err(e),
+        }
     }
 
     fn error(&self, message: String) -> TokenizerError {
@@ -362,7 +412,7 @@ impl ChatTemplate {
             vars.insert("eos_token".into(), Value::from(eos.as_str()));
         }
         for (name, value) in &opts.extra {
-            if RESERVED.contains(&name.as_str()) {
+            if RESERVED.contains(&name.as_str()) || budget::names::ALL.contains(&name.as_str()) {
                 return Err(self.error(format!(
                     "the extra variable `{name}` clashes with the one the renderer sets; \
                      use the field of RenderOptions or the messages instead"
@@ -463,6 +513,38 @@ fn guarded<T>(
                 message: format!("internal error of the template engine: {what}"),
             })
         }
+    }
+}
+
+/// The rendered prompt, refusing to grow past its limit.
+struct BoundedOutput {
+    bytes: Vec<u8>,
+    limit: usize,
+    overflowed: bool,
+}
+
+impl BoundedOutput {
+    fn new(limit: usize) -> BoundedOutput {
+        BoundedOutput {
+            bytes: Vec::new(),
+            limit,
+            overflowed: false,
+        }
+    }
+}
+
+impl std::io::Write for BoundedOutput {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if buf.len() > self.limit - self.bytes.len() {
+            self.overflowed = true;
+            return Err(std::io::Error::other("the prompt is too long"));
+        }
+        self.bytes.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 

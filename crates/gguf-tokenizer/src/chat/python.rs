@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use minijinja::value::{Kwargs, ValueKind};
 use minijinja::{Error, ErrorKind, Value};
 
+use super::budget::{mark_too_long, value_cap};
 use super::{MAX_DEPTH, MAX_NODES};
 
 /// Python's `str(value)`; undefined is empty, as Jinja2's `Undefined` is.
@@ -24,9 +25,14 @@ pub(super) fn py_repr_string(value: &Value) -> String {
     out
 }
 
-/// Python's `repr(value)`. Past [`MAX_DEPTH`] levels or [`MAX_NODES`] values (a namespace
-/// holding itself) it writes `...`, as Python does for a container inside itself.
+/// Python's `repr(value)`. Past [`MAX_DEPTH`] levels or [`MAX_NODES`] values it writes `...`,
+/// as Python does for a container inside itself. Past the longest value a render may build it
+/// stops, and the render fails ([`mark_too_long`]).
 pub(super) fn py_repr(value: &Value, out: &mut String, depth: usize, budget: &mut usize) {
+    if out.len() > value_cap() {
+        mark_too_long();
+        return;
+    }
     if depth > MAX_DEPTH || *budget == 0 {
         out.push_str("...");
         return;

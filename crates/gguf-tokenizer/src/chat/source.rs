@@ -1,5 +1,6 @@
 //! Rewrites of a template's source before minijinja parses it: `transformers`'
-//! `{% generation %}` tags, and `{% for %}` iterables routed through a check that refuses none.
+//! `{% generation %}` tags and `{% for %}` iterables routed through a check that refuses none;
+//! and walks over minijinja's syntax tree.
 
 use minijinja::machinery::{self, ast, Span, Token, WhitespaceConfig};
 use minijinja::syntax::SyntaxConfig;
@@ -162,29 +163,11 @@ pub(super) fn syntax() -> SyntaxConfig {
 
 /// The `for` loops of a template, in source order.
 pub(super) fn for_loops<'t, 's>(stmt: &'t ast::Stmt<'s>, out: &mut Vec<&'t ast::ForLoop<'s>>) {
-    fn all<'t, 's>(body: &'t [ast::Stmt<'s>], out: &mut Vec<&'t ast::ForLoop<'s>>) {
-        body.iter().for_each(|s| for_loops(s, out));
-    }
-    match stmt {
-        ast::Stmt::Template(t) => all(&t.children, out),
-        ast::Stmt::ForLoop(f) => {
+    walk_stmts(stmt, &mut |s| {
+        if let ast::Stmt::ForLoop(f) = s {
             out.push(f);
-            all(&f.body, out);
-            all(&f.else_body, out);
         }
-        ast::Stmt::IfCond(c) => {
-            all(&c.true_body, out);
-            all(&c.false_body, out);
-        }
-        ast::Stmt::WithBlock(w) => all(&w.body, out),
-        ast::Stmt::SetBlock(s) => all(&s.body, out),
-        ast::Stmt::AutoEscape(a) => all(&a.body, out),
-        ast::Stmt::FilterBlock(f) => all(&f.body, out),
-        ast::Stmt::Block(b) => all(&b.body, out),
-        ast::Stmt::Macro(m) => all(&m.body, out),
-        ast::Stmt::CallBlock(c) => all(&c.macro_decl.body, out),
-        _ => {}
-    }
+    });
 }
 
 /// The byte ranges of the loops' iterables: in `{% for TARGET in ITERABLE [if ...] [recursive]
@@ -242,6 +225,165 @@ pub(super) fn iterable_bounds(
         ));
     }
     loops.next().is_none().then_some(bounds)
+}
+
+/// Calls `f` on a statement and on every statement inside it, in source order.
+pub(super) fn walk_stmts<'t, 's>(stmt: &'t ast::Stmt<'s>, f: &mut dyn FnMut(&'t ast::Stmt<'s>)) {
+    f(stmt);
+    let mut all = |body: &'t [ast::Stmt<'s>]| body.iter().for_each(|s| walk_stmts(s, f));
+    match stmt {
+        ast::Stmt::Template(t) => all(&t.children),
+        ast::Stmt::ForLoop(l) => {
+            all(&l.body);
+            all(&l.else_body);
+        }
+        ast::Stmt::IfCond(c) => {
+            all(&c.true_body);
+            all(&c.false_body);
+        }
+        ast::Stmt::WithBlock(w) => all(&w.body),
+        ast::Stmt::SetBlock(s) => all(&s.body),
+        ast::Stmt::AutoEscape(a) => all(&a.body),
+        ast::Stmt::FilterBlock(b) => all(&b.body),
+        ast::Stmt::Block(b) => all(&b.body),
+        ast::Stmt::Macro(m) => all(&m.body),
+        ast::Stmt::CallBlock(c) => all(&c.macro_decl.body),
+        ast::Stmt::EmitExpr(_)
+        | ast::Stmt::EmitRaw(_)
+        | ast::Stmt::Set(_)
+        | ast::Stmt::Import(_)
+        | ast::Stmt::FromImport(_)
+        | ast::Stmt::Extends(_)
+        | ast::Stmt::Include(_)
+        | ast::Stmt::Continue(_)
+        | ast::Stmt::Break(_)
+        | ast::Stmt::Do(_) => {}
+    }
+}
+
+/// Calls `f` on each expression a statement holds itself (not those of the statements in
+/// its body).
+pub(super) fn stmt_exprs<'t, 's>(stmt: &'t ast::Stmt<'s>, f: &mut dyn FnMut(&'t ast::Expr<'s>)) {
+    let macro_exprs = |m: &'t ast::Macro<'s>, f: &mut dyn FnMut(&'t ast::Expr<'s>)| {
+        m.args.iter().chain(&m.defaults).for_each(&mut *f)
+    };
+    match stmt {
+        ast::Stmt::EmitExpr(e) => f(&e.expr),
+        ast::Stmt::ForLoop(l) => {
+            f(&l.target);
+            f(&l.iter);
+            l.filter_expr.iter().for_each(f);
+        }
+        ast::Stmt::IfCond(c) => f(&c.expr),
+        ast::Stmt::WithBlock(w) => w.assignments.iter().for_each(|(t, v)| {
+            f(t);
+            f(v);
+        }),
+        ast::Stmt::Set(s) => {
+            f(&s.target);
+            f(&s.expr);
+        }
+        ast::Stmt::SetBlock(s) => {
+            f(&s.target);
+            s.filter.iter().for_each(f);
+        }
+        ast::Stmt::AutoEscape(a) => f(&a.enabled),
+        ast::Stmt::FilterBlock(b) => f(&b.filter),
+        ast::Stmt::Import(i) => {
+            f(&i.expr);
+            f(&i.name);
+        }
+        ast::Stmt::FromImport(i) => {
+            f(&i.expr);
+            i.names.iter().for_each(|(name, alias)| {
+                f(name);
+                alias.iter().for_each(&mut *f);
+            });
+        }
+        ast::Stmt::Extends(e) => f(&e.name),
+        ast::Stmt::Include(i) => f(&i.name),
+        ast::Stmt::Macro(m) => macro_exprs(m, f),
+        ast::Stmt::CallBlock(c) => {
+            f(&c.call.expr);
+            call_arg_exprs(&c.call.args, f);
+            macro_exprs(&c.macro_decl, f);
+        }
+        ast::Stmt::Do(d) => {
+            f(&d.call.expr);
+            call_arg_exprs(&d.call.args, f);
+        }
+        ast::Stmt::Template(_)
+        | ast::Stmt::EmitRaw(_)
+        | ast::Stmt::Block(_)
+        | ast::Stmt::Continue(_)
+        | ast::Stmt::Break(_) => {}
+    }
+}
+
+pub(super) fn call_arg_exprs<'t, 's>(
+    args: &'t [ast::CallArg<'s>],
+    f: &mut dyn FnMut(&'t ast::Expr<'s>),
+) {
+    for arg in args {
+        match arg {
+            ast::CallArg::Pos(e)
+            | ast::CallArg::Kwarg(_, e)
+            | ast::CallArg::PosSplat(e)
+            | ast::CallArg::KwargSplat(e) => f(e),
+        }
+    }
+}
+
+/// Calls `f` on an expression and on every expression inside it, outer first.
+pub(super) fn walk_expr<'t, 's>(expr: &'t ast::Expr<'s>, f: &mut dyn FnMut(&'t ast::Expr<'s>)) {
+    f(expr);
+    let mut child = |e: &'t ast::Expr<'s>| walk_expr(e, f);
+    match expr {
+        ast::Expr::Var(_) | ast::Expr::Const(_) => {}
+        ast::Expr::Slice(s) => {
+            child(&s.expr);
+            [&s.start, &s.stop, &s.step]
+                .into_iter()
+                .flatten()
+                .for_each(child);
+        }
+        ast::Expr::UnaryOp(u) => child(&u.expr),
+        ast::Expr::BinOp(b) => {
+            child(&b.left);
+            child(&b.right);
+        }
+        ast::Expr::Compare(c) => {
+            child(&c.expr);
+            c.ops.iter().for_each(|op| child(&op.expr));
+        }
+        ast::Expr::IfExpr(i) => {
+            child(&i.test_expr);
+            child(&i.true_expr);
+            i.false_expr.iter().for_each(child);
+        }
+        ast::Expr::Filter(filter) => {
+            filter.expr.iter().for_each(&mut child);
+            call_arg_exprs(&filter.args, &mut child);
+        }
+        ast::Expr::Test(t) => {
+            child(&t.expr);
+            call_arg_exprs(&t.args, &mut child);
+        }
+        ast::Expr::GetAttr(g) => child(&g.expr),
+        ast::Expr::GetItem(g) => {
+            child(&g.expr);
+            child(&g.subscript_expr);
+        }
+        ast::Expr::Call(c) => {
+            child(&c.expr);
+            call_arg_exprs(&c.args, &mut child);
+        }
+        ast::Expr::List(l) => l.items.iter().for_each(child),
+        ast::Expr::Map(m) => m.keys.iter().zip(&m.values).for_each(|(k, v)| {
+            child(k);
+            child(v);
+        }),
+    }
 }
 
 #[cfg(test)]

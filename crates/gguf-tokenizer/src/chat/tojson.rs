@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use minijinja::value::ValueKind;
 use minijinja::{Error, ErrorKind, Value};
 
+use super::budget::check_len;
 use super::python::{number, py_args, py_float_repr, py_type, type_error, Number};
 use super::{MAX_DEPTH, MAX_NODES};
 
@@ -83,6 +84,9 @@ pub(super) fn write_json(
         ));
     }
     *budget -= 1;
+    // The text is charged once whole (tojson is a charged filter); on the way it may not grow
+    // past the longest value.
+    check_len(out.len())?;
     match value.kind() {
         ValueKind::None => out.push_str("null"),
         ValueKind::Bool => out.push_str(if value.is_true() { "true" } else { "false" }),
