@@ -49,7 +49,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use gguf_format::split::SplitSet;
-use gguf_tokenizer::chat::{ChatMessage, ChatTemplate, RenderOptions};
+use gguf_tokenizer::chat::{ChatMessage, ChatTemplate, RenderLimits, RenderOptions};
 use gguf_tokenizer::chat_builtin::{self, Origin};
 
 use arch::Architecture;
@@ -64,6 +64,8 @@ pub struct Model {
     /// Bytes of the repacked copies of matrices (see [`Model::packed_bytes`]).
     packed_bytes: usize,
     tokenizer: Tokenizer,
+    /// The bytes of the vocabulary's longest token text (see [`Model::chat_render_limits`]).
+    longest_token: usize,
     name: String,
 }
 
@@ -170,11 +172,18 @@ impl Model {
                 ),
             });
         }
+        let longest_token = (0..tokenizer.vocab_size())
+            .filter_map(|id| tokenizer.token_text(u32::try_from(id).ok()?))
+            .map(<[u8]>::len)
+            .max()
+            .unwrap_or(1)
+            .max(1);
         Ok(Model {
             set,
             arch,
             packed_bytes,
             tokenizer,
+            longest_token,
             name,
         })
     }
@@ -461,7 +470,7 @@ impl<'m> Session<'m> {
         sampler: &SamplerConfig,
         max_tokens: usize,
     ) -> Result<Generation<'_, 'm>> {
-        let prompt = self.model.chat_prompt(messages)?;
+        let prompt = self.model.chat_prompt(messages, self.n_ctx)?;
         self.generate_chat_prompt(&prompt, sampler, max_tokens)
     }
 
@@ -473,7 +482,7 @@ impl<'m> Session<'m> {
         sampler: &SamplerConfig,
         max_tokens: usize,
     ) -> Result<Generation<'_, 'm>> {
-        let prompt = Model::render_chat(template, messages)?;
+        let prompt = self.model.render_chat(template, messages, self.n_ctx)?;
         self.generate_chat_prompt(&prompt, sampler, max_tokens)
     }
 
@@ -512,21 +521,40 @@ impl Model {
     }
 
     /// The prompt the model's chat template ([`Model::chat_template`] without a choice)
-    /// renders for `messages`, ending with the assistant's turn.
-    pub fn chat_prompt(&self, messages: &[ChatMessage]) -> Result<String> {
+    /// renders for `messages`, ending with the assistant's turn, for a context of `n_ctx`
+    /// tokens (see [`Model::render_chat`]).
+    pub fn chat_prompt(&self, messages: &[ChatMessage], n_ctx: usize) -> Result<String> {
         let (template, _) = self.chat_template(None)?;
-        Model::render_chat(&template, messages)
+        self.render_chat(&template, messages, n_ctx)
     }
 
-    /// `messages` rendered by `template`, ending with the assistant's turn.
-    pub fn render_chat(template: &ChatTemplate, messages: &[ChatMessage]) -> Result<String> {
+    /// `messages` rendered by `template`, ending with the assistant's turn, within
+    /// [`Model::chat_render_limits`] for a context of `n_ctx` tokens: a template that writes
+    /// far more than the context holds stops there with an error, instead of rendering and
+    /// tokenizing it all.
+    pub fn render_chat(
+        &self,
+        template: &ChatTemplate,
+        messages: &[ChatMessage],
+        n_ctx: usize,
+    ) -> Result<String> {
         Ok(template.render(
             messages,
             &RenderOptions {
                 add_generation_prompt: true,
+                limits: self.chat_render_limits(n_ctx),
                 ..RenderOptions::default()
             },
         )?)
+    }
+
+    /// The bounds of rendering a chat prompt for a context of `n_ctx` tokens. Every token
+    /// stands for at most the longest token text of the vocabulary, so a prompt longer than
+    /// `n_ctx` times that cannot fit; the output may be twice that (normalisation may shorten
+    /// text before it is tokenized), and at least 64 KiB.
+    pub fn chat_render_limits(&self, n_ctx: usize) -> RenderLimits {
+        let bytes = n_ctx.saturating_mul(self.longest_token).saturating_mul(2);
+        RenderLimits::for_output(bytes.max(64 << 10))
     }
 }
 

@@ -11,7 +11,6 @@ use axum::extract::{Request, State};
 use axum::http::{header, Method, StatusCode, Uri};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use gguf_model::Model;
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, oneshot};
 
@@ -506,12 +505,15 @@ pub(crate) async fn chat_completions(
         .template
         .as_ref()
         .map_err(|why| ApiError::bad_request(why.clone()))?;
-    let prompt = Model::render_chat(template, &messages).map_err(|e| {
-        ApiError::invalid(
-            "messages",
-            format!("the chat template refused the messages: {e}"),
-        )
-    })?;
+    let prompt = shared
+        .model
+        .render_chat(template, &messages, shared.n_ctx)
+        .map_err(|e| {
+            ApiError::invalid(
+                "messages",
+                format!("the chat template refused the messages: {e}"),
+            )
+        })?;
     let ids = shared.model.tokenize_chat_prompt(&prompt);
     check_prompt(shared, &ids, "messages")?;
     run_generation(shared, Meta::new(Kind::Chat, &shared.model_id), ids, params).await

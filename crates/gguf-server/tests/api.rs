@@ -1,7 +1,7 @@
 //! The server in-process on 127.0.0.1:0 with the tiny llama fixture, spoken to over raw
 //! HTTP/1.1: greedy replies equal the engine's own, streaming, usage, errors and limits.
 
-use gguf_model::{Model, SamplerConfig, StopReason};
+use gguf_model::{SamplerConfig, StopReason};
 use gguf_server::Server;
 use gguf_tokenizer::chat::ChatMessage;
 use serde_json::{json, Value};
@@ -11,8 +11,8 @@ use tokio::sync::oneshot;
 
 mod common;
 use common::{
-    config, get, model, open_post, pooled_model, post, send, session_options, sse_data, start,
-    start_with,
+    config, get, model, model_with_template, open_post, pooled_model, post, send, session_options,
+    sse_data, start, start_model, start_with,
 };
 
 fn messages() -> Vec<ChatMessage> {
@@ -80,7 +80,7 @@ async fn greedy_chat_equals_the_engine() {
     // The prompt's tokens: what chatml renders, with BOS.
     let model = model();
     let (template, _) = model.chat_template(Some("chatml")).unwrap();
-    let prompt = Model::render_chat(&template, &messages()).unwrap();
+    let prompt = model.render_chat(&template, &messages(), 4096).unwrap();
     let prompt_tokens = model
         .tokenizer()
         .encode(prompt.as_bytes(), true, true)
@@ -721,4 +721,46 @@ async fn slow_clients_are_cut_off_and_others_served() {
     );
     assert_eq!(get(server.addr, "/health").await.status, 200);
     server.shut_down().await;
+}
+
+/// The hostile audit's templates: one that doubles a string forty times (it aborted the
+/// server), and one that loops three times over a request of 200 messages (800 MB of prompt,
+/// then tokenized: 21 GB). Each request ends in a 400 naming the bound, and the server goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_chat_templates_end_in_400() {
+    let cases = [
+        (
+            "{% set ns = namespace(s='xx') %}{% for i in range(40) %}\
+             {% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}",
+            1,
+            "string or list of more than",
+        ),
+        (
+            "{% for a in messages %}{% for b in messages %}{% for c in messages %}\
+             {{ a.content }}{{ b.content }}{{ c.content }}{% endfor %}{% endfor %}{% endfor %}",
+            200,
+            "the rendered prompt is longer than",
+        ),
+    ];
+    for (template, n, want) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = config();
+        config.chat_template = None;
+        let server = start_model(model_with_template(dir.path(), template), config, false).await;
+        let messages: Vec<Value> = (0..n)
+            .map(
+                |i| json!({"role": if i % 2 == 0 { "user" } else { "assistant" }, "content": "hi"}),
+            )
+            .collect();
+        let body = json!({"messages": messages, "max_tokens": 2});
+        let reply = post(server.addr, "/v1/chat/completions", &body).await;
+        assert_eq!(reply.status, 400, "{}", reply.text());
+        let message = reply.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(message.contains(want), "{message}");
+        assert_eq!(get(server.addr, "/health").await.status, 200);
+        server.shut_down().await;
+    }
 }

@@ -34,15 +34,27 @@ pub fn model() -> Arc<Model> {
 /// The fixture with mean pooling (`llama.pooling_type` 1), written into `dir`: a model
 /// `/v1/embeddings` serves (its decoder's pooled hidden states).
 pub fn pooled_model(dir: &Path) -> Arc<Model> {
+    use gguf_format::OwnedValue;
+    edited_model(dir, "pooled.gguf", "llama.pooling_type", OwnedValue::U32(1))
+}
+
+/// The fixture with `tokenizer.chat_template` set to `template`, written into `dir`.
+pub fn model_with_template(dir: &Path, template: &str) -> Arc<Model> {
+    use gguf_format::OwnedValue;
+    let value = OwnedValue::String(template.as_bytes().to_vec());
+    edited_model(dir, "templated.gguf", "tokenizer.chat_template", value)
+}
+
+/// The fixture with metadata `key` set to `value`, written into `dir` as `name`.
+fn edited_model(dir: &Path, name: &str, key: &str, value: gguf_format::OwnedValue) -> Arc<Model> {
     use gguf_format::edit::{edit_metadata, Edit};
     use gguf_format::fsutil::WriteMode;
-    use gguf_format::OwnedValue;
-    let path = dir.join("pooled.gguf");
+    let path = dir.join(name);
     edit_metadata(
         &fixture("model-llama.gguf"),
         &path,
         WriteMode::CreateNew,
-        &[Edit::Set("llama.pooling_type".into(), OwnedValue::U32(1))],
+        &[Edit::Set(key.into(), value)],
         &mut |_, _| {},
     )
     .unwrap();
