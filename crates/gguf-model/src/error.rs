@@ -69,6 +69,20 @@ pub enum ModelError {
     /// A request was malformed (an out-of-range token id, an empty prompt...).
     #[error("{0}")]
     Request(String),
+    /// The memory a session needs (its KV cache) is more than the machine has available, or
+    /// the system refused to allocate it.
+    #[error("{what} would take {} of memory, but {}", crate::memory::human(*needed), match available {
+        Some(a) => format!("only {} is available (fewer sequences or a shorter context fit)", crate::memory::human(*a)),
+        None => "the system refused to allocate it".to_string(),
+    })]
+    OutOfMemory {
+        /// What needs it, e.g. `the KV caches of 256 sequences of 4096 positions (f16)`.
+        what: String,
+        /// Bytes needed.
+        needed: u64,
+        /// Bytes available, when the refusal came from the check before allocating.
+        available: Option<u64>,
+    },
 }
 
 /// This crate's result type.

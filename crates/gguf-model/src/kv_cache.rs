@@ -6,6 +6,7 @@
 use half::f16;
 
 use crate::hparams::Hparams;
+use crate::{ModelError, Result};
 
 /// How the KV cache stores keys and values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -35,11 +36,10 @@ pub(crate) struct KvCache {
 }
 
 impl KvCache {
-    /// A cache for `n_ctx` positions, evaluated in batches of at most `n_batch` tokens.
-    pub(crate) fn new(hp: &Hparams, n_ctx: usize, n_batch: usize, ty: KvType) -> KvCache {
-        let (kw, vw) = hp.kv_widths();
-        let capacity: Vec<usize> = hp
-            .layer_windows
+    /// The slots of each layer of a cache for `n_ctx` positions, evaluated in batches of at
+    /// most `n_batch` tokens.
+    fn capacity(hp: &Hparams, n_ctx: usize, n_batch: usize) -> Vec<usize> {
+        hp.layer_windows
             .iter()
             .map(|w| match w {
                 // A batch's first token needs the `window - 1` positions before it, and the
@@ -47,25 +47,60 @@ impl KvCache {
                 Some(w) => n_ctx.min(w + n_batch.min(n_ctx) - 1),
                 None => n_ctx,
             })
-            .collect();
-        let layers = capacity
+            .collect()
+    }
+
+    /// The bytes [`KvCache::new`] allocates for these arguments (saturating).
+    pub(crate) fn bytes_needed(hp: &Hparams, n_ctx: usize, n_batch: usize, ty: KvType) -> u64 {
+        let (kw, vw) = hp.kv_widths();
+        let per_slot = ((kw + vw) as u64).saturating_mul(match ty {
+            KvType::F16 => 2,
+            KvType::F32 => 4,
+        });
+        KvCache::capacity(hp, n_ctx, n_batch)
             .iter()
-            .map(|&slots| match ty {
+            .map(|&slots| per_slot.saturating_mul(slots as u64))
+            .fold(0u64, u64::saturating_add)
+    }
+
+    /// A cache for `n_ctx` positions, evaluated in batches of at most `n_batch` tokens; an
+    /// allocation the system refuses (an address-space limit) is an error, not an abort.
+    pub(crate) fn new(hp: &Hparams, n_ctx: usize, n_batch: usize, ty: KvType) -> Result<KvCache> {
+        let (kw, vw) = hp.kv_widths();
+        let capacity = KvCache::capacity(hp, n_ctx, n_batch);
+        let refused = || ModelError::OutOfMemory {
+            what: format!("a KV cache of {n_ctx} positions"),
+            needed: KvCache::bytes_needed(hp, n_ctx, n_batch, ty),
+            available: None,
+        };
+        fn zeros<T: Clone>(n: usize, zero: T) -> Option<Vec<T>> {
+            let mut v = Vec::new();
+            v.try_reserve_exact(n).ok()?;
+            v.resize(n, zero);
+            Some(v)
+        }
+        let mut layers = Vec::with_capacity(capacity.len());
+        for &slots in &capacity {
+            let (k, v) = (slots.checked_mul(kw), slots.checked_mul(vw));
+            let (Some(k), Some(v)) = (k, v) else {
+                return Err(refused());
+            };
+            layers.push(match ty {
                 KvType::F16 => LayerCache::F16 {
-                    k: vec![f16::ZERO; slots * kw],
-                    v: vec![f16::ZERO; slots * vw],
+                    k: zeros(k, f16::ZERO).ok_or_else(refused)?,
+                    v: zeros(v, f16::ZERO).ok_or_else(refused)?,
                 },
                 KvType::F32 => LayerCache::F32 {
-                    k: vec![0.0; slots * kw],
-                    v: vec![0.0; slots * vw],
+                    k: zeros(k, 0.0).ok_or_else(refused)?,
+                    v: zeros(v, 0.0).ok_or_else(refused)?,
                 },
-            })
-            .collect();
-        KvCache {
+            });
+        }
+        Ok(KvCache {
             layers,
             capacity,
             widths: (kw, vw),
-        }
+        })
     }
 
     /// Bytes held.

@@ -27,6 +27,7 @@ mod eval;
 mod forward;
 mod hparams;
 mod kv_cache;
+mod memory;
 mod ops;
 mod parallel;
 mod sampling;
@@ -222,6 +223,44 @@ impl Model {
         self.hparams().n_ctx_train.min(4096)
     }
 
+    /// The bytes of the KV cache of one sequence of `n_ctx` positions evaluated in batches of
+    /// `n_batch` tokens (sliding-window layers keep their window and a batch).
+    pub fn kv_cache_bytes(&self, n_ctx: usize, n_batch: usize, kv_type: KvType) -> u64 {
+        KvCache::bytes_needed(self.hparams(), n_ctx, n_batch, kv_type)
+    }
+
+    /// Refuses the KV caches of `n_seq` sequences of `n_ctx` positions when they need more
+    /// memory than the machine has available ([`ModelError::OutOfMemory`]), before anything
+    /// is allocated.
+    fn check_kv_memory(
+        &self,
+        n_seq: usize,
+        n_ctx: usize,
+        n_batch: usize,
+        ty: KvType,
+    ) -> Result<()> {
+        let needed = self
+            .kv_cache_bytes(n_ctx, n_batch, ty)
+            .saturating_mul(n_seq as u64);
+        match memory::available_bytes() {
+            Some(available) if needed > available => {
+                let ty = match ty {
+                    KvType::F16 => "f16",
+                    KvType::F32 => "f32",
+                };
+                Err(ModelError::OutOfMemory {
+                    what: match n_seq {
+                        1 => format!("a KV cache of {n_ctx} positions ({ty})"),
+                        n => format!("the KV caches of {n} sequences of {n_ctx} positions ({ty})"),
+                    },
+                    needed,
+                    available: Some(available),
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Refuses a sequence's context past the model's training context.
     fn check_n_ctx(&self, n_ctx: usize) -> Result<()> {
         let train = self.hparams().n_ctx_train;
@@ -257,10 +296,11 @@ impl Model {
         }
         self.check_n_ctx(n_ctx)?;
         let n_batch = options.n_batch.max(1);
+        self.check_kv_memory(1, n_ctx, n_batch, options.kv_type)?;
         Ok(Session {
             model: self,
             parts: self.set.parts().iter().map(|p| p.file().bytes()).collect(),
-            cache: KvCache::new(hp, n_ctx, n_batch, options.kv_type),
+            cache: KvCache::new(hp, n_ctx, n_batch, options.kv_type)?,
             n_ctx,
             n_batch,
             tokens: Vec::new(),

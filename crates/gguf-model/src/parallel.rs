@@ -120,12 +120,13 @@ impl Model {
             )));
         }
         let n_batch = options.n_batch.max(1);
+        self.check_kv_memory(n_seq, n_ctx, n_batch, options.kv_type)?;
         Ok(ParallelSession {
             model: self,
             parts: self.set.parts().iter().map(|p| p.file().bytes()).collect(),
             caches: (0..n_seq)
                 .map(|_| KvCache::new(hp, n_ctx, n_batch, options.kv_type))
-                .collect(),
+                .collect::<Result<_>>()?,
             seqs: vec![Vec::new(); n_seq],
             n_ctx,
             n_batch,

@@ -12,7 +12,7 @@
 use std::path::PathBuf;
 
 use gguf_format::{GgufBuilder, GgufFile};
-use gguf_model::{argmax, Model, ModelError, SessionOptions, SUPPORTED};
+use gguf_model::{argmax, KvType, Model, ModelError, SessionOptions, SUPPORTED};
 use gguf_test_support::fixture;
 use serde_json::Value;
 
@@ -732,4 +732,53 @@ fn a_sliding_window_ring_cache_gives_the_full_caches_logits() {
     assert_eq!(ring, full);
     // 8 slots (the window) per layer instead of 64.
     assert_eq!(ring_bytes * 64, full_bytes * window);
+}
+
+/// A KV cache that cannot fit in the memory the machine has available is refused before it is
+/// allocated, for one session and for the sequences of a parallel session alike (`gguf serve
+/// --parallel 256` reserved ~24 GB for a 135M model and aborted).
+#[test]
+fn a_kv_cache_beyond_the_available_memory_is_refused_before_allocating() {
+    let path = edited_copy("huge-context.gguf", |b| {
+        b.set("llama.context_length", 1u32 << 31);
+    });
+    let model = Model::load(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let options = |n_ctx| SessionOptions {
+        n_ctx,
+        threads: 1,
+        kv_type: KvType::F32,
+        ..SessionOptions::default()
+    };
+    // One session of two billion positions: hundreds of gigabytes.
+    let huge = 1usize << 31;
+    assert!(model.kv_cache_bytes(huge, 512, KvType::F32) > 1 << 38);
+    let err = model.session(options(huge)).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ModelError::OutOfMemory {
+                available: Some(_),
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let msg = err.to_string();
+    assert!(
+        msg.starts_with(&format!("a KV cache of {huge} positions (f32) would take ")),
+        "{msg}"
+    );
+    assert!(msg.contains("GiB of memory, but only"), "{msg}");
+    // 256 sequences that share a context of the same size.
+    let err = model.parallel_session(options(huge), 256).unwrap_err();
+    assert!(
+        err.to_string().starts_with(&format!(
+            "the KV caches of 256 sequences of {} positions (f32) would take ",
+            huge / 256
+        )),
+        "{err}"
+    );
+    // What fits is allocated as before.
+    assert!(model.session(options(64)).is_ok());
 }
