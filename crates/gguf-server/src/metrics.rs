@@ -8,18 +8,19 @@ use std::time::Duration;
 /// `/metrics`.
 #[derive(Debug, Default)]
 pub(crate) struct Metrics {
-    /// Generation requests the engine took.
+    /// Requests the engine took (generations and embeddings).
     pub requests: AtomicUsize,
     /// Requests refused because the queue was full.
     pub rejected: AtomicUsize,
-    /// Generations ended because their client left (or the server stopped).
+    /// Requests ended because their client left (or the server stopped).
     pub cancelled: AtomicUsize,
     /// Prompt tokens of the generations started, and of those the ones found in a slot's cache.
     pub prompt_tokens: AtomicUsize,
     pub prompt_tokens_cached: AtomicUsize,
     /// Tokens generated.
     pub completion_tokens: AtomicUsize,
-    /// Generations waiting for a slot, and in one.
+    /// Requests waiting for the engine (generations for a slot, embeddings behind the one
+    /// under way), and running.
     pub waiting: AtomicUsize,
     pub active: AtomicUsize,
     /// The slots (`--parallel`).
@@ -48,7 +49,7 @@ impl Metrics {
             (
                 "requests_total",
                 "counter",
-                "Generation requests started.",
+                "Requests started (generations and embeddings).",
                 get(&self.requests),
             ),
             (
@@ -60,7 +61,7 @@ impl Metrics {
             (
                 "requests_cancelled_total",
                 "counter",
-                "Generations ended early because the client left or the server stopped.",
+                "Requests ended early because the client left or the server stopped.",
                 get(&self.cancelled),
             ),
             (
@@ -108,13 +109,13 @@ impl Metrics {
             (
                 "requests_waiting",
                 "gauge",
-                "Generations waiting for a free slot.",
+                "Requests waiting: generations for a free slot, embeddings behind the one under way.",
                 get(&self.waiting),
             ),
             (
                 "requests_active",
                 "gauge",
-                "Generations in a slot.",
+                "Requests running: generations in a slot, and the embeddings under way.",
                 get(&self.active),
             ),
             (

@@ -220,6 +220,17 @@ impl Active<'_> {
     }
 }
 
+/// An embeddings request under way. Its inputs are embedded one per turn of the engine's
+/// loop, between the generations' steps, so that neither waits for the other long, and it is
+/// dropped at the next turn once its client has gone.
+struct EmbedJob {
+    inputs: Vec<Vec<u32>>,
+    done: Vec<Vec<f32>>,
+    reply: oneshot::Sender<Result<Vec<Vec<f32>>, ApiError>>,
+    /// Its place in the queue, given back before the reply is sent.
+    permit: Option<Permit>,
+}
+
 /// The engine's state: the slots' session and generations, and the jobs waiting for a slot.
 struct Scheduler<'m> {
     model: &'m Model,
@@ -227,6 +238,8 @@ struct Scheduler<'m> {
     batch: Option<ParallelSession<'m>>,
     slots: Vec<Option<Active<'m>>>,
     waiting: VecDeque<(GenerateJob, Permit)>,
+    /// Embeddings requests in order; the first is the one under way.
+    embeds: VecDeque<EmbedJob>,
     /// The session embeddings are computed in, made on first use.
     embedder: Option<Session<'m>>,
     embed_options: SessionOptions,
@@ -264,6 +277,7 @@ impl<'m> Scheduler<'m> {
             batch,
             slots: (0..parallel).map(|_| None).collect(),
             waiting: VecDeque::new(),
+            embeds: VecDeque::new(),
             embedder,
             embed_options,
             pool,
@@ -280,7 +294,9 @@ impl<'m> Scheduler<'m> {
         gate: &Arc<Mutex<()>>,
     ) {
         loop {
-            let busy = !self.waiting.is_empty() || self.slots.iter().any(Option::is_some);
+            let busy = !self.waiting.is_empty()
+                || !self.embeds.is_empty()
+                || self.slots.iter().any(Option::is_some);
             let next = if busy {
                 rx.try_recv().ok()
             } else {
@@ -299,6 +315,11 @@ impl<'m> Scheduler<'m> {
             self.drop_gone(shutdown);
             self.assign_slots();
             self.publish();
+            if !self.embeds.is_empty() {
+                let _running = gate.blocking_lock();
+                self.embed_step();
+                self.publish();
+            }
             if self.slots.iter().any(Option::is_some) {
                 let _running = gate.blocking_lock();
                 self.step();
@@ -316,35 +337,68 @@ impl<'m> Scheduler<'m> {
                 self.waiting.push_back((job, queued.permit));
             }
             Job::Embed { inputs, reply } => {
-                if !reply.is_closed() {
-                    let result = self.embed(&inputs);
-                    let _ = reply.send(result);
-                }
+                self.metrics.requests.fetch_add(1, Ordering::Relaxed);
+                self.embeds.push_back(EmbedJob {
+                    done: Vec::with_capacity(inputs.len()),
+                    inputs,
+                    reply,
+                    permit: Some(queued.permit),
+                });
             }
         }
     }
 
-    fn embed(&mut self, inputs: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, ApiError> {
+    /// Embeds the next input of the embeddings request under way, and replies once it has
+    /// them all (or an error).
+    fn embed_step(&mut self) {
+        let Some(job) = self.embeds.front_mut() else {
+            return;
+        };
+        let Some(ids) = job.inputs.get(job.done.len()) else {
+            self.finish_embed(Ok(()));
+            return;
+        };
+        let started = Instant::now();
+        let (model, pool, options) = (self.model, &self.pool, &self.embed_options);
+        let embedder = &mut self.embedder;
         let outcome = catch_unwind(AssertUnwindSafe(|| {
-            if self.embedder.is_none() {
-                let s = self
-                    .model
-                    .session_on(self.embed_options.clone(), self.pool.clone())
-                    .map_err(model_error)?;
-                self.embedder = Some(s);
+            if embedder.is_none() {
+                *embedder = Some(
+                    model
+                        .session_on(options.clone(), pool.clone())
+                        .map_err(model_error)?,
+                );
             }
-            let session = self.embedder.as_mut().expect("made above");
-            inputs
-                .iter()
-                .map(|ids| session.embed_tokens(ids).map_err(model_error))
-                .collect::<Result<Vec<_>, _>>()
+            let session = embedder.as_mut().expect("made above");
+            session.embed_tokens(ids).map_err(model_error)
         }));
-        outcome.unwrap_or_else(|_| {
-            self.embedder = None;
-            Err(ApiError::internal(
-                "the engine failed while embedding (a bug): the request was abandoned",
-            ))
-        })
+        self.metrics.step(started.elapsed(), ids.len());
+        let result = match outcome {
+            Ok(Ok(vector)) => {
+                job.done.push(vector);
+                if job.done.len() < job.inputs.len() {
+                    return;
+                }
+                Ok(())
+            }
+            Ok(Err(e)) => Err(e),
+            Err(_) => {
+                self.embedder = None;
+                Err(ApiError::internal(
+                    "the engine failed while embedding (a bug): the request was abandoned",
+                ))
+            }
+        };
+        self.finish_embed(result);
+    }
+
+    /// Replies to the embeddings request under way and takes it off the queue.
+    fn finish_embed(&mut self, result: Result<(), ApiError>) {
+        let Some(mut job) = self.embeds.pop_front() else {
+            return;
+        };
+        job.permit = None;
+        let _ = job.reply.send(result.map(|()| job.done));
     }
 
     /// Ends the generations whose clients have gone (or all, when shutting down): no more
@@ -356,10 +410,12 @@ impl<'m> Scheduler<'m> {
                 self.metrics.cancelled.fetch_add(1, Ordering::Relaxed);
             }
         }
-        let before = self.waiting.len();
+        let before = self.waiting.len() + self.embeds.len();
         self.waiting
             .retain(|(job, _)| !job.events.is_closed() && !shutdown.load(Ordering::Acquire));
-        let gone = before - self.waiting.len();
+        self.embeds
+            .retain(|job| !job.reply.is_closed() && !shutdown.load(Ordering::Acquire));
+        let gone = before - self.waiting.len() - self.embeds.len();
         self.metrics.cancelled.fetch_add(gone, Ordering::Relaxed);
     }
 
@@ -422,11 +478,17 @@ impl<'m> Scheduler<'m> {
         }
     }
 
+    /// The gauges: generations waiting and in a slot; of the embeddings requests, the one
+    /// under way is active and the rest wait.
     fn publish(&self) {
         let m = &self.metrics;
-        m.waiting.store(self.waiting.len(), Ordering::Relaxed);
+        let embedding = usize::from(!self.embeds.is_empty());
+        m.waiting.store(
+            self.waiting.len() + self.embeds.len() - embedding,
+            Ordering::Relaxed,
+        );
         let active = self.slots.iter().filter(|s| s.is_some()).count();
-        m.active.store(active, Ordering::Relaxed);
+        m.active.store(active + embedding, Ordering::Relaxed);
     }
 
     /// One forward pass for every slot with work, then each slot's token.

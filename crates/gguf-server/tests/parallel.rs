@@ -17,8 +17,8 @@ use tokio::sync::OwnedMutexGuard;
 
 mod common;
 use common::{
-    config, get, metrics, model, open_post, parse_metrics, post, send, session_options, sse_data,
-    start_with, Reply, Running, N_CTX,
+    config, get, metrics, model, open_post, parse_metrics, pooled_model, post, send,
+    session_options, sse_data, start_model, start_with, Reply, Running, N_CTX,
 };
 
 /// What a lone session generates greedily for `prompt`: the text, why it stopped, and the
@@ -668,5 +668,66 @@ async fn a_prompt_longer_than_the_batch_alone_is_taken_in_chunks() {
             assert_eq!(usage["completion_tokens"], pieces.len());
         }
     }
+    server.shut_down().await;
+}
+
+/// An embeddings request of many inputs runs one input a step between the generations' steps,
+/// is counted in the gauges while it runs, and ends as soon as its client leaves (the audit's
+/// abandoned request of 2,048 inputs held the engine for minutes while chats waited).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embeddings_share_the_engine_and_end_with_their_client() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = start_model(pooled_model(dir.path()), config(), true).await;
+    let mut engine = Stepper::new(&mut server);
+    let inputs: Vec<String> = (0..50).map(|i| format!("input number {i}")).collect();
+    let embeddings = open_post(server.addr, "/v1/embeddings", &json!({"input": inputs})).await;
+    let m = metrics_when(server.addr, |m| m["gguf_requests_active"] == 1.0).await;
+    assert_eq!(m["gguf_requests_active"], 1.0, "{m:?}");
+    let max_tokens = 5;
+    let mut chat = Events::open(
+        server.addr,
+        &json!({"prompt": "Once upon a time", "max_tokens": max_tokens, "temperature": 0,
+                "stream": true}),
+    )
+    .await;
+    // The stream runs to its end in a few steps while the embeddings are still under way.
+    let (mut steps, mut m) = (0, HashMap::new());
+    while steps < 4 * max_tokens {
+        m = engine.step().await;
+        steps += 1;
+        if m["gguf_completion_tokens_total"] == max_tokens as f64 {
+            break;
+        }
+    }
+    assert_eq!(
+        m["gguf_completion_tokens_total"], max_tokens as f64,
+        "{m:?}"
+    );
+    assert_eq!(m["gguf_requests_active"], 1.0, "the embeddings: {m:?}");
+    assert_eq!(m["gguf_requests_total"], 2.0, "{m:?}");
+    let mut text = String::new();
+    while let Some((piece, _)) = chat.next_text().await {
+        text.push_str(&piece);
+    }
+    assert!(!text.is_empty());
+    // The embeddings client leaves: the request ends at the next turn, with most of its
+    // inputs never computed.
+    drop(embeddings);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let m = loop {
+        let m = engine.cycle().await;
+        if m["gguf_queue_depth"] == 0.0 || Instant::now() > deadline {
+            break m;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    engine.release();
+    assert_eq!(m["gguf_queue_depth"], 0.0, "{m:?}");
+    assert_eq!(m["gguf_requests_active"], 0.0, "{m:?}");
+    assert_eq!(m["gguf_requests_cancelled_total"], 1.0, "{m:?}");
+    assert!(
+        m["gguf_steps_total"] < 2.0 * steps as f64 + 5.0,
+        "the abandoned embeddings kept running: {m:?}"
+    );
     server.shut_down().await;
 }
