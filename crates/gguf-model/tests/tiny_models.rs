@@ -733,3 +733,41 @@ fn a_sliding_window_ring_cache_gives_the_full_caches_logits() {
     // 8 slots (the window) per layer instead of 64.
     assert_eq!(ring_bytes * 64, full_bytes * window);
 }
+
+/// Sizes and head counts out of range or inconsistent are refused with the key named, and
+/// the value.
+#[test]
+fn sizes_out_of_range_are_refused_naming_the_key() {
+    for (i, (key, value)) in [
+        ("llama.block_count", 0u32),
+        ("llama.block_count", 1_000_000),
+        ("llama.embedding_length", 0),
+        ("llama.embedding_length", 1 << 20),
+        ("llama.attention.head_count", 0),
+        ("llama.attention.head_count_kv", 0),
+        ("llama.attention.head_count_kv", 3),
+        ("llama.feed_forward_length", 0),
+        ("llama.feed_forward_length", u32::MAX),
+        ("llama.attention.key_length", 0),
+        ("llama.attention.value_length", 4096),
+        ("llama.rope.dimension_count", 15),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let path = edited_copy(&format!("bad-size-{i}.gguf"), |b| {
+            b.set(key, value);
+        });
+        let err = Model::load(&path).unwrap_err();
+        std::fs::remove_file(&path).unwrap();
+        assert!(
+            matches!(err, ModelError::Hyperparameters { .. }),
+            "{key}={value}: {err:?}"
+        );
+        let msg = err.to_string();
+        assert!(
+            msg.contains(&format!("{key} {value}")) || msg.contains(&format!("{key} is {value}")),
+            "{key}={value}: {msg}"
+        );
+    }
+}
