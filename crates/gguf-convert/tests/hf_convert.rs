@@ -505,3 +505,20 @@ fn corrupted_checkpoints_never_panic() {
         );
     }
 }
+
+/// An empty `tokenizer.model`, or one without pieces, is an error naming the file, not a
+/// vocabulary of `[PADn]` tokens.
+#[test]
+fn a_tokenizer_model_without_pieces_is_refused() {
+    // A ModelProto with only its normalizer spec (field 3, an empty message).
+    for (bytes, wanted) in [(&[][..], "is empty"), (&[0x1a, 0x00][..], "without pieces")] {
+        for name in ["tiny-llama", "tiny-gemma", "tiny-phi3"] {
+            let dir = fixture_with(name, &[("tokenizer.model", bytes)]);
+            let e = plan_error(dir.path());
+            assert!(
+                e.contains("tokenizer.model") && e.contains(wanted),
+                "{name}: {e}"
+            );
+        }
+    }
+}

@@ -273,6 +273,19 @@ pub(crate) fn sentencepiece_vocab_with(
     let model = ModelProto::parse(&bytes)
         .map_err(|e| file_error(&path, format!("not a SentencePiece model: {e}")))?;
     let n_pieces = model.pieces.len();
+    if n_pieces == 0 {
+        // Protobuf reads zero bytes as a model with every field absent; SentencePiece refuses
+        // it. Padding tokens alone would make a vocabulary nothing can be tokenized with.
+        return Err(file_error(
+            &path,
+            match bytes.is_empty() {
+                true => "is empty, not a SentencePiece model".to_string(),
+                false => {
+                    "is a SentencePiece model without pieces: it has no vocabulary".to_string()
+                }
+            },
+        ));
+    }
     let n = vocab_size.filter(|&n| n > 0).unwrap_or(n_pieces);
     check_vocab_size(n, &path)?;
     let mut tokens: Vec<String> = (0..n).map(|i| format!("[PAD{i}]")).collect();
