@@ -522,3 +522,30 @@ fn a_tokenizer_model_without_pieces_is_refused() {
         }
     }
 }
+
+/// A fixture with `from` replaced by `to` in its `config.json` (which must contain `from`).
+fn with_config(name: &str, from: &str, to: &str) -> tempfile::TempDir {
+    let config = std::fs::read_to_string(fixture(&format!("hf/{name}/config.json"))).unwrap();
+    assert!(config.contains(from), "{name}: no {from}");
+    fixture_with(
+        name,
+        &[("config.json", config.replacen(from, to, 1).as_bytes())],
+    )
+}
+
+/// A `config.json` that is not JSON (Python's json writes NaN, which JSON does not have) is
+/// an error that shows the line, so the key is named.
+#[test]
+fn invalid_json_shows_the_line() {
+    let dir = with_config(
+        "tiny-mistral",
+        "\"rope_theta\": 1000000.0",
+        "\"rope_theta\": NaN",
+    );
+    let e = plan_error(dir.path());
+    assert!(
+        e.contains("config.json: not valid JSON")
+            && e.contains("(line 13: `\"rope_theta\": NaN,`)"),
+        "{e}"
+    );
+}

@@ -69,8 +69,7 @@ impl HfTokenizer {
                 "no tokenizer.json (a BPE or WordPiece tokenizer is read from it)",
             )
         })?;
-        let json: Value = serde_json::from_str(&text)
-            .map_err(|e| file_error(&path, format!("not valid JSON: {e}")))?;
+        let json = super::json::parse_json(&path, &text)?;
         let tokenizer = Tokenizer::from_huggingface_json(&text)
             .map_err(|e| file_error(&path, format!("cannot build its tokenizer: {e}")))?;
         Ok(HfTokenizer { json, tokenizer })
