@@ -645,3 +645,35 @@ fn checkpoints_whose_file_would_not_load_are_refused_naming_the_key() {
         HfConversion::plan(&ckpt, &HfOptions::default()).unwrap();
     }
 }
+
+/// Llama 3's RoPE scaling parameters divide wavelengths and frequencies: a zero or negative
+/// one (whose `rope_freqs.weight` would hold zeros, which the engine refuses) is refused naming
+/// the key.
+#[test]
+fn llama3_rope_scaling_parameters_must_be_positive() {
+    for (from, to, wanted) in [
+        (
+            "\"factor\": 8.0",
+            "\"factor\": 0",
+            "rope_scaling.factor is 0",
+        ),
+        (
+            "\"factor\": 8.0",
+            "\"factor\": -8",
+            "rope_scaling.factor is -8",
+        ),
+        (
+            "\"high_freq_factor\": 4.0",
+            "\"high_freq_factor\": -4.0",
+            "rope_scaling.high_freq_factor is -4",
+        ),
+        (
+            "\"original_max_position_embeddings\": 64",
+            "\"original_max_position_embeddings\": 0",
+            "rope_scaling.original_max_position_embeddings is 0",
+        ),
+    ] {
+        let e = plan_error(with_config("tiny-llama", from, to).path());
+        assert!(e.starts_with("config.json: ") && e.contains(wanted), "{e}");
+    }
+}

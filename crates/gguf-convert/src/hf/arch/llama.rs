@@ -157,15 +157,32 @@ impl HfArch for LlamaLike {
                 "config.json: a head dimension of {dim} is not a real model's"
             )));
         }
+        let scaling = [
+            ("factor", 8.0),
+            ("low_freq_factor", 1.0),
+            ("high_freq_factor", 4.0),
+            ("original_max_position_embeddings", 8192.0),
+        ]
+        .map(|(key, default)| (key, num(key, default)));
+        // Each divides a wavelength or a frequency: a zero or negative one makes the factors
+        // zero, negative or infinite (the engine refuses such a `rope_freqs`; this names the key).
+        if let Some((key, value)) = scaling.iter().find(|(_, v)| !(v.is_finite() && *v > 0.0)) {
+            return Err(Error::Unsupported(format!(
+                "config.json: {}.{key} is {value}; Llama 3 RoPE scaling needs a finite number \
+                 above zero",
+                ctx.hparams.rope_key()
+            )));
+        }
+        let [factor, low_freq_factor, high_freq_factor, original] = scaling.map(|(_, v)| v);
         Ok(vec![Generated {
             name: "rope_freqs.weight".into(),
             values: llama3_rope_factors(
                 num("rope_theta", 10000.0),
                 dim as usize,
-                num("factor", 8.0),
-                num("low_freq_factor", 1.0),
-                num("high_freq_factor", 4.0),
-                num("original_max_position_embeddings", 8192.0),
+                factor,
+                low_freq_factor,
+                high_freq_factor,
+                original,
             ),
         }])
     }
