@@ -70,6 +70,26 @@ pub(crate) fn read_json_if_exists(path: &Path) -> Result<Option<serde_json::Valu
     }
 }
 
+/// The text of the `tokenizer.json` at `path`, or `None` when there is no such file, checked
+/// by `gguf-tokenizer` while it is read ([`gguf_tokenizer::Tokenizer::check_huggingface_json`]):
+/// a malformed merge fails at once, naming it, before any parse reads millions of merges into
+/// memory. Every reader of `tokenizer.json` goes through here.
+pub(crate) fn read_tokenizer_json_text(path: &Path) -> Result<Option<String>> {
+    let Some(text) = read_text_if_exists(path)? else {
+        return Ok(None);
+    };
+    gguf_tokenizer::Tokenizer::check_huggingface_json(&text).map_err(|e| file_error(path, e))?;
+    Ok(Some(text))
+}
+
+/// The JSON of the `tokenizer.json` at `path` ([`read_tokenizer_json_text`]), or `None`.
+pub(crate) fn read_tokenizer_json(path: &Path) -> Result<Option<serde_json::Value>> {
+    match read_tokenizer_json_text(path)? {
+        None => Ok(None),
+        Some(text) => parse_json(path, &text).map(Some),
+    }
+}
+
 /// The JSON in `path`, which must exist.
 pub(crate) fn read_json(path: &Path) -> Result<serde_json::Value> {
     read_json_if_exists(path)?.ok_or_else(|| file_error(path, "no such file"))

@@ -11,7 +11,7 @@ use gguf_tokenizer::Tokenizer;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::json::{file_error, read_text_if_exists};
+use super::json::{file_error, read_tokenizer_json_text};
 use super::pre_hashes::{CHECK_TEXT, PRE_TOKENIZER_HASHES};
 use crate::error::Result;
 
@@ -63,7 +63,7 @@ pub(crate) struct HfTokenizer {
 impl HfTokenizer {
     pub(crate) fn load(dir: &Path) -> Result<HfTokenizer> {
         let path = dir.join("tokenizer.json");
-        let text = read_text_if_exists(&path)?.ok_or_else(|| {
+        let text = read_tokenizer_json_text(&path)?.ok_or_else(|| {
             file_error(
                 dir,
                 "no tokenizer.json (a BPE or WordPiece tokenizer is read from it)",
@@ -344,7 +344,7 @@ pub(crate) fn sentencepiece_vocab_with(
     let tokenizer_path = dir.join("tokenizer.json");
     let tokenizer_json;
     if rules == SpmRules::Phi3 {
-        tokenizer_json = super::json::read_json_if_exists(&tokenizer_path)?;
+        tokenizer_json = super::json::read_tokenizer_json(&tokenizer_path)?;
         if let Some(list) = tokenizer_json
             .as_ref()
             .and_then(|t| t.get("added_tokens"))

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::{map_decoder, pooling_type, Ctx, Generated, HfArch, Mapped, Transform};
 use crate::error::{Error, Result};
-use crate::hf::json::read_json_if_exists;
+use crate::hf::json::{read_json_if_exists, read_tokenizer_json};
 use crate::hf::special_vocab::SpecialVocab;
 use crate::hf::vocab::{write_gpt2, write_sentencepiece};
 
@@ -27,7 +27,7 @@ fn count(ctx: &Ctx<'_>, keys: &[&str]) -> Result<u32> {
 /// Whether `tokenizer.json` is the byte-fallback BPE of Llama 2 style checkpoints without a
 /// `tokenizer.model` (the reference's `LlamaHfVocab` path, not written here).
 fn is_llama_hf_tokenizer(ctx: &Ctx<'_>) -> Result<bool> {
-    let Some(json) = read_json_if_exists(&ctx.ckpt.dir().join("tokenizer.json"))? else {
+    let Some(json) = read_tokenizer_json(&ctx.ckpt.dir().join("tokenizer.json"))? else {
         return Ok(false);
     };
     let model = json.get("model");
