@@ -50,7 +50,10 @@ pub(crate) fn check_plan(
         Ok(_) | Err(ModelError::UnsupportedArchitecture { .. }) => Ok(()),
         Err(check) => {
             let origin = origin(&check, &planned, &file, origins);
-            Err(Error::WouldNotLoad { check, origin })
+            Err(Error::WouldNotLoad {
+                check: Box::new(check),
+                origin,
+            })
         }
     }
 }

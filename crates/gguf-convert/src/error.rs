@@ -42,8 +42,8 @@ pub enum Error {
     /// factors that are not finite and positive): nothing was written.
     #[error("{check}{origin}; nothing was written")]
     WouldNotLoad {
-        /// The engine's error, naming the key or tensor.
-        check: gguf_model::ModelError,
+        /// The engine's error, naming the key or tensor (boxed: it is large, and rare).
+        check: Box<gguf_model::ModelError>,
         /// Where in the input the keys and tensors it names come from (` (from config.json's
         /// num_hidden_layers)`), or empty.
         origin: String,
