@@ -175,12 +175,14 @@ fn forced_f32(name: &str, bid: Option<u32>) -> bool {
 }
 
 impl<'c> HfConversion<'c> {
-    /// Plans the conversion of `ckpt`.
+    /// Plans the conversion of `ckpt` and, unless `options.vocab_only`, runs the engine's load
+    /// check (the one `gguf validate` runs) on the plan: nothing is written before it passes.
     ///
     /// # Errors
     /// An architecture this converter does not write (the message lists those it does),
     /// a missing or malformed hyperparameter, tokenizer file or tensor, a tensor it cannot
-    /// map, each naming the file.
+    /// map, each naming the file; [`Error::WouldNotLoad`] for a plan whose file would not load,
+    /// naming the key or tensor and the `config.json` key or checkpoint tensor it comes from.
     pub fn plan(ckpt: &'c Checkpoint, options: &HfOptions) -> Result<HfConversion<'c>> {
         let config = ckpt.config();
         let hf_arch = config
