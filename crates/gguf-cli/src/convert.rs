@@ -86,10 +86,14 @@ pub fn convert(a: ConvertArgs) -> Result<()> {
             ScalePolicy::Exact
         },
     };
+    // Planned and checked (the engine's load check) before the output is created.
+    let conversion = model
+        .prepare(&options)
+        .with_context(|| input_name.clone())?;
     let bar = progress_bar();
     let report = fsutil::write_atomic(&a.output, mode, |out| {
-        model
-            .write_gguf(&options, out, &mut |done, total| {
+        conversion
+            .write(out, &mut |done, total| {
                 bar.set_length(total);
                 bar.set_position(done);
             })

@@ -714,3 +714,182 @@ fn meaningless_sampler_values_are_refused() {
         assert!(r.status.success(), "{args:?}: {}", r.stderr);
     }
 }
+
+/// A copy of `fixtures/NAME` (a checkpoint directory) in a new directory of `dir` with `edit`
+/// applied to its `config.json` text, or its `tokenizer.model` emptied when `edit` is `None`.
+fn hostile_checkpoint(dir: &Path, name: &str, edit: Option<(&str, &str)>) -> PathBuf {
+    static MADE: AtomicUsize = AtomicUsize::new(0);
+    let src = fixture(name);
+    let n = MADE.fetch_add(1, Ordering::Relaxed);
+    let ckpt = dir.join(format!("{}-{n}", name.replace('/', "-")));
+    std::fs::create_dir_all(&ckpt).unwrap();
+    for entry in std::fs::read_dir(&src).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), ckpt.join(entry.file_name())).unwrap();
+    }
+    match edit {
+        Some((from, to)) => {
+            let config = std::fs::read_to_string(ckpt.join("config.json")).unwrap();
+            assert!(config.contains(from), "{name}: no {from}");
+            std::fs::write(ckpt.join("config.json"), config.replacen(from, to, 1)).unwrap();
+        }
+        None => std::fs::write(ckpt.join("tokenizer.model"), b"").unwrap(),
+    }
+    ckpt
+}
+
+/// Inputs `gguf convert` used to turn into files that `gguf validate` then rejected (or that
+/// computed NaN): Hugging Face configs with a layer count the tensors do not have, a RoPE base
+/// of -1, 0 or NaN, a RoPE scaling factor of 0, an empty `tokenizer.model`; legacy files with
+/// no layers or cut after their vocabulary. Each conversion fails naming the key (the engine's
+/// load check runs on the plan), and neither the output nor a temporary file is left.
+#[test]
+fn conversions_whose_output_would_not_load_fail_naming_the_key_and_write_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let inputs = dir.path().join("inputs");
+    let out_dir = dir.path().join("out");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let layers = ("\"num_hidden_layers\": 2", "\"num_hidden_layers\": 1000000");
+    let cases: Vec<(PathBuf, &[&str])> = vec![
+        (
+            hostile_checkpoint(&inputs, "hf/tiny-llama", Some(layers)),
+            &[
+                "llama.block_count is 1000000",
+                "config.json's num_hidden_layers",
+            ],
+        ),
+        (
+            hostile_checkpoint(
+                &inputs,
+                "hf/tiny-qwen2",
+                Some(("\"num_hidden_layers\": 2", "\"num_hidden_layers\": 3")),
+            ),
+            &["blk.2.", "config.json's num_hidden_layers"],
+        ),
+        (
+            hostile_checkpoint(
+                &inputs,
+                "hf/tiny-mistral",
+                Some(("\"rope_theta\": 1000000.0", "\"rope_theta\": -1")),
+            ),
+            &["llama.rope.freq_base is -1", "config.json's rope_theta"],
+        ),
+        (
+            hostile_checkpoint(
+                &inputs,
+                "hf/tiny-qwen3",
+                Some(("\"rope_theta\": 10000.0", "\"rope_theta\": 0")),
+            ),
+            &["qwen3.rope.freq_base is 0", "config.json's rope_theta"],
+        ),
+        (
+            hostile_checkpoint(
+                &inputs,
+                "hf/tiny-gemma3",
+                Some(("\"rope_theta\": 1000000.0", "\"rope_theta\": NaN")),
+            ),
+            &["config.json: not valid JSON", "\"rope_theta\": NaN"],
+        ),
+        (
+            hostile_checkpoint(
+                &inputs,
+                "hf/tiny-llama",
+                Some(("\"factor\": 8.0", "\"factor\": 0")),
+            ),
+            &["rope_scaling.factor is 0"],
+        ),
+        (
+            hostile_checkpoint(&inputs, "hf/tiny-gemma", None),
+            &["tokenizer.model: is empty"],
+        ),
+    ];
+    let legacy = std::fs::read(fixture("legacy/ggjt-v3-llama.bin")).unwrap();
+    let mut no_layers = legacy.clone();
+    no_layers[24..28].copy_from_slice(&0u32.to_le_bytes());
+    std::fs::write(inputs.join("no-layers.bin"), &no_layers).unwrap();
+    // 8 header bytes, 7 hyperparameters, then each token's length, bytes and score.
+    let n_vocab = u32::from_le_bytes(legacy[8..12].try_into().unwrap());
+    let mut end = 36;
+    for _ in 0..n_vocab {
+        end += 4 + u32::from_le_bytes(legacy[end..end + 4].try_into().unwrap()) as usize + 4;
+    }
+    std::fs::write(inputs.join("cut.bin"), &legacy[..end]).unwrap();
+    let mut cases = cases;
+    cases.push((
+        inputs.join("no-layers.bin"),
+        &["llama.block_count is 0", "the header's n_layer"],
+    ));
+    cases.push((
+        inputs.join("cut.bin"),
+        &["no tensors after its vocabulary", "--vocab-only"],
+    ));
+    for (input, wanted) in &cases {
+        let out = out_dir.join("out.gguf");
+        let mut cmd = gguf();
+        cmd.arg("convert").arg(input).arg(&out);
+        let r = run(cmd, b"", Stdout::Read);
+        let what = input.display();
+        assert_eq!(r.status.code(), Some(1), "{what}: {}", r.stderr);
+        for w in *wanted {
+            assert!(r.stderr.contains(w), "{what}: {:?} lacks {w:?}", r.stderr);
+        }
+        assert_eq!(r.stderr.lines().count(), 1, "{what}: {}", r.stderr);
+        assert!(
+            std::fs::read_dir(&out_dir).unwrap().next().is_none(),
+            "{what}: left {:?}",
+            gguf_test_support::listing(&out_dir)
+        );
+    }
+}
+
+/// A `rope_freqs.weight` (Llama 3's per-pair RoPE frequency factors) with a zero, negative,
+/// NaN or infinite factor: `gguf validate` rejects the file naming the tensor, and the engine
+/// refuses to load it (it would compute infinite or NaN angles).
+#[test]
+fn rope_frequencies_that_are_not_finite_and_positive_fail_validate_and_load() {
+    use gguf_format::{GgmlType, GgufBuilder, GgufFile};
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = std::fs::read(fixture("model-llama.gguf")).unwrap();
+    let file = GgufFile::parse(&bytes).unwrap();
+    for (i, bad) in [0.0f32, -1.0, f32::NAN, f32::INFINITY]
+        .into_iter()
+        .enumerate()
+    {
+        let mut b = GgufBuilder::from_file(&file);
+        b.add_tensor("rope_freqs.weight", GgmlType::F32, &[8])
+            .unwrap();
+        let mut out = Vec::new();
+        let mut w = b.write(&mut out).unwrap();
+        for t in file.tensors() {
+            w.write_tensor(file.tensor_data(t)).unwrap();
+        }
+        let mut factors = [1.0f32; 8];
+        factors[7] = bad;
+        let data: Vec<u8> = factors.iter().flat_map(|v| v.to_le_bytes()).collect();
+        w.write_tensor(&data).unwrap();
+        w.finish().unwrap();
+        let path = dir.path().join(format!("rope-freqs-{i}.gguf"));
+        std::fs::write(&path, out).unwrap();
+
+        let mut cmd = gguf();
+        cmd.args(["validate", "--json"]).arg(&path);
+        let r = run(cmd, b"", Stdout::Read);
+        assert_eq!(r.status.code(), Some(1), "{bad}: {}", r.stderr);
+        let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+        assert_eq!(v["valid"], false, "{bad}: {v}");
+        let e = v["errors"][0].as_str().unwrap();
+        assert!(
+            e.contains("rope_freqs.weight") && e.contains(&bad.to_string()),
+            "{e}"
+        );
+        let mut cmd = gguf();
+        cmd.arg("generate").arg(&path).args(["-p", "hi", "-n", "2"]);
+        let r = run(cmd, b"", Stdout::Read);
+        assert_eq!(r.status.code(), Some(1), "{bad}");
+        assert!(
+            r.stderr.contains("rope_freqs.weight"),
+            "{bad}: {}",
+            r.stderr
+        );
+    }
+}

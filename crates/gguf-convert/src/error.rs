@@ -37,6 +37,18 @@ pub enum Error {
     #[error("{0}")]
     Unsupported(String),
 
+    /// The file the conversion would write fails the engine's load check, the one `gguf
+    /// validate` runs (a key out of range, a tensor missing or of the wrong shape, RoPE
+    /// factors that are not finite and positive): nothing was written.
+    #[error("{check}{origin}; nothing was written")]
+    WouldNotLoad {
+        /// The engine's error, naming the key or tensor (boxed: it is large, and rare).
+        check: Box<gguf_model::ModelError>,
+        /// Where in the input the keys and tensors it names come from (` (from config.json's
+        /// num_hidden_layers)`), or empty.
+        origin: String,
+    },
+
     /// Writing the GGUF output failed.
     #[error(transparent)]
     Format(#[from] gguf_format::Error),

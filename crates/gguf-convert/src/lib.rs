@@ -13,13 +13,16 @@
 //! let model = LegacyModel::parse(&bytes)?;
 //! println!("{}", model.container().name()); // GGJTv1
 //! let mut out = Vec::new();
-//! let report = model.write_gguf(&Options::new("ggml-vocab.bin"), &mut out, &mut |_, _| {})?;
+//! let mut options = Options::new("ggml-vocab.bin");
+//! options.vocab_only = true; // the file has no tensors: it is a vocabulary
+//! let report = model.write_gguf(&options, &mut out, &mut |_, _| {})?;
 //! let file = gguf_format::GgufFile::parse(&out)?;
 //! assert_eq!(file.value("general.architecture").and_then(|v| v.as_str()), Some("llama"));
 //! println!("{} tensors", report.tensors.len());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod check;
 mod error;
 pub mod export;
 pub mod hf;

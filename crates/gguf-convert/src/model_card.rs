@@ -1006,8 +1006,8 @@ fn load_config(path: &Path) -> Result<Option<Json>> {
         return Ok(None);
     };
     let text = utf8(path, bytes)?;
-    let json: Json = serde_json::from_str(&text)
-        .map_err(|e| file_error(path, format!("not valid JSON: {e}")))?;
+    let json: Json =
+        serde_json::from_str(&text).map_err(|e| crate::hf::json::json_error(path, &text, &e))?;
     match json {
         Json::Object(_) | Json::Null => Ok(Some(json)),
         other => Err(file_error(

@@ -344,12 +344,25 @@ fn metadata_is_the_conversion_scripts() {
     }
 }
 
-/// A vocabulary-only GGJT v1 file (as llama.cpp's old models/ggml-vocab.bin) converts: the
-/// script refuses it ("Missing layer 0 FF tensor").
+/// A vocabulary-only GGJT v1 file (as llama.cpp's old models/ggml-vocab.bin) converts as
+/// vocabulary only: the script refuses it ("Missing layer 0 FF tensor"). Without
+/// `vocab_only` it is refused, as a model cut after its vocabulary is: a file without tensors
+/// is not a model `gguf validate` accepts.
 #[test]
 fn a_vocabulary_only_file_converts() {
     let bytes = fixture("ggjt-v1-vocab-only.bin");
-    let out = convert(&bytes, &Options::new("ggml-vocab.bin"));
+    let e = LegacyModel::parse(&bytes)
+        .unwrap()
+        .write_gguf(&Options::new("ggml-vocab.bin"), Vec::new(), &mut |_, _| {})
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::Unsupported(_))
+            && e.to_string().contains("no tensors after its vocabulary"),
+        "{e}"
+    );
+    let mut o = Options::new("ggml-vocab.bin");
+    o.vocab_only = true;
+    let out = convert(&bytes, &o);
     let file = GgufFile::parse(&out).unwrap();
     assert!(file.tensors().is_empty());
     // LLaMA 7B's feed-forward width from n_embd 4096 and n_mult 256.
@@ -482,4 +495,134 @@ fn nonsense_options_are_errors() {
             .unwrap_err();
         assert!(matches!(e, Error::Invalid { .. }), "{e}");
     }
+}
+
+/// Where the vocabulary of a legacy file ends: the magic (and version), the seven
+/// hyperparameters, each token's length and bytes (and score).
+fn vocab_end(bytes: &[u8], container: Container) -> usize {
+    let model = LegacyModel::parse(bytes).unwrap();
+    let header = if container == Container::Ggml { 4 } else { 8 } + 28;
+    let score = if container == Container::Ggml { 0 } else { 4 };
+    header
+        + model
+            .vocab()
+            .iter()
+            .map(|t| 4 + t.text.len() + score)
+            .sum::<usize>()
+}
+
+/// The legacy survey of issue 24: each hyperparameter of each fixture set to 0, 1, 2, one off,
+/// double, 4096, 2^20 and the largest and "negative" u32s, and each fixture cut at every tensor
+/// boundary (and right after its vocabulary). Each mutant is refused, or it converts to a file
+/// the engine's load check (`gguf validate`'s) accepts; the classes that used to convert to
+/// files that check refused are refused naming why, with nothing written.
+#[test]
+fn every_header_mutant_is_refused_or_converts_to_a_file_that_loads() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut converted = 0;
+    for (name, container) in fixtures() {
+        let bytes = fixture(name);
+        let model = LegacyModel::parse(&bytes).unwrap();
+        let hp_at = if container == Container::Ggml { 4 } else { 8 };
+        let mut mutants: Vec<(String, Vec<u8>)> = Vec::new();
+        for field in 0..7 {
+            let at = hp_at + 4 * field;
+            let old = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+            for v in [
+                0,
+                1,
+                2,
+                old.wrapping_add(1),
+                old.saturating_sub(1),
+                old.wrapping_mul(2),
+                4096,
+                1 << 20,
+                u32::MAX,
+                0x7fff_ffff,
+                0x8000_0000,
+            ] {
+                let mut b = bytes.clone();
+                b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+                mutants.push((format!("field {field} = {v}"), b));
+            }
+        }
+        let mut cuts = vec![vocab_end(&bytes, container)];
+        cuts.extend(
+            model
+                .tensors()
+                .iter()
+                .map(|t| t.offset as usize + t.data.len()),
+        );
+        for cut in cuts.into_iter().filter(|&c| c < bytes.len()) {
+            mutants.push((format!("cut at {cut}"), bytes[..cut].to_vec()));
+        }
+        for (what, b) in mutants {
+            let Ok(m) = LegacyModel::parse(&b) else {
+                continue;
+            };
+            let mut out = Vec::new();
+            match m.write_gguf(&Options::new("x"), &mut out, &mut |_, _| {}) {
+                Err(e) => assert!(
+                    out.is_empty(),
+                    "{name}, {what}: {e}, yet bytes were written"
+                ),
+                Ok(_) => {
+                    let path = dir.path().join("out.gguf");
+                    std::fs::write(&path, &out).unwrap();
+                    let set = gguf_format::split::SplitSet::open(&path).unwrap();
+                    if let Err(e) = gguf_model::check(&set, "out.gguf") {
+                        panic!("{name}, {what}: converted to a file that does not load: {e}");
+                    }
+                    converted += 1;
+                }
+            }
+        }
+    }
+    // Mutations that leave a model (a different n_mult with w1 present, another ftype...).
+    assert!(converted >= 60, "only {converted} mutants converted");
+
+    // The classes that converted to unloadable files before: each refused, naming why.
+    let refusal = |bytes: &[u8]| {
+        let mut out = Vec::new();
+        let e = LegacyModel::parse(bytes)
+            .unwrap()
+            .write_gguf(&Options::new("x"), &mut out, &mut |_, _| {})
+            .unwrap_err();
+        assert!(out.is_empty(), "{e}: bytes were written");
+        e
+    };
+    for (name, container) in fixtures() {
+        let bytes = fixture(name);
+        let hp_at = if container == Container::Ggml { 4 } else { 8 };
+        let mut b = bytes.clone();
+        b[hp_at + 16..hp_at + 20].copy_from_slice(&0u32.to_le_bytes()); // n_layer
+        let e = refusal(&b);
+        assert!(matches!(e, Error::WouldNotLoad { .. }), "{name}: {e:?}");
+        assert_eq!(
+            e.to_string(),
+            "the converted model would fail `gguf validate`: llama.block_count is 0; it must be \
+             1 to 1024 (llama.block_count from the header's n_layer); nothing was written",
+            "{name}"
+        );
+        let e = refusal(&bytes[..vocab_end(&bytes, container)]);
+        assert!(
+            matches!(e, Error::Unsupported(_))
+                && e.to_string().contains("no tensors after its vocabulary"),
+            "{name}: {e}"
+        );
+    }
+    // An option that does not fit the tensors (--gqa 2 for K and V of every head).
+    let bytes = fixture("ggjt-v3-llama.bin");
+    let mut o = Options::new("x");
+    o.gqa = 2;
+    let e = LegacyModel::parse(&bytes)
+        .unwrap()
+        .write_gguf(&o, Vec::new(), &mut |_, _| {})
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("tensor `blk.0.attn_k.weight` has shape [32, 32], but the hyperparameters need [32, 16]")
+            && e.contains("the file's layers.0.attention.wk.weight"),
+        "{e}"
+    );
 }

@@ -31,9 +31,11 @@ fn old_vocab_files_convert_to_llama_cpps_own_gguf_vocabulary() {
         let model = LegacyModel::parse(&bytes).unwrap();
         assert!(model.tensors().is_empty(), "{name}: a vocabulary only");
         assert_eq!(model.vocab().len(), 32000, "{name}");
+        let mut options = Options::new("ggml-vocab.bin");
+        options.vocab_only = true;
         let mut out = Vec::new();
         model
-            .write_gguf(&Options::new("ggml-vocab.bin"), &mut out, &mut |_, _| {})
+            .write_gguf(&options, &mut out, &mut |_, _| {})
             .unwrap();
         let ours = GgufFile::parse(&out).unwrap();
         for key in [

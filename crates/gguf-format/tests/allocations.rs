@@ -2,52 +2,12 @@
 //! proportion to its number of keys and tensors (not to its vocabulary), and no input, however
 //! hostile, makes the parser allocate more than a small multiple of its size.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-
 use gguf_format::GgufFile;
+use gguf_test_support::alloc::{measure, Counting};
 use gguf_test_support::{fixture_bytes, fixtures, real_model, Rng};
-
-struct Counting;
-
-thread_local! {
-    // Per thread, so tests running in parallel do not see each other's allocations.
-    static COUNT: Cell<usize> = const { Cell::new(0) };
-    static BYTES: Cell<usize> = const { Cell::new(0) };
-}
-
-// SAFETY: every call is forwarded unchanged to the system allocator; the counters are
-// thread-local `Cell`s with const initialisers, which never allocate themselves.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let _ = COUNT.try_with(|c| c.set(c.get() + 1));
-        let _ = BYTES.try_with(|b| b.set(b.get() + layout.size()));
-        // SAFETY: same contract as our caller's.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as our caller's.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let _ = COUNT.try_with(|c| c.set(c.get() + 1));
-        let _ = BYTES.try_with(|b| b.set(b.get() + new_size));
-        // SAFETY: same contract as our caller's.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
-
-/// (allocations, bytes requested) while running `f` on this thread.
-fn measure<T>(f: impl FnOnce() -> T) -> (usize, usize, T) {
-    let (c0, b0) = (COUNT.with(Cell::get), BYTES.with(Cell::get));
-    let out = f();
-    (COUNT.with(Cell::get) - c0, BYTES.with(Cell::get) - b0, out)
-}
 
 #[test]
 fn opening_a_model_does_not_allocate_per_vocabulary_entry() {

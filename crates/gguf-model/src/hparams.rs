@@ -114,6 +114,19 @@ impl Reader<'_, '_> {
         Ok(self.file.get_usize(&self.key(suffix))?)
     }
 
+    /// A required size: above zero and at most `max` (bounds that stop absurd values from
+    /// driving allocations).
+    pub fn size(&self, suffix: &str, max: usize) -> Result<usize> {
+        let n = self.usize(suffix)?;
+        if n == 0 || n > max {
+            return Err(self.error(format!(
+                "{} is {n}; it must be 1 to {max}",
+                self.key(suffix)
+            )));
+        }
+        Ok(n)
+    }
+
     /// An optional unsigned key.
     pub fn opt_usize(&self, suffix: &str) -> Result<Option<usize>> {
         let key = self.key(suffix);
@@ -177,43 +190,55 @@ impl Reader<'_, '_> {
     /// 10,000, no sliding window. `norm_eps_key` is `attention.layer_norm_rms_epsilon` or
     /// `attention.layer_norm_epsilon`.
     pub fn common(&self, norm_eps_key: &str) -> Result<Hparams> {
-        let n_embd = self.usize("embedding_length")?;
-        let n_layer = self.usize("block_count")?;
-        let n_head = self.usize("attention.head_count")?;
-        let n_head_kv = self.opt_usize("attention.head_count_kv")?.unwrap_or(n_head);
-        let n_ff = self.usize("feed_forward_length")?;
+        // Generous bounds: they only stop absurd values from driving allocations.
+        let n_embd = self.size("embedding_length", 1 << 16)?;
+        let n_layer = self.size("block_count", 1 << 10)?;
+        let n_head = self.size("attention.head_count", 1 << 10)?;
+        let n_head_kv = match self.opt_usize("attention.head_count_kv")? {
+            None => n_head,
+            Some(_) => self.size("attention.head_count_kv", 1 << 10)?,
+        };
+        let n_ff = self.size("feed_forward_length", 1 << 20)?;
         let n_ctx_train = self.usize("context_length")?;
-        if n_embd == 0 || n_layer == 0 || n_head == 0 || n_head_kv == 0 || n_ff == 0 {
-            return Err(self.error("embedding length, block count, head counts and feed-forward length must be positive"));
-        }
         if n_ctx_train == 0 {
             return Err(self.error(format!("{} is 0", self.key("context_length"))));
         }
         if n_head % n_head_kv != 0 {
             return Err(self.error(format!(
-                "{n_head} query heads are not a multiple of {n_head_kv} key/value heads"
+                "{} {n_head} is not a multiple of {} {n_head_kv}",
+                self.key("attention.head_count"),
+                self.key("attention.head_count_kv"),
             )));
         }
-        // Generous bounds: they only stop absurd values from driving allocations.
-        if n_embd > 1 << 16 || n_layer > 1 << 10 || n_head > 1 << 10 || n_ff > 1 << 20 {
-            return Err(self.error("hyperparameters out of range"));
-        }
-        let head_dim_k = self
-            .opt_usize("attention.key_length")?
-            .unwrap_or(n_embd / n_head);
-        let head_dim_v = self
-            .opt_usize("attention.value_length")?
-            .unwrap_or(n_embd / n_head);
-        if head_dim_k == 0 || head_dim_v == 0 || head_dim_k > 1024 || head_dim_v > 1024 {
-            return Err(self.error(format!(
-                "head dimensions {head_dim_k}/{head_dim_v} are out of range"
-            )));
-        }
+        let head_dim = |suffix: &str| -> Result<usize> {
+            let given = self.opt_usize(suffix)?;
+            let dim = given.unwrap_or(n_embd / n_head);
+            if dim == 0 || dim > 1024 {
+                let derived = match given {
+                    Some(_) => String::new(),
+                    None => format!(
+                        " ({} {n_embd} / {} {n_head})",
+                        self.key("embedding_length"),
+                        self.key("attention.head_count")
+                    ),
+                };
+                return Err(self.error(format!(
+                    "{} is {dim}{derived}; it must be 1 to 1024",
+                    self.key(suffix)
+                )));
+            }
+            Ok(dim)
+        };
+        let head_dim_k = head_dim("attention.key_length")?;
+        let head_dim_v = head_dim("attention.value_length")?;
         let n_rot = self
             .opt_usize("rope.dimension_count")?
             .unwrap_or(head_dim_k);
         if n_rot == 0 || n_rot > head_dim_k || n_rot % 2 != 0 {
-            return Err(self.error(format!("rope.dimension_count {n_rot} must be even, positive and at most the head dimension {head_dim_k}")));
+            return Err(self.error(format!(
+                "{} {n_rot} must be even, positive and at most the head dimension {head_dim_k}",
+                self.key("rope.dimension_count")
+            )));
         }
         let norm_eps = self.required_positive(norm_eps_key)?;
         let rope_freq_base = self.positive_or("rope.freq_base", 10_000.0)?;

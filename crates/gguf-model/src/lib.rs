@@ -45,6 +45,7 @@ pub use kv_cache::KvType;
 pub use parallel::{ParallelSession, SeqInput};
 pub use sampling::{argmax, Sampler, SamplerConfig};
 pub use stops::StopText;
+pub use weights::PlanTensor;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -109,6 +110,41 @@ impl Default for SessionOptions {
 /// needs is there with the right shape. Returns the hyperparameters.
 pub fn check(set: &SplitSet, name: &str) -> Result<Hparams> {
     Ok(arch::load(set, name, false)?.0.hparams().clone())
+}
+
+/// [`check`] for a file not yet written: a converter's plan, `metadata` (a GGUF of the
+/// planned keys; its own tensors are not looked at) and `tensors` (each one's name, type,
+/// shape, and bytes where the planner has them), named `name` in errors. The same checks
+/// run as on a written file, so a plan that passes gives a file that `gguf validate`
+/// accepts: the architecture's hyperparameters, every tensor it needs with the shape they
+/// imply, and the values of the tensors whose bytes are given (RoPE frequency factors).
+/// Returns the hyperparameters.
+///
+/// ```
+/// use gguf_model::{check_plan, PlanTensor};
+/// let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/model-llama.gguf");
+/// let bytes = std::fs::read(path)?;
+/// let file = gguf_format::GgufFile::parse(&bytes)?;
+/// let tensors: Vec<PlanTensor> = file
+///     .tensors()
+///     .iter()
+///     .map(|t| PlanTensor { name: t.name, ty: t.ggml_type, shape: t.shape(), data: None })
+///     .collect();
+/// assert_eq!(check_plan(&file, &tensors, "plan")?.arch, "llama");
+/// // Without `output_norm.weight`, the file would not load.
+/// let fewer: Vec<PlanTensor> =
+///     tensors.iter().copied().filter(|t| t.name != "output_norm.weight").collect();
+/// let e = check_plan(&file, &fewer, "plan").unwrap_err();
+/// assert_eq!(e.to_string(), "plan: tensor `output_norm.weight` is missing");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn check_plan(
+    metadata: &gguf_format::GgufFile<'_>,
+    tensors: &[PlanTensor<'_>],
+    name: &str,
+) -> Result<Hparams> {
+    let l = weights::Loader::plan(metadata, tensors, name);
+    Ok(arch::load_with(&l)?.hparams().clone())
 }
 
 /// The most threads a session runs: the CPUs this process may use.

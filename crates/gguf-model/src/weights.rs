@@ -2,16 +2,58 @@
 //! the file or of every part of a split set) in their stored type, except those this CPU has
 //! packed kernels for, which are repacked at load as llama.cpp repacks them
 //! ([`Loader::packed`]); only small vectors (norms, biases) are copied out as f32. Each
-//! architecture lists its tensors through a [`Loader`].
+//! architecture lists its tensors through a [`Loader`], which reads them from a file or, for
+//! a check only, from the plan of a file not yet written ([`PlanTensor`]).
 
 use std::cell::Cell;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use gguf_format::split::SplitSet;
-use gguf_format::GgmlType;
+use gguf_format::{GgmlType, GgufFile};
 use gguf_quant::PackedMatrix;
 
 use crate::error::{ModelError, Result};
+
+/// One tensor of a model file not yet written, as a converter plans it: what
+/// [`check_plan`](crate::check_plan) checks.
+#[derive(Debug, Clone, Copy)]
+pub struct PlanTensor<'a> {
+    /// Its GGUF name.
+    pub name: &'a str,
+    /// Its type.
+    pub ty: GgmlType,
+    /// Its shape, ggml order (the row length first).
+    pub shape: &'a [u64],
+    /// Its bytes, when the planner has them (the tables a converter computes, such as RoPE
+    /// frequency factors). The checks of values run on these; a tensor without them has its
+    /// name, type and shape checked only.
+    pub data: Option<&'a [u8]>,
+}
+
+/// Where a [`Loader`] finds tensors.
+enum Source<'s> {
+    /// A mapped file, or every part of a split set.
+    Set(&'s SplitSet),
+    /// A planned file: its metadata and its tensors by name. It is only checked, never run.
+    Plan {
+        metadata: &'s GgufFile<'s>,
+        tensors: HashMap<&'s str, &'s PlanTensor<'s>>,
+    },
+}
+
+/// A tensor found by name.
+struct Found<'s> {
+    /// The part of the split set (0 for a single file or a plan).
+    part: usize,
+    ty: GgmlType,
+    shape: &'s [u64],
+    /// Where its bytes start in the part's map (0 in a plan) and how many there are.
+    start: usize,
+    len: usize,
+    /// Its bytes: always in a file, in a plan when the planner gave them.
+    data: Option<&'s [u8]>,
+}
 
 /// A matrix in a mapped file: `rows` rows of `cols` elements of `ty`.
 #[derive(Debug, Clone)]
@@ -85,9 +127,9 @@ pub(crate) enum Biases {
     Required,
 }
 
-/// Reads an architecture's tensors from a file or split set named `name` in errors.
+/// Reads an architecture's tensors from a file or split set (or a plan) named `name` in errors.
 pub(crate) struct Loader<'s> {
-    pub set: &'s SplitSet,
+    source: Source<'s>,
     pub name: &'s str,
     /// Whether matrices are repacked for this CPU's packed kernels ([`Loader::packed`]).
     pack: bool,
@@ -99,10 +141,37 @@ impl<'s> Loader<'s> {
     /// A loader of `set`; with `pack`, it repacks the matrices it can ([`Loader::packed`]).
     pub fn new(set: &'s SplitSet, name: &'s str, pack: bool) -> Loader<'s> {
         Loader {
-            set,
+            source: Source::Set(set),
             name,
             pack,
             packed_bytes: Cell::new(0),
+        }
+    }
+
+    /// A loader of a planned file, for a check: its matrices are descriptions without bytes,
+    /// and its vectors are zeros unless the plan gives their bytes (nothing is ever computed
+    /// with them).
+    pub fn plan(
+        metadata: &'s GgufFile<'s>,
+        tensors: &'s [PlanTensor<'s>],
+        name: &'s str,
+    ) -> Loader<'s> {
+        Loader {
+            source: Source::Plan {
+                metadata,
+                tensors: tensors.iter().map(|t| (t.name, t)).collect(),
+            },
+            name,
+            pack: false,
+            packed_bytes: Cell::new(0),
+        }
+    }
+
+    /// The metadata (the first part's, for a split set).
+    pub fn metadata(&self) -> &'s GgufFile<'s> {
+        match &self.source {
+            Source::Set(set) => set.metadata(),
+            Source::Plan { metadata, .. } => metadata,
         }
     }
 
@@ -115,10 +184,13 @@ impl<'s> Loader<'s> {
     /// llama.cpp repacks weights on the same CPU (on AVX2: Q4_K with a multiple of 8 rows);
     /// products then run on the copy, in the orders of llama.cpp's repacked kernels.
     pub fn packed(&self, mut m: Matrix) -> Result<Matrix> {
+        let Source::Set(set) = &self.source else {
+            return Ok(m);
+        };
         if !self.pack || m.packed.is_some() {
             return Ok(m);
         }
-        let bytes = &self.set.parts()[m.part].file().bytes()[m.start..m.start + m.len];
+        let bytes = &set.parts()[m.part].file().bytes()[m.start..m.start + m.len];
         if let Some(p) = PackedMatrix::new(m.ty, bytes, m.rows, m.cols)? {
             self.packed_bytes.set(self.packed_bytes.get() + p.bytes());
             m.packed = Some(Arc::new(p));
@@ -137,22 +209,50 @@ impl<'s> Loader<'s> {
 
     /// Whether the file has `tensor`.
     pub fn has(&self, tensor: &str) -> bool {
-        self.set.tensor(tensor).is_some()
+        match &self.source {
+            Source::Set(set) => set.tensor(tensor).is_some(),
+            Source::Plan { tensors, .. } => tensors.contains_key(tensor),
+        }
     }
 
-    fn find(&self, tensor: &str) -> Result<(usize, &gguf_format::TensorInfo<'_>, &[u8])> {
-        self.set
-            .tensor_in_part(tensor)
-            .ok_or_else(|| ModelError::MissingTensor {
-                file: self.name.to_string(),
-                name: tensor.to_string(),
-            })
+    fn find(&self, tensor: &str) -> Result<Found<'s>> {
+        let missing = || ModelError::MissingTensor {
+            file: self.name.to_string(),
+            name: tensor.to_string(),
+        };
+        match &self.source {
+            Source::Set(set) => {
+                let (part, info, data) = set.tensor_in_part(tensor).ok_or_else(missing)?;
+                let base = set.parts()[part].file().bytes().as_ptr() as usize;
+                Ok(Found {
+                    part,
+                    ty: info.ggml_type,
+                    shape: info.shape(),
+                    start: data.as_ptr() as usize - base,
+                    len: data.len(),
+                    data: Some(data),
+                })
+            }
+            Source::Plan { tensors, .. } => {
+                let t = tensors.get(tensor).ok_or_else(missing)?;
+                let len =
+                    t.ty.tensor_size(t.shape)
+                        .ok_or_else(|| self.shape_error(tensor, &[], t.shape))?;
+                Ok(Found {
+                    part: 0,
+                    ty: t.ty,
+                    shape: t.shape,
+                    start: 0,
+                    len: usize::try_from(len).unwrap_or(usize::MAX),
+                    data: t.data,
+                })
+            }
+        }
     }
 
     /// The row count of a matrix of `cols` columns (the vocabulary of `token_embd`).
     pub fn rows_of(&self, tensor: &str, cols: usize) -> Result<usize> {
-        let (_, info, _) = self.find(tensor)?;
-        match info.shape() {
+        match self.find(tensor)?.shape {
             [c, rows] if *c == cols as u64 && *rows > 0 => Ok(*rows as usize),
             other => Err(self.shape_error(tensor, &[cols as u64, 0], other)),
         }
@@ -169,9 +269,9 @@ impl<'s> Loader<'s> {
     /// rows are looked up (llama.cpp keeps them unpacked too; a tied output gets its own
     /// packed copy through [`Loader::packed`]).
     pub fn plain_matrix(&self, tensor: &str, cols: usize, rows: usize) -> Result<Matrix> {
-        let (part, info, data) = self.find(tensor)?;
+        let found = self.find(tensor)?;
         let expected = [cols as u64, rows as u64];
-        let shape = info.shape();
+        let shape = found.shape;
         let fits = shape.len() >= 2
             && shape[0] == expected[0]
             && shape[1] == expected[1]
@@ -179,14 +279,13 @@ impl<'s> Loader<'s> {
         if !fits {
             return Err(self.shape_error(tensor, &expected, shape));
         }
-        let base = self.set.parts()[part].file().bytes().as_ptr() as usize;
         Ok(Matrix {
-            ty: info.ggml_type,
+            ty: found.ty,
             cols,
             rows,
-            part,
-            start: data.as_ptr() as usize - base,
-            len: data.len(),
+            part: found.part,
+            start: found.start,
+            len: found.len,
             packed: None,
         })
     }
@@ -205,26 +304,62 @@ impl<'s> Loader<'s> {
     }
 
     /// Row `row` of `m` (a matrix of this loader's file), dequantized: one row of a table that
-    /// is added whole, as BERT's token-type row 0.
+    /// is added whole, as BERT's token-type row 0 (zeros in a plan).
     pub fn matrix_row(&self, m: &Matrix, row: usize) -> Result<Vec<f32>> {
-        let rb = m.row_bytes();
-        let start = m.start + row * rb;
-        let bytes = &self.set.parts()[m.part].file().bytes()[start..start + rb];
         let mut out = vec![0f32; m.cols];
-        gguf_quant::dequantize_row(m.ty, bytes, &mut out)?;
+        if let Source::Set(set) = &self.source {
+            let rb = m.row_bytes();
+            let start = m.start + row * rb;
+            let bytes = &set.parts()[m.part].file().bytes()[start..start + rb];
+            gguf_quant::dequantize_row(m.ty, bytes, &mut out)?;
+        }
         Ok(out)
     }
 
-    /// A vector of `n` values, as f32 (any float type).
+    /// A vector of `n` values, as f32 (any float type); zeros for a planned tensor without
+    /// bytes.
     pub fn vector(&self, tensor: &str, n: usize) -> Result<Vec<f32>> {
-        let (_, info, data) = self.find(tensor)?;
-        let shape = info.shape();
+        Ok(self.known_vector(tensor, n)?.1)
+    }
+
+    /// [`Loader::vector`], and whether its values are known (false for a planned tensor
+    /// without bytes, whose values read as zeros).
+    fn known_vector(&self, tensor: &str, n: usize) -> Result<(bool, Vec<f32>)> {
+        let found = self.find(tensor)?;
+        let shape = found.shape;
         if shape.first() != Some(&(n as u64)) || shape[1..].iter().any(|&d| d != 1) {
             return Err(self.shape_error(tensor, &[n as u64], shape));
         }
         let mut out = vec![0f32; n];
-        gguf_quant::dequantize_row(info.ggml_type, data, &mut out)?;
-        Ok(out)
+        let Some(data) = found.data else {
+            return Ok((false, out));
+        };
+        gguf_quant::dequantize_row(found.ty, data, &mut out)?;
+        Ok((true, out))
+    }
+
+    /// An optional table of `n` RoPE frequency factors (`ggml_rope_ext`'s: llama's
+    /// `rope_freqs`, Phi-3's `rope_factors_long/short`), each dividing an angle: every one
+    /// must be finite and above zero, or the rotations are NaN or infinite. In a plan the
+    /// values are checked when the planner gives them.
+    pub fn rope_factors(&self, tensor: &str, n: usize) -> Result<Option<Vec<f32>>> {
+        if !self.has(tensor) {
+            return Ok(None);
+        }
+        let (known, factors) = self.known_vector(tensor, n)?;
+        if let Some(bad) = factors
+            .iter()
+            .find(|v| known && !(v.is_finite() && **v > 0.0))
+        {
+            return Err(ModelError::Hyperparameters {
+                file: self.name.to_string(),
+                message: format!(
+                    "tensor `{tensor}` holds {bad}; RoPE frequency factors must be finite and \
+                     above zero"
+                ),
+            });
+        }
+        Ok(Some(factors))
     }
 
     /// Block `block`'s Q, K and V projections from `n_embd` inputs to `q_out`, `k_out` and

@@ -782,3 +782,130 @@ fn a_kv_cache_beyond_the_available_memory_is_refused_before_allocating() {
     // What fits is allocated as before.
     assert!(model.session(options(64)).is_ok());
 }
+
+/// A copy of `model-llama.gguf` with an F32 `rope_freqs.weight` of `values` (Llama 3's RoPE
+/// frequency factors, one per rotated pair).
+fn llama_with_rope_freqs(name: &str, values: &[f32]) -> PathBuf {
+    let bytes = std::fs::read(fixture("model-llama.gguf")).unwrap();
+    let file = GgufFile::parse(&bytes).unwrap();
+    let mut b = GgufBuilder::from_file(&file);
+    b.add_tensor(
+        "rope_freqs.weight",
+        gguf_format::GgmlType::F32,
+        &[values.len() as u64],
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    let mut w = b.write(&mut out).unwrap();
+    for t in file.tensors() {
+        w.write_tensor(file.tensor_data(t)).unwrap();
+    }
+    let data: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    w.write_tensor(&data).unwrap();
+    w.finish().unwrap();
+    let path = temp_path(name);
+    std::fs::write(&path, out).unwrap();
+    path
+}
+
+/// The logits of a prompt of 12 tokens at positions 0..12, from `path` (removed).
+fn prompt_logits(path: &PathBuf) -> Vec<f32> {
+    let model = Model::load(path).unwrap();
+    let logits = tiny_session(&model, 64)
+        .eval_all_logits(&[1, 50, 70, 90, 110, 130, 150, 170, 190, 210, 230, 250])
+        .unwrap();
+    std::fs::remove_file(path).unwrap();
+    logits
+}
+
+/// Llama 3's `rope_freqs.weight` divides each rotated pair's angle, as llama.cpp's
+/// `ggml_rope_ext` does with it: factors of one change nothing, others change the logits; a
+/// factor that is zero, negative, NaN or infinite (whose angles would be NaN or infinite) is
+/// refused naming the tensor, as is a table of the wrong length.
+#[test]
+fn llama_rope_freqs_are_applied_and_checked() {
+    let plain = prompt_logits(&edited_copy("no-rope-freqs.gguf", |_| {}));
+    let ones = prompt_logits(&llama_with_rope_freqs("rope-freqs-ones.gguf", &[1.0; 8]));
+    assert_eq!(plain, ones);
+    let scaled = prompt_logits(&llama_with_rope_freqs(
+        "rope-freqs-scaled.gguf",
+        &[1.0, 1.0, 1.5, 4.0, 8.0, 8.0, 8.0, 8.0],
+    ));
+    let moved = plain
+        .iter()
+        .zip(&scaled)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0f32, f32::max);
+    assert!(
+        moved > 1e-3,
+        "the factors changed the logits by only {moved}"
+    );
+    assert_eq!(
+        plain[..356],
+        scaled[..356],
+        "position 0 has no rotation to scale"
+    );
+
+    for (i, bad) in [0.0f32, -2.0, f32::NAN, f32::INFINITY]
+        .into_iter()
+        .enumerate()
+    {
+        let mut values = [1.0f32; 8];
+        values[5] = bad;
+        let path = llama_with_rope_freqs(&format!("rope-freqs-bad-{i}.gguf"), &values);
+        let err = Model::load(&path).unwrap_err();
+        std::fs::remove_file(&path).unwrap();
+        assert!(matches!(err, ModelError::Hyperparameters { .. }), "{err:?}");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("rope_freqs.weight") && msg.contains(&bad.to_string()),
+            "{msg}"
+        );
+    }
+    let path = llama_with_rope_freqs("rope-freqs-long.gguf", &[1.0; 16]);
+    let err = Model::load(&path).unwrap_err();
+    std::fs::remove_file(&path).unwrap();
+    assert!(
+        matches!(&err, ModelError::TensorShape { name, expected, .. }
+            if name == "rope_freqs.weight" && expected == &[8]),
+        "{err:?}"
+    );
+}
+
+/// Sizes and head counts out of range or inconsistent are refused with the key named, and
+/// the value.
+#[test]
+fn sizes_out_of_range_are_refused_naming_the_key() {
+    for (i, (key, value)) in [
+        ("llama.block_count", 0u32),
+        ("llama.block_count", 1_000_000),
+        ("llama.embedding_length", 0),
+        ("llama.embedding_length", 1 << 20),
+        ("llama.attention.head_count", 0),
+        ("llama.attention.head_count_kv", 0),
+        ("llama.attention.head_count_kv", 3),
+        ("llama.feed_forward_length", 0),
+        ("llama.feed_forward_length", u32::MAX),
+        ("llama.attention.key_length", 0),
+        ("llama.attention.value_length", 4096),
+        ("llama.rope.dimension_count", 15),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let path = edited_copy(&format!("bad-size-{i}.gguf"), |b| {
+            b.set(key, value);
+        });
+        let err = Model::load(&path).unwrap_err();
+        std::fs::remove_file(&path).unwrap();
+        assert!(
+            matches!(err, ModelError::Hyperparameters { .. }),
+            "{key}={value}: {err:?}"
+        );
+        let msg = err.to_string();
+        assert!(
+            msg.contains(&format!("{key} {value}")) || msg.contains(&format!("{key} is {value}")),
+            "{key}={value}: {msg}"
+        );
+    }
+}

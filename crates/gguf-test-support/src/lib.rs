@@ -9,6 +9,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+pub mod alloc;
+
 /// Whether a missing real model or reference tool must fail the test rather than skip it:
 /// `GGUF_REQUIRE_MODELS=1`, which CI sets.
 pub fn required() -> bool {

@@ -134,6 +134,24 @@ impl Tokenizer {
         hf_json::from_json(json, vocab::SpecialIds::default())
     }
 
+    /// Checks a Hugging Face `tokenizer.json` text as far as it can be checked while it is
+    /// read, building and keeping nothing: the first malformed merge of `model.merges` (not
+    /// `"a b"` nor `["a", "b"]`) is an error naming it (`model.merges[0]`), found without
+    /// reading the merges after it into memory. [`Tokenizer::from_huggingface_json`] runs it
+    /// first; a reader that parses the JSON for other purposes runs it before that parse.
+    ///
+    /// ```
+    /// use gguf_tokenizer::Tokenizer;
+    /// let json = r#"{"model": {"type": "BPE", "vocab": {}, "merges": ["a b c", "a b"]}}"#;
+    /// let e = Tokenizer::check_huggingface_json(json).unwrap_err();
+    /// assert!(e.to_string().contains("`model.merges[0]`"), "{e}");
+    /// assert!(Tokenizer::check_huggingface_json(r#"{"model": {"merges": [["a", "b"]]}}"#).is_ok());
+    /// # Ok::<(), gguf_tokenizer::TokenizerError>(())
+    /// ```
+    pub fn check_huggingface_json(json: &str) -> Result<()> {
+        hf_json::check_structure(json)
+    }
+
     /// What was odd about the metadata but did not stop loading (e.g. an unknown
     /// `tokenizer.ggml.pre`, replaced by the default pre-tokenizer).
     pub fn warnings(&self) -> &[String] {

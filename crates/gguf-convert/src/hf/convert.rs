@@ -11,7 +11,8 @@ use serde_json::Value;
 
 use super::arch::{self, Ctx, Transform};
 use super::checkpoint::{Checkpoint, Dtype, HfTensor};
-use super::params::{text_model_parameters, Hparams};
+use super::params::{text_model_parameters, Hparams, BLOCK_COUNT_KEYS};
+use crate::check::{check_plan, Origins};
 use crate::error::{Error, Result};
 
 /// The type of the converted matrices (`--outtype`); vectors, norms and a few small tables
@@ -174,12 +175,14 @@ fn forced_f32(name: &str, bid: Option<u32>) -> bool {
 }
 
 impl<'c> HfConversion<'c> {
-    /// Plans the conversion of `ckpt`.
+    /// Plans the conversion of `ckpt` and, unless `options.vocab_only`, runs the engine's load
+    /// check (the one `gguf validate` runs) on the plan: nothing is written before it passes.
     ///
     /// # Errors
     /// An architecture this converter does not write (the message lists those it does),
     /// a missing or malformed hyperparameter, tokenizer file or tensor, a tensor it cannot
-    /// map, each naming the file.
+    /// map, each naming the file; [`Error::WouldNotLoad`] for a plan whose file would not load,
+    /// naming the key or tensor and the `config.json` key or checkpoint tensor it comes from.
     pub fn plan(ckpt: &'c Checkpoint, options: &HfOptions) -> Result<HfConversion<'c>> {
         let config = ckpt.config();
         let hf_arch = config
@@ -201,8 +204,7 @@ impl<'c> HfConversion<'c> {
             ))
         })?;
         let hparams = Hparams::new(config)?;
-        let block_count =
-            hparams.require_u32(&["n_layers", "num_hidden_layers", "n_layer", "num_layers"])?;
+        let block_count = hparams.require_u32(BLOCK_COUNT_KEYS)?;
         let a = entry.arch;
 
         // The tensors, filtered and renamed, in the checkpoint's order.
@@ -307,14 +309,43 @@ impl<'c> HfConversion<'c> {
         for (key, value) in crate::model_card::general_metadata(ckpt.dir(), &params)? {
             b.set(&key, value);
         }
+        let mut origins = Origins::new();
         if a.uses_shared_parameters() {
-            text_model_parameters(&mut b, a.gguf_arch(), &ctx.hparams, block_count, file_type)?;
+            text_model_parameters(
+                &mut b,
+                a.gguf_arch(),
+                &ctx.hparams,
+                block_count,
+                file_type,
+                &mut origins,
+            )?;
         }
         a.parameters(&ctx, &mut b)?;
         b.set("general.quantization_version", 2u32);
         a.vocab(&ctx, &mut b)?;
         for t in &tensors {
             b.push_tensor(TensorSpec::new(t.name.clone(), t.ty, &t.shape)?)?;
+        }
+        if !options.vocab_only {
+            // The engine's load check, before anything is written. The computed tensors
+            // (RoPE factor tables) are checked with their values.
+            let data = generated
+                .iter()
+                .map(|(i, values)| {
+                    let t = &tensors[*i];
+                    encode(values, t.ty, t.shape.first().copied().unwrap_or(1) as usize)
+                        .map(|bytes| (*i, bytes))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let rope_key = ctx.hparams.rope_key();
+            origins.extend(tensors.iter().map(|t| {
+                let from = match &t.source {
+                    Some(source) => format!("the checkpoint's {source}"),
+                    None => format!("config.json's {rope_key}"),
+                };
+                (t.name.clone(), from)
+            }));
+            check_plan(&ckpt.dir().display().to_string(), &mut b, &data, &origins)?;
         }
         let warnings = ctx.warnings.into_inner();
         Ok(HfConversion {

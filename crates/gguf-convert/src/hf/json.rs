@@ -34,13 +34,59 @@ pub(crate) fn read_text_if_exists(path: &Path) -> Result<Option<String>> {
         .map_err(|e| file_error(path, format!("not UTF-8 text: {e}")))
 }
 
+/// The JSON of `text`, read from `path`: an error names the file and shows the line where
+/// the JSON goes wrong (`"rope_theta": NaN` is Python's JSON, not JSON).
+pub(crate) fn parse_json(path: &Path, text: &str) -> Result<serde_json::Value> {
+    serde_json::from_str(text).map_err(|e| json_error(path, text, &e))
+}
+
+/// `path`'s JSON error `e`, with the line it is on.
+pub(crate) fn json_error(path: &Path, text: &str, e: &serde_json::Error) -> Error {
+    const SHOWN: usize = 80;
+    let line = text
+        .lines()
+        .nth(e.line().saturating_sub(1))
+        .map(str::trim)
+        .filter(|l| !l.is_empty());
+    let shown = match line {
+        None => String::new(),
+        Some(l) if l.chars().count() > SHOWN => {
+            format!(
+                " (line {}: `{}...`)",
+                e.line(),
+                l.chars().take(SHOWN).collect::<String>()
+            )
+        }
+        Some(l) => format!(" (line {}: `{l}`)", e.line()),
+    };
+    file_error(path, format!("not valid JSON: {e}{shown}"))
+}
+
 /// The JSON in `path`, or `None` when there is no such file.
 pub(crate) fn read_json_if_exists(path: &Path) -> Result<Option<serde_json::Value>> {
     match read_text_if_exists(path)? {
         None => Ok(None),
-        Some(text) => serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|e| file_error(path, format!("not valid JSON: {e}"))),
+        Some(text) => parse_json(path, &text).map(Some),
+    }
+}
+
+/// The text of the `tokenizer.json` at `path`, or `None` when there is no such file, checked
+/// by `gguf-tokenizer` while it is read ([`gguf_tokenizer::Tokenizer::check_huggingface_json`]):
+/// a malformed merge fails at once, naming it, before any parse reads millions of merges into
+/// memory. Every reader of `tokenizer.json` goes through here.
+pub(crate) fn read_tokenizer_json_text(path: &Path) -> Result<Option<String>> {
+    let Some(text) = read_text_if_exists(path)? else {
+        return Ok(None);
+    };
+    gguf_tokenizer::Tokenizer::check_huggingface_json(&text).map_err(|e| file_error(path, e))?;
+    Ok(Some(text))
+}
+
+/// The JSON of the `tokenizer.json` at `path` ([`read_tokenizer_json_text`]), or `None`.
+pub(crate) fn read_tokenizer_json(path: &Path) -> Result<Option<serde_json::Value>> {
+    match read_tokenizer_json_text(path)? {
+        None => Ok(None),
+        Some(text) => parse_json(path, &text).map(Some),
     }
 }
 

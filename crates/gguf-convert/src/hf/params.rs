@@ -4,6 +4,7 @@
 use gguf_format::{GgufBuilder, OwnedArray, OwnedValue, ValueType};
 use serde_json::{Map, Value};
 
+use crate::check::Origins;
 use crate::error::{Error, Result};
 
 /// The hyperparameters: `config.json` with its `text_config` (multimodal checkpoints) merged in
@@ -300,6 +301,19 @@ impl Hparams {
             .filter(|(_, v)| !v.is_null())
     }
 
+    /// The first of `keys` present and not null: the key a value is read from.
+    pub(crate) fn present<'k>(&self, keys: &[&'k str]) -> Option<&'k str> {
+        self.find_entry(keys).map(|(k, _)| k)
+    }
+
+    /// The key the rope parameters come from (`rope_parameters`, else `rope_scaling`).
+    pub(crate) fn rope_key(&self) -> &'static str {
+        match self.get("rope_parameters") {
+            Some(Value::Object(_)) => "rope_parameters",
+            _ => "rope_scaling",
+        }
+    }
+
     /// `find_hparam(keys)` for a count.
     pub(crate) fn require_u32(&self, keys: &[&str]) -> Result<u32> {
         self.find_u32(keys)?.ok_or_else(|| {
@@ -353,30 +367,34 @@ fn count_or_list(v: &Value, key: &str) -> Result<OwnedValue> {
     Ok(OwnedValue::Array(OwnedArray::new(ValueType::U32, items)?))
 }
 
+/// The keys a model's layer count is read from (`block_count`).
+pub(crate) const BLOCK_COUNT_KEYS: &[&str] =
+    &["n_layers", "num_hidden_layers", "n_layer", "num_layers"];
+
 /// Writes the keys `TextModel.set_gguf_parameters` writes, in its order, ending with
-/// `general.file_type`.
+/// `general.file_type`; `origins` gets the `config.json` key each comes from.
 pub(crate) fn text_model_parameters(
     b: &mut GgufBuilder<'_>,
     arch: &str,
     h: &Hparams,
     block_count: u32,
     file_type: u32,
+    origins: &mut Origins,
 ) -> Result<()> {
     let k = |name: &str| format!("{arch}.{name}");
-    b.set(&k("block_count"), block_count);
-    if let Some(n) = h.find_u32(&[
+    let mut from = |name: &str, keys: &[&str]| {
+        if let Some(key) = h.present(keys) {
+            origins.push((k(name), format!("config.json's {key}")));
+        }
+    };
+    let ctx_keys = [
         "max_position_embeddings",
         "n_ctx",
         "n_positions",
         "max_length",
         "max_sequence_length",
         "model_max_length",
-    ])? {
-        b.set(&k("context_length"), n);
-    }
-    if let Some(n) = h.find_u32(&["hidden_size", "n_embd", "dim"])? {
-        b.set(&k("embedding_length"), n);
-    }
+    ];
     let ff_keys = [
         "prefix_dense_intermediate_size",
         "dense_intermediate_size",
@@ -384,19 +402,49 @@ pub(crate) fn text_model_parameters(
         "n_inner",
         "hidden_dim",
     ];
+    let head_keys = ["num_attention_heads", "n_head", "n_heads"];
+    let kv_head_keys = ["num_key_value_heads", "n_kv_heads"];
+    let rms_eps_keys = ["rms_norm_eps", "norm_eps"];
+    let eps_keys = ["layer_norm_eps", "layer_norm_epsilon", "norm_epsilon"];
+    from("block_count", BLOCK_COUNT_KEYS);
+    from("context_length", &ctx_keys);
+    from("embedding_length", &["hidden_size", "n_embd", "dim"]);
+    from("feed_forward_length", &ff_keys);
+    from("attention.head_count", &head_keys);
+    from("attention.head_count_kv", &kv_head_keys);
+    from("attention.layer_norm_rms_epsilon", &rms_eps_keys);
+    from("attention.layer_norm_epsilon", &eps_keys);
+    from("attention.key_length", &["head_dim"]);
+    from("attention.value_length", &["head_dim"]);
+    let rope_key = h.rope_key();
+    origins.push((k("rope.freq_base"), "config.json's rope_theta".into()));
+    for scaling in ["factor", "original_context_length"] {
+        origins.push((
+            k(&format!("rope.scaling.{scaling}")),
+            format!("config.json's {rope_key}"),
+        ));
+    }
+
+    b.set(&k("block_count"), block_count);
+    if let Some(n) = h.find_u32(&ctx_keys)? {
+        b.set(&k("context_length"), n);
+    }
+    if let Some(n) = h.find_u32(&["hidden_size", "n_embd", "dim"])? {
+        b.set(&k("embedding_length"), n);
+    }
     if let Some(v) = h.find(&ff_keys) {
         b.set(
             &k("feed_forward_length"),
             count_or_list(v, "intermediate_size")?,
         );
     }
-    if let Some(v) = h.find(&["num_attention_heads", "n_head", "n_heads"]) {
+    if let Some(v) = h.find(&head_keys) {
         b.set(
             &k("attention.head_count"),
             count_or_list(v, "num_attention_heads")?,
         );
     }
-    if let Some(v) = h.find(&["num_key_value_heads", "n_kv_heads"]) {
+    if let Some(v) = h.find(&kv_head_keys) {
         b.set(
             &k("attention.head_count_kv"),
             count_or_list(v, "num_key_value_heads")?,
@@ -476,10 +524,10 @@ pub(crate) fn text_model_parameters(
     {
         b.set(&k("rope.freq_base_swa"), theta as f32);
     }
-    if let Some(eps) = h.find_f64(&["rms_norm_eps", "norm_eps"])? {
+    if let Some(eps) = h.find_f64(&rms_eps_keys)? {
         b.set(&k("attention.layer_norm_rms_epsilon"), eps as f32);
     }
-    if let Some(eps) = h.find_f64(&["layer_norm_eps", "layer_norm_epsilon", "norm_epsilon"])? {
+    if let Some(eps) = h.find_f64(&eps_keys)? {
         b.set(&k("attention.layer_norm_epsilon"), eps as f32);
     }
     if h.find(&["num_local_experts", "num_experts", "n_routed_experts"])

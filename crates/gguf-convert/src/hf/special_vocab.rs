@@ -176,7 +176,7 @@ impl SpecialVocab {
 
     fn load_from_tokenizer_json(&mut self, dir: &Path) -> Result<()> {
         let tokenizer_path = dir.join("tokenizer.json");
-        let tokenizer = read_json_if_exists(&tokenizer_path)?;
+        let tokenizer = super::json::read_tokenizer_json(&tokenizer_path)?;
         let mut added_tokens: Vec<Value> = Vec::new();
         if let Some(tokenizer) = &tokenizer {
             if self.load_merges {

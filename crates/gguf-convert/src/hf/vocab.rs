@@ -11,7 +11,7 @@ use gguf_tokenizer::Tokenizer;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::json::{file_error, read_text_if_exists};
+use super::json::{file_error, read_tokenizer_json_text};
 use super::pre_hashes::{CHECK_TEXT, PRE_TOKENIZER_HASHES};
 use crate::error::Result;
 
@@ -63,14 +63,13 @@ pub(crate) struct HfTokenizer {
 impl HfTokenizer {
     pub(crate) fn load(dir: &Path) -> Result<HfTokenizer> {
         let path = dir.join("tokenizer.json");
-        let text = read_text_if_exists(&path)?.ok_or_else(|| {
+        let text = read_tokenizer_json_text(&path)?.ok_or_else(|| {
             file_error(
                 dir,
                 "no tokenizer.json (a BPE or WordPiece tokenizer is read from it)",
             )
         })?;
-        let json: Value = serde_json::from_str(&text)
-            .map_err(|e| file_error(&path, format!("not valid JSON: {e}")))?;
+        let json = super::json::parse_json(&path, &text)?;
         let tokenizer = Tokenizer::from_huggingface_json(&text)
             .map_err(|e| file_error(&path, format!("cannot build its tokenizer: {e}")))?;
         Ok(HfTokenizer { json, tokenizer })
@@ -273,6 +272,19 @@ pub(crate) fn sentencepiece_vocab_with(
     let model = ModelProto::parse(&bytes)
         .map_err(|e| file_error(&path, format!("not a SentencePiece model: {e}")))?;
     let n_pieces = model.pieces.len();
+    if n_pieces == 0 {
+        // Protobuf reads zero bytes as a model with every field absent; SentencePiece refuses
+        // it. Padding tokens alone would make a vocabulary nothing can be tokenized with.
+        return Err(file_error(
+            &path,
+            match bytes.is_empty() {
+                true => "is empty, not a SentencePiece model".to_string(),
+                false => {
+                    "is a SentencePiece model without pieces: it has no vocabulary".to_string()
+                }
+            },
+        ));
+    }
     let n = vocab_size.filter(|&n| n > 0).unwrap_or(n_pieces);
     check_vocab_size(n, &path)?;
     let mut tokens: Vec<String> = (0..n).map(|i| format!("[PAD{i}]")).collect();
@@ -332,7 +344,7 @@ pub(crate) fn sentencepiece_vocab_with(
     let tokenizer_path = dir.join("tokenizer.json");
     let tokenizer_json;
     if rules == SpmRules::Phi3 {
-        tokenizer_json = super::json::read_json_if_exists(&tokenizer_path)?;
+        tokenizer_json = super::json::read_tokenizer_json(&tokenizer_path)?;
         if let Some(list) = tokenizer_json
             .as_ref()
             .and_then(|t| t.get("added_tokens"))

@@ -30,6 +30,7 @@ use gguf_format::{GgmlType, GgufBuilder, OwnedArray, OwnedValue, TensorSpec, Val
 use blocks::{Block, Era};
 pub use blocks::{OldQuant, ScalePolicy};
 
+use crate::check::{check_plan, Origins};
 use crate::error::{Error, Result};
 
 /// `lmgg` as a little-endian u32: unversioned GGML.
@@ -42,6 +43,9 @@ pub const MAGIC_GGJT: u32 = 0x6767_6a74;
 const MAGIC_GGLA: u32 = 0x6767_6c61;
 /// `nsgg`: a llama.cpp session file.
 const MAGIC_GGSN: u32 = 0x6767_736e;
+
+/// Layer 0's gate, whose rows give the feed-forward width.
+const FIRST_W1: &str = "layers.0.feed_forward.w1.weight";
 
 /// The alignment of GGJT tensor data.
 const GGJT_ALIGNMENT: usize = 32;
@@ -377,11 +381,7 @@ impl<'a> LegacyModel<'a> {
     /// The feed-forward width: layer 0's `w1` rows if the file has it, else what llama.cpp
     /// computed from `n_mult` (`2 · 4 · n_embd / 3` rounded up to a multiple of `n_mult`).
     pub fn feed_forward_length(&self) -> u64 {
-        if let Some(w1) = self
-            .tensors
-            .iter()
-            .find(|t| t.name == "layers.0.feed_forward.w1.weight")
-        {
+        if let Some(w1) = self.tensors.iter().find(|t| t.name == FIRST_W1) {
             if let Some(&rows) = w1.dims.get(1) {
                 return rows;
             }
@@ -443,74 +443,86 @@ impl<'a> LegacyModel<'a> {
             .collect()
     }
 
-    /// Writes the GGUF file to `out`: metadata, then the tensors one at a time (each repacked
-    /// in chunks, so memory stays bounded by a chunk), calling `progress(bytes done, total)`
-    /// after each tensor.
+    /// Plans the conversion with `options` and checks it, before anything is written: the
+    /// metadata and tensor table, and the engine's load check on them (what `gguf validate`
+    /// runs on the output), unless `options.vocab_only`.
     ///
     /// # Errors
     /// As [`LegacyModel::plan`]; [`Error::Invalid`] for options that do not fit the model
-    /// (`gqa` not dividing the heads); [`Error::Format`] if writing fails.
+    /// (`gqa` not dividing the heads); [`Error::Unsupported`] for a file without tensors
+    /// unless `options.vocab_only` (a vocabulary file, or a model cut after its vocabulary);
+    /// [`Error::WouldNotLoad`] for a model whose converted file would not load, naming the key
+    /// or tensor and the header field or legacy tensor it comes from.
+    pub fn prepare(&self, options: &Options) -> Result<LegacyConversion<'_, 'a>> {
+        if !options.vocab_only && self.tensors.is_empty() {
+            return Err(Error::Unsupported(
+                "the file has no tensors after its vocabulary: a vocabulary file (as llama.cpp's \
+                 old models/ggml-vocab.bin) or a model cut short; convert it as vocabulary only \
+                 (--vocab-only) to write its vocabulary alone"
+                    .into(),
+            ));
+        }
+        let plans = if options.vocab_only {
+            Vec::new()
+        } else {
+            self.plan(options.scales)?
+        };
+        let mut builder = self.builder(options, &plans)?;
+        if !options.vocab_only {
+            let mut origins: Origins = [
+                ("llama.embedding_length", "n_embd"),
+                ("llama.block_count", "n_layer"),
+                ("llama.attention.head_count", "n_head"),
+                ("llama.rope.dimension_count", "n_embd / n_head"),
+            ]
+            .iter()
+            .map(|(key, field)| (key.to_string(), format!("the header's {field}")))
+            .chain([
+                (
+                    "llama.attention.head_count_kv".to_string(),
+                    "the header's n_head / the gqa option".to_string(),
+                ),
+                (
+                    "llama.context_length".to_string(),
+                    "the context length option".to_string(),
+                ),
+                (
+                    "llama.attention.layer_norm_rms_epsilon".to_string(),
+                    "the eps option".to_string(),
+                ),
+            ])
+            .collect();
+            let ff = match self.tensors.iter().any(|t| t.name == FIRST_W1) {
+                true => format!("the rows of {FIRST_W1}"),
+                false => "the header's n_embd and n_mult".to_string(),
+            };
+            origins.push(("llama.feed_forward_length".into(), ff));
+            origins.extend(
+                plans
+                    .iter()
+                    .map(|p| (p.name.clone(), format!("the file's {}", p.legacy_name))),
+            );
+            check_plan("", &mut builder, &[], &origins)?;
+        }
+        Ok(LegacyConversion {
+            model: self,
+            plans,
+            builder,
+        })
+    }
+
+    /// Writes the GGUF file to `out` ([`LegacyModel::prepare`], then
+    /// [`LegacyConversion::write`]).
+    ///
+    /// # Errors
+    /// As [`LegacyModel::prepare`] and [`LegacyConversion::write`].
     pub fn write_gguf<W: Write>(
         &self,
         options: &Options,
         out: W,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<Report> {
-        let plans = if options.vocab_only {
-            Vec::new()
-        } else {
-            self.plan(options.scales)?
-        };
-        let builder = self.builder(options, &plans)?;
-        let total: u64 = builder.tensors().iter().map(TensorSpec::size).sum();
-        let mut w = builder.write(out)?;
-        let era = self.container.era();
-        let mut done = 0;
-        let mut rounded_blocks = 0u64;
-        for ((plan, t), spec) in plans.iter().zip(&self.tensors).zip(builder.tensors()) {
-            w.write_tensor_with(|w| match plan.action {
-                Action::Copy(_) => w.write_all(t.data),
-                Action::Repack(q, _) => {
-                    let size = q.block_bytes(era);
-                    let mut buf = Vec::new();
-                    for chunk in t.data.chunks(size * 4096) {
-                        buf.clear();
-                        for b in chunk.chunks_exact(size) {
-                            let block = Block::decode(q, era, b);
-                            rounded_blocks += u64::from(!block.fits_f16());
-                            block.encode_today(q, &mut buf);
-                        }
-                        w.write_all(&buf)?;
-                    }
-                    Ok(())
-                }
-                Action::Dequantize(q) => {
-                    let size = q.block_bytes(era);
-                    let mut values = [0f32; 32];
-                    let mut buf = Vec::new();
-                    for chunk in t.data.chunks(size * 4096) {
-                        buf.clear();
-                        for b in chunk.chunks_exact(size) {
-                            let block = Block::decode(q, era, b);
-                            block.values(q, &mut values[..block.len]);
-                            for v in &values[..block.len] {
-                                buf.extend_from_slice(&v.to_le_bytes());
-                            }
-                        }
-                        w.write_all(&buf)?;
-                    }
-                    Ok(())
-                }
-            })?;
-            done += spec.size();
-            progress(done, total);
-        }
-        w.finish()?;
-        Ok(Report {
-            container: self.container,
-            tensors: plans,
-            rounded_blocks,
-        })
+        self.prepare(options)?.write(out, progress)
     }
 
     /// The GGUF builder: the script's keys in its order, then the tensors.
@@ -633,6 +645,85 @@ impl<'a> LegacyModel<'a> {
         }
         let scores = self.vocab.iter().map(|t| t.score).collect();
         (tokens, scores, types)
+    }
+}
+
+/// A legacy model's conversion, planned and checked ([`LegacyModel::prepare`]): nothing is
+/// written until [`LegacyConversion::write`].
+#[derive(Debug)]
+pub struct LegacyConversion<'m, 'a> {
+    model: &'m LegacyModel<'a>,
+    plans: Vec<TensorPlan>,
+    builder: GgufBuilder<'static>,
+}
+
+impl LegacyConversion<'_, '_> {
+    /// How each tensor will be written, in order (none for a vocabulary-only conversion).
+    pub fn tensors(&self) -> &[TensorPlan] {
+        &self.plans
+    }
+
+    /// Writes the GGUF file to `out`: metadata, then the tensors one at a time (each repacked
+    /// in chunks, so memory stays bounded by a chunk), calling `progress(bytes done, total)`
+    /// after each tensor.
+    ///
+    /// # Errors
+    /// [`Error::Format`] if writing fails.
+    pub fn write<W: Write>(self, out: W, progress: &mut dyn FnMut(u64, u64)) -> Result<Report> {
+        let LegacyConversion {
+            model,
+            plans,
+            builder,
+        } = self;
+        let total: u64 = builder.tensors().iter().map(TensorSpec::size).sum();
+        let mut w = builder.write(out)?;
+        let era = model.container.era();
+        let mut done = 0;
+        let mut rounded_blocks = 0u64;
+        for ((plan, t), spec) in plans.iter().zip(&model.tensors).zip(builder.tensors()) {
+            w.write_tensor_with(|w| match plan.action {
+                Action::Copy(_) => w.write_all(t.data),
+                Action::Repack(q, _) => {
+                    let size = q.block_bytes(era);
+                    let mut buf = Vec::new();
+                    for chunk in t.data.chunks(size * 4096) {
+                        buf.clear();
+                        for b in chunk.chunks_exact(size) {
+                            let block = Block::decode(q, era, b);
+                            rounded_blocks += u64::from(!block.fits_f16());
+                            block.encode_today(q, &mut buf);
+                        }
+                        w.write_all(&buf)?;
+                    }
+                    Ok(())
+                }
+                Action::Dequantize(q) => {
+                    let size = q.block_bytes(era);
+                    let mut values = [0f32; 32];
+                    let mut buf = Vec::new();
+                    for chunk in t.data.chunks(size * 4096) {
+                        buf.clear();
+                        for b in chunk.chunks_exact(size) {
+                            let block = Block::decode(q, era, b);
+                            block.values(q, &mut values[..block.len]);
+                            for v in &values[..block.len] {
+                                buf.extend_from_slice(&v.to_le_bytes());
+                            }
+                        }
+                        w.write_all(&buf)?;
+                    }
+                    Ok(())
+                }
+            })?;
+            done += spec.size();
+            progress(done, total);
+        }
+        w.finish()?;
+        Ok(Report {
+            container: model.container,
+            tensors: plans,
+            rounded_blocks,
+        })
     }
 }
 

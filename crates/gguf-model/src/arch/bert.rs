@@ -53,9 +53,9 @@ struct Bert {
 }
 
 pub(super) fn load(l: &Loader<'_>, arch: &'static str) -> Result<Box<dyn Architecture>> {
-    let (set, name) = (l.set, l.name);
+    let name = l.name;
     let r = Reader {
-        file: set.metadata(),
+        file: l.metadata(),
         name,
         arch,
     };

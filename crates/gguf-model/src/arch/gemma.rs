@@ -90,14 +90,14 @@ fn swa_layers(r: &Reader<'_, '_>, n_layer: usize, default_period: usize) -> Resu
 }
 
 pub(super) fn load(l: &Loader<'_>, arch: &'static str) -> Result<Box<dyn Architecture>> {
-    let (set, name) = (l.set, l.name);
+    let name = l.name;
     let generation = match arch {
         "gemma2" => Generation::Gemma2,
         "gemma3" => Generation::Gemma3,
         _ => Generation::Gemma,
     };
     let r = Reader {
-        file: set.metadata(),
+        file: l.metadata(),
         name,
         arch,
     };

@@ -1,7 +1,8 @@
 //! The llama family: `llama` (Llama 1-3, SmolLM2, TinyLlama), `mistral` (llama with a sliding
 //! attention window), `qwen2` (biases on Q, K and V; NeoX RoPE) and `qwen3` (an RMSNorm on
 //! each head of Q and K; NeoX RoPE). Pre-norm blocks: RMSNorm, attention with RoPE, RMSNorm,
-//! SwiGLU feed-forward.
+//! SwiGLU feed-forward. Llama 3's RoPE scaling comes as a `rope_freqs.weight` table of
+//! per-pair frequency factors, applied as llama.cpp applies it.
 
 use super::Architecture;
 use crate::error::Result;
@@ -75,14 +76,18 @@ struct Llama {
     /// `output.weight`, or `token_embd` when the model ties them.
     output: Matrix,
     rope: Rope,
+    /// `rope_freqs.weight` (Llama 3's RoPE scaling), one factor per rotated pair, if the file
+    /// has it: as llama.cpp, every layer's angles are divided by them (`ggml_rope_ext`'s
+    /// frequency factors).
+    rope_freqs: Option<Vec<f32>>,
     scores: Scores,
 }
 
 pub(super) fn load(l: &Loader<'_>, arch: &'static str) -> Result<Box<dyn Architecture>> {
-    let (set, name) = (l.set, l.name);
+    let name = l.name;
     let variant = Variant::of(arch);
     let r = Reader {
-        file: set.metadata(),
+        file: l.metadata(),
         name,
         arch,
     };
@@ -132,6 +137,7 @@ pub(super) fn load(l: &Loader<'_>, arch: &'static str) -> Result<Box<dyn Archite
         .optional_matrix("output.weight", hp.n_embd, hp.n_vocab)?
         .map_or_else(|| l.packed(token_embd.clone()), Ok)?;
     let output_norm = l.vector("output_norm.weight", hp.n_embd)?;
+    let rope_freqs = l.rope_factors("rope_freqs.weight", hp.n_rot / 2)?;
     let rope = Rope::for_model(
         hp.n_rot,
         variant.neox,
@@ -147,6 +153,7 @@ pub(super) fn load(l: &Loader<'_>, arch: &'static str) -> Result<Box<dyn Archite
         output_norm,
         output,
         rope,
+        rope_freqs,
         scores,
     }))
 }
@@ -172,7 +179,7 @@ impl Architecture for Llama {
         let eps = hp.norm_eps;
         let heads = Heads::of(hp);
         ctx.embed(&self.token_embd, tokens, &mut s.x)?;
-        s.fill_rope(std::slice::from_ref(&self.rope), segments);
+        s.fill_rope_with_factors(&self.rope, self.rope_freqs.as_deref(), segments);
         for (il, l) in self.layers.iter().enumerate() {
             rms_norm_rows(&s.x, &l.attn_norm, eps, &mut s.h);
             SelfAttention {

@@ -103,15 +103,21 @@ pub(crate) fn load(
     name: &str,
     pack: bool,
 ) -> Result<(Box<dyn Architecture>, usize)> {
-    let arch = set.metadata().architecture()?;
+    let l = Loader::new(set, name, pack);
+    let loaded = load_with(&l)?;
+    Ok((loaded, l.packed_bytes()))
+}
+
+/// The architecture the loader's metadata names, loaded through it: from a file, or from a
+/// plan for a check.
+pub(crate) fn load_with(l: &Loader<'_>) -> Result<Box<dyn Architecture>> {
+    let arch = l.metadata().architecture()?;
     let entry = ARCHITECTURES
         .iter()
         .find(|e| e.name == arch)
         .ok_or_else(|| ModelError::UnsupportedArchitecture {
-            file: name.to_string(),
+            file: l.name.to_string(),
             arch: arch.to_string(),
         })?;
-    let l = Loader::new(set, name, pack);
-    let loaded = (entry.load)(&l, entry.name)?;
-    Ok((loaded, l.packed_bytes()))
+    (entry.load)(l, entry.name)
 }

@@ -59,9 +59,9 @@ pub(super) fn check_heads(r: &Reader<'_, '_>, hp: &Hparams) -> Result<()> {
 }
 
 pub(super) fn load(l: &Loader<'_>, arch: &'static str) -> Result<Box<dyn Architecture>> {
-    let (set, name) = (l.set, l.name);
+    let name = l.name;
     let r = Reader {
-        file: set.metadata(),
+        file: l.metadata(),
         name,
         arch,
     };

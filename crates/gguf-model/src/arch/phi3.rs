@@ -55,26 +55,10 @@ struct Phi3 {
     query_scale: f32,
 }
 
-/// An optional RoPE factor tensor: `n` finite factors above zero (each divides an angle).
-fn rope_factors(l: &Loader<'_>, tensor: &str, n: usize) -> Result<Option<Vec<f32>>> {
-    let Some(f) = l.optional_vector(tensor, n)? else {
-        return Ok(None);
-    };
-    if let Some(bad) = f.iter().find(|v| !(v.is_finite() && **v > 0.0)) {
-        return Err(ModelError::Hyperparameters {
-            file: l.name.to_string(),
-            message: format!(
-                "tensor `{tensor}` holds {bad}; RoPE factors must be finite and above zero"
-            ),
-        });
-    }
-    Ok(Some(f))
-}
-
 pub(super) fn load(l: &Loader<'_>, arch: &'static str) -> Result<Box<dyn Architecture>> {
-    let (set, name) = (l.set, l.name);
+    let name = l.name;
     let r = Reader {
-        file: set.metadata(),
+        file: l.metadata(),
         name,
         arch,
     };
@@ -122,8 +106,8 @@ pub(super) fn load(l: &Loader<'_>, arch: &'static str) -> Result<Box<dyn Archite
         .optional_matrix("output.weight", d, hp.n_vocab)?
         .map_or_else(|| l.packed(token_embd.clone()), Ok)?;
     let output_b = l.optional_vector("output.bias", hp.n_vocab)?;
-    let factors_long = rope_factors(l, "rope_factors_long.weight", hp.n_rot / 2)?;
-    let factors_short = rope_factors(l, "rope_factors_short.weight", hp.n_rot / 2)?;
+    let factors_long = l.rope_factors("rope_factors_long.weight", hp.n_rot / 2)?;
+    let factors_short = l.rope_factors("rope_factors_short.weight", hp.n_rot / 2)?;
     let mut rope = Rope::for_model(
         hp.n_rot,
         true,

@@ -98,9 +98,17 @@ pub(crate) fn tokenizer_from_gguf(file: &GgufFile) -> Result<Tokenizer> {
     from_json(json, overrides)
 }
 
+/// Checks the large arrays of a `tokenizer.json` text while reading it, before anything is
+/// built from it: the first malformed element of `model.merges` is an error naming it, without
+/// the rest being read into memory.
+pub(crate) fn check_structure(json: &str) -> Result<()> {
+    models::bpe::check_merges(json)
+}
+
 /// Builds the tokenizer a `tokenizer.json` text describes; `overrides` are special ids given
 /// elsewhere (the file's `tokenizer.ggml.*_token_id`).
 pub(crate) fn from_json(json: &str, overrides: SpecialIds) -> Result<Tokenizer> {
+    check_structure(json)?;
     let root: Value = serde_json::from_str(json).map_err(|e| err(format!("invalid JSON: {e}")))?;
     let root = root
         .as_object()

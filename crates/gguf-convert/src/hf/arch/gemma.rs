@@ -203,7 +203,9 @@ impl HfArch for Gemma {
                     .map(|v| v.tokens.len())
                     .unwrap_or(usize::MAX)
             } else {
-                let json = crate::hf::json::read_json(&dir.join("tokenizer.json"))?;
+                let path = dir.join("tokenizer.json");
+                let json = crate::hf::json::read_tokenizer_json(&path)?
+                    .ok_or_else(|| crate::hf::json::file_error(&path, "no such file"))?;
                 let n = |v: Option<&Value>| match v {
                     Some(Value::Object(o)) => o.len(),
                     Some(Value::Array(a)) => a.len(),

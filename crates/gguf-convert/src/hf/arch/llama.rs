@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::{map_decoder, pooling_type, Ctx, Generated, HfArch, Mapped, Transform};
 use crate::error::{Error, Result};
-use crate::hf::json::read_json_if_exists;
+use crate::hf::json::{read_json_if_exists, read_tokenizer_json};
 use crate::hf::special_vocab::SpecialVocab;
 use crate::hf::vocab::{write_gpt2, write_sentencepiece};
 
@@ -27,7 +27,7 @@ fn count(ctx: &Ctx<'_>, keys: &[&str]) -> Result<u32> {
 /// Whether `tokenizer.json` is the byte-fallback BPE of Llama 2 style checkpoints without a
 /// `tokenizer.model` (the reference's `LlamaHfVocab` path, not written here).
 fn is_llama_hf_tokenizer(ctx: &Ctx<'_>) -> Result<bool> {
-    let Some(json) = read_json_if_exists(&ctx.ckpt.dir().join("tokenizer.json"))? else {
+    let Some(json) = read_tokenizer_json(&ctx.ckpt.dir().join("tokenizer.json"))? else {
         return Ok(false);
     };
     let model = json.get("model");
@@ -157,15 +157,32 @@ impl HfArch for LlamaLike {
                 "config.json: a head dimension of {dim} is not a real model's"
             )));
         }
+        let scaling = [
+            ("factor", 8.0),
+            ("low_freq_factor", 1.0),
+            ("high_freq_factor", 4.0),
+            ("original_max_position_embeddings", 8192.0),
+        ]
+        .map(|(key, default)| (key, num(key, default)));
+        // Each divides a wavelength or a frequency: a zero or negative one makes the factors
+        // zero, negative or infinite (the engine refuses such a `rope_freqs`; this names the key).
+        if let Some((key, value)) = scaling.iter().find(|(_, v)| !(v.is_finite() && *v > 0.0)) {
+            return Err(Error::Unsupported(format!(
+                "config.json: {}.{key} is {value}; Llama 3 RoPE scaling needs a finite number \
+                 above zero",
+                ctx.hparams.rope_key()
+            )));
+        }
+        let [factor, low_freq_factor, high_freq_factor, original] = scaling.map(|(_, v)| v);
         Ok(vec![Generated {
             name: "rope_freqs.weight".into(),
             values: llama3_rope_factors(
                 num("rope_theta", 10000.0),
                 dim as usize,
-                num("factor", 8.0),
-                num("low_freq_factor", 1.0),
-                num("high_freq_factor", 4.0),
-                num("original_max_position_embeddings", 8192.0),
+                factor,
+                low_freq_factor,
+                high_freq_factor,
+                original,
             ),
         }])
     }

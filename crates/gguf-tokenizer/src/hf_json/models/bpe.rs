@@ -2,14 +2,253 @@
 //! pairs of ids where a later duplicate wins, and characters missing from the vocabulary
 //! become byte-fallback tokens or one (possibly fused) unknown token before merging.
 
+use std::cell::RefCell;
 use std::collections::BinaryHeap;
+use std::fmt;
 
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 use super::parse_vocab_map;
 use crate::error::Result;
 use crate::hf_json::{bool_field, err};
 use rustc_hash::FxHashMap;
+
+/// What is wrong with a merge. `tokenizers` writes each as `"a b"` (two tokens separated by one
+/// space) or `["a", "b"]`; old files start with a `#version` line.
+#[derive(Debug, Clone, PartialEq)]
+enum BadMerge {
+    /// A string that is not two tokens separated by a space.
+    Text(String),
+    /// An array that is not two strings.
+    NotAPair,
+    /// Neither a string nor an array.
+    NotAStringOrPair,
+}
+
+impl BadMerge {
+    /// The error for merge `i`.
+    fn error(self, i: usize) -> crate::TokenizerError {
+        err(match self {
+            BadMerge::Text(s) => {
+                format!("`model.merges[{i}]` {s:?} is not two tokens separated by a space")
+            }
+            BadMerge::NotAPair => format!("`model.merges[{i}]` is not a pair of strings"),
+            BadMerge::NotAStringOrPair => format!("`model.merges[{i}]` is not a string or pair"),
+        })
+    }
+}
+
+/// A merge written as text: its two tokens, or `None` for a `#version` line.
+fn merge_text(s: &str) -> std::result::Result<Option<(&str, &str)>, BadMerge> {
+    if s.starts_with("#version") {
+        return Ok(None);
+    }
+    let mut parts = s.split(' ');
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some(a), Some(b), None) => Ok(Some((a, b))),
+        _ => Err(BadMerge::Text(s.to_string())),
+    }
+}
+
+/// Checks the form of every element of `model.merges` in the JSON text while reading it, and
+/// stops at the first malformed one: nothing is built or kept, so a file of millions of merges
+/// whose first is wrong fails at once rather than after all were read into memory. Anything
+/// else (invalid JSON, the rest of the structure) is left to the parse that follows.
+pub(in crate::hf_json) fn check_merges(json: &str) -> Result<()> {
+    let found = RefCell::new(None);
+    let mut de = serde_json::Deserializer::from_str(json);
+    // Any error but a malformed merge is the full parse's to report.
+    let _ = Walk {
+        found: &found,
+        depth: Depth::Root,
+    }
+    .deserialize(&mut de);
+    match found.into_inner() {
+        Some((i, bad)) => Err(BadMerge::error(bad, i)),
+        None => Ok(()),
+    }
+}
+
+/// Where [`Walk`] is in the document.
+#[derive(Clone, Copy)]
+enum Depth {
+    /// The root object, whose `model` is walked.
+    Root,
+    /// `model`, whose `merges` is checked.
+    Model,
+}
+
+/// Walks the root object to `model.merges` (every other value skipped, nothing kept),
+/// recording the first malformed merge in `found`.
+struct Walk<'f> {
+    found: &'f RefCell<Option<(usize, BadMerge)>>,
+    depth: Depth,
+}
+
+impl<'de> DeserializeSeed<'de> for Walk<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Walk<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<(), A::Error> {
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            match (self.depth, key.as_ref()) {
+                (Depth::Root, "model") => map.next_value_seed(Walk {
+                    found: self.found,
+                    depth: Depth::Model,
+                })?,
+                (Depth::Model, "merges") => map.next_value_seed(Merges { found: self.found })?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `model.merges`: each element checked as it is read.
+struct Merges<'f> {
+    found: &'f RefCell<Option<(usize, BadMerge)>>,
+}
+
+impl<'de> DeserializeSeed<'de> for Merges<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Merges<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an array of merges")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<(), A::Error> {
+        let mut i = 0;
+        while seq
+            .next_element_seed(OneMerge {
+                found: self.found,
+                index: i,
+            })?
+            .is_some()
+        {
+            i += 1;
+        }
+        Ok(())
+    }
+}
+
+/// Merge `index` of `model.merges`.
+struct OneMerge<'f> {
+    found: &'f RefCell<Option<(usize, BadMerge)>>,
+    index: usize,
+}
+
+impl OneMerge<'_> {
+    /// Records `bad` and stops the walk.
+    fn refuse<E: de::Error>(&self, bad: BadMerge) -> E {
+        *self.found.borrow_mut() = Some((self.index, bad));
+        E::custom("a malformed merge")
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for OneMerge<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for OneMerge<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a merge")
+    }
+    fn visit_str<E: de::Error>(self, s: &str) -> std::result::Result<(), E> {
+        merge_text(s).map(|_| ()).map_err(|bad| self.refuse(bad))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<(), A::Error> {
+        for _ in 0..2 {
+            if seq.next_element_seed(IsString)? != Some(true) {
+                return Err(self.refuse(BadMerge::NotAPair));
+            }
+        }
+        match seq.next_element::<IgnoredAny>()? {
+            None => Ok(()),
+            Some(_) => Err(self.refuse(BadMerge::NotAPair)),
+        }
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> std::result::Result<(), E> {
+        Err(self.refuse(BadMerge::NotAStringOrPair))
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> std::result::Result<(), E> {
+        Err(self.refuse(BadMerge::NotAStringOrPair))
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> std::result::Result<(), E> {
+        Err(self.refuse(BadMerge::NotAStringOrPair))
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> std::result::Result<(), E> {
+        Err(self.refuse(BadMerge::NotAStringOrPair))
+    }
+    fn visit_unit<E: de::Error>(self) -> std::result::Result<(), E> {
+        Err(self.refuse(BadMerge::NotAStringOrPair))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, _: A) -> std::result::Result<(), A::Error> {
+        Err(self.refuse(BadMerge::NotAStringOrPair))
+    }
+}
+
+/// Whether a value is a string (skipping it either way).
+struct IsString;
+
+impl<'de> DeserializeSeed<'de> for IsString {
+    type Value = bool;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<bool, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for IsString {
+    type Value = bool;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any value")
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> std::result::Result<bool, E> {
+        Ok(true)
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> std::result::Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> std::result::Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> std::result::Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> std::result::Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_unit<E: de::Error>(self) -> std::result::Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<bool, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(false)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<bool, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(false)
+    }
+}
 
 /// `tokenizers`' BPE model.
 #[derive(Clone, Debug)]
@@ -51,23 +290,15 @@ impl BpeHf {
         let mut rank = 0u32;
         for (i, m) in merges_json.iter().enumerate() {
             let (a, b) = match m {
-                Value::String(s) => {
-                    if s.starts_with("#version") {
-                        continue;
-                    }
-                    let parts: Vec<&str> = s.split(' ').collect();
-                    if parts.len() != 2 {
-                        return Err(err(format!(
-                            "`model.merges[{i}]` {s:?} is not two tokens separated by a space"
-                        )));
-                    }
-                    (parts[0].to_string(), parts[1].to_string())
-                }
-                Value::Array(pair) => match pair.as_slice() {
-                    [Value::String(a), Value::String(b)] => (a.clone(), b.clone()),
-                    _ => return Err(err(format!("`model.merges[{i}]` is not a pair of strings"))),
+                Value::String(s) => match merge_text(s).map_err(|bad| bad.error(i))? {
+                    None => continue,
+                    Some(pair) => pair,
                 },
-                _ => return Err(err(format!("`model.merges[{i}]` is not a string or pair"))),
+                Value::Array(pair) => match pair.as_slice() {
+                    [Value::String(a), Value::String(b)] => (a.as_str(), b.as_str()),
+                    _ => return Err(BadMerge::NotAPair.error(i)),
+                },
+                _ => return Err(BadMerge::NotAStringOrPair.error(i)),
             };
             let id = |t: &str| {
                 vocab.get(t).copied().ok_or_else(|| {
@@ -76,7 +307,7 @@ impl BpeHf {
                     ))
                 })
             };
-            let pair = (id(&a)?, id(&b)?);
+            let pair = (id(a)?, id(b)?);
             merges.insert(pair, (rank, id(&format!("{a}{b}"))?));
             rank += 1;
         }
