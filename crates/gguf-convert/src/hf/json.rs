@@ -1,7 +1,9 @@
 //! Reading a checkpoint's small text files (JSON configs, templates, model cards), bounded in
-//! size so that a hostile file cannot make us allocate without limit.
+//! size so that a hostile file cannot make us allocate without limit, and noting every file a
+//! conversion reads ([`Reads`]) so that its output is never written over one of them.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
 
 use crate::error::{Error, Result};
 
@@ -12,39 +14,66 @@ pub(crate) fn file_error(path: &Path, what: impl std::fmt::Display) -> Error {
     Error::Unsupported(format!("{}: {what}", path.display()))
 }
 
-/// The UTF-8 text of `path`, or `None` when there is no such file.
-pub(crate) fn read_text_if_exists(path: &Path) -> Result<Option<String>> {
-    if !path.is_file() {
-        return Ok(None);
-    }
-    let len = std::fs::metadata(path)
-        .map_err(|e| file_error(path, e))?
-        .len();
-    if len > MAX_TEXT_BYTES {
-        return Err(file_error(
-            path,
-            format!(
-                "{len} bytes is too large for a checkpoint's text file (at most {MAX_TEXT_BYTES})"
-            ),
-        ));
-    }
-    let bytes = std::fs::read(path).map_err(|e| file_error(path, e))?;
-    String::from_utf8(bytes)
-        .map(Some)
-        .map_err(|e| file_error(path, format!("not UTF-8 text: {e}")))
-}
+/// The files and directories a checkpoint's conversion has read (or mapped), each once, in
+/// the order first read: the inputs its output must not be written over. Every read of the
+/// checkpoint goes through here (or notes its path here first, for the maps and the
+/// SentencePiece model).
+#[derive(Debug, Default)]
+pub(crate) struct Reads(Mutex<Vec<PathBuf>>);
 
-/// The JSON in `path`, or `None` when there is no such file.
-pub(crate) fn read_json_if_exists(path: &Path) -> Result<Option<serde_json::Value>> {
-    match read_text_if_exists(path)? {
-        None => Ok(None),
-        Some(text) => serde_json::from_str(&text)
+impl Reads {
+    /// Notes `path` as read.
+    pub(crate) fn note(&self, path: &Path) {
+        let mut list = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if !list.iter().any(|p| p == path) {
+            list.push(path.to_path_buf());
+        }
+    }
+
+    /// Everything noted so far.
+    pub(crate) fn list(&self) -> Vec<PathBuf> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The UTF-8 text of `path`, or `None` when there is no such file.
+    pub(crate) fn text_if_exists(&self, path: &Path) -> Result<Option<String>> {
+        if !path.is_file() {
+            return Ok(None);
+        }
+        self.note(path);
+        let len = std::fs::metadata(path)
+            .map_err(|e| file_error(path, e))?
+            .len();
+        if len > MAX_TEXT_BYTES {
+            return Err(file_error(
+                path,
+                format!(
+                    "{len} bytes is too large for a checkpoint's text file (at most {MAX_TEXT_BYTES})"
+                ),
+            ));
+        }
+        let bytes = std::fs::read(path).map_err(|e| file_error(path, e))?;
+        String::from_utf8(bytes)
             .map(Some)
-            .map_err(|e| file_error(path, format!("not valid JSON: {e}"))),
+            .map_err(|e| file_error(path, format!("not UTF-8 text: {e}")))
     }
-}
 
-/// The JSON in `path`, which must exist.
-pub(crate) fn read_json(path: &Path) -> Result<serde_json::Value> {
-    read_json_if_exists(path)?.ok_or_else(|| file_error(path, "no such file"))
+    /// The JSON in `path`, or `None` when there is no such file.
+    pub(crate) fn json_if_exists(&self, path: &Path) -> Result<Option<serde_json::Value>> {
+        match self.text_if_exists(path)? {
+            None => Ok(None),
+            Some(text) => serde_json::from_str(&text)
+                .map(Some)
+                .map_err(|e| file_error(path, format!("not valid JSON: {e}"))),
+        }
+    }
+
+    /// The JSON in `path`, which must exist.
+    pub(crate) fn json(&self, path: &Path) -> Result<serde_json::Value> {
+        self.json_if_exists(path)?
+            .ok_or_else(|| file_error(path, "no such file"))
+    }
 }

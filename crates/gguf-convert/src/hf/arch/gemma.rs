@@ -164,7 +164,7 @@ impl HfArch for Gemma {
         }
         if self.arch == "gemma" {
             let mut special = SpecialVocab::load(
-                dir,
+                ctx.ckpt,
                 false,
                 &["prefix", "suffix", "middle", "fsep", "eot"],
                 None,
@@ -199,11 +199,11 @@ impl HfArch for Gemma {
                     .find(&["vocab_size_per_layer_input", "vocab_size"])
                     .and_then(Value::as_u64)
                     .map(|n| n as usize);
-                sentencepiece_vocab(dir, size)?
+                sentencepiece_vocab(ctx.ckpt, size)?
                     .map(|v| v.tokens.len())
                     .unwrap_or(usize::MAX)
             } else {
-                let json = crate::hf::json::read_json(&dir.join("tokenizer.json"))?;
+                let json = ctx.ckpt.reads().json(&dir.join("tokenizer.json"))?;
                 let n = |v: Option<&Value>| match v {
                     Some(Value::Object(o)) => o.len(),
                     Some(Value::Array(a)) => a.len(),
