@@ -64,8 +64,8 @@ pub fn convert(a: ConvertArgs) -> Result<()> {
         return convert_checkpoint(a);
     }
     let mode = write_mode(a.force);
-    fsutil::check_destination(&a.output, mode).map_err(with_force_hint)?;
     fsutil::refuse_inputs(&a.output, &[a.input.as_path()])?;
+    fsutil::check_destination(&a.output, mode).map_err(with_force_hint)?;
     let input_name = a.input.display().to_string();
     let mapped = MappedBytes::open(&a.input)?;
     let model = LegacyModel::parse(mapped.bytes()).with_context(|| input_name.clone())?;
@@ -196,7 +196,6 @@ fn progress_bar() -> ProgressBar {
 /// A Hugging Face checkpoint directory to GGUF.
 fn convert_checkpoint(a: ConvertArgs) -> Result<()> {
     let mode = write_mode(a.force);
-    fsutil::check_destination(&a.output, mode).map_err(with_force_hint)?;
     let input_name = a.input.display().to_string();
     let ckpt = Checkpoint::open(&a.input)?;
     let options = HfOptions {
@@ -205,6 +204,10 @@ fn convert_checkpoint(a: ConvertArgs) -> Result<()> {
         pre_tokenizer: a.pre.clone(),
     };
     let plan = HfConversion::plan(&ckpt, &options)?;
+    // Every file the conversion reads is known now (writing reads only the mapped shards);
+    // refused as the output first, so that --force is not suggested for one of them.
+    fsutil::refuse_inputs(&a.output, &plan.inputs())?;
+    fsutil::check_destination(&a.output, mode).map_err(with_force_hint)?;
     for w in plan.warnings() {
         eprintln!("warning: {w}");
     }

@@ -128,7 +128,13 @@ pub fn edit(a: EditArgs) -> Result<()> {
     } else {
         WriteMode::CreateNew
     };
-    // Refuse before the work; the write checks again when it starts and when it ends.
+    // Refuse before the work; the write checks again when it starts and when it ends. A file
+    // is rewritten only when asked for by name: -o naming the input (or a link to it) is not.
+    if !a.in_place {
+        fsutil::refuse_inputs(&output, &[input.as_path()]).map_err(|e| {
+            anyhow::anyhow!("{e} (--in-place rewrites a file, keeping its mode and owner)")
+        })?;
+    }
     fsutil::check_destination(&output, mode).map_err(with_force_hint)?;
     let mapped = GgufFile::open(&input)?;
     let file = mapped.file();

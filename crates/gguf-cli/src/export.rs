@@ -18,7 +18,7 @@ pub struct ExportArgs {
     /// The directory to write: model.safetensors, config.json, generation_config.json,
     /// tokenizer.json, tokenizer_config.json (and tokenizer.model for SentencePiece
     /// vocabularies, modules.json and 1_Pooling/config.json for BERT). It must not exist, or
-    /// be empty.
+    /// be empty; none of these may be IN (by any name: a link to IN is refused too).
     output: PathBuf,
     /// The tensors' dtype (default: bf16 for a BF16 file, f32 for an all-F32 one, else f16).
     #[arg(long, value_parser = parse_dtype)]
@@ -45,7 +45,8 @@ pub fn export(a: ExportArgs) -> Result<()> {
         eprintln!("warning: {w}");
     }
     let bar = bytes_bar("exporting");
-    let report = plan.write(&a.output, a.force, &mut |done, total| {
+    let inputs = [a.input.as_path()];
+    let report = plan.write(&a.output, a.force, &inputs, &mut |done, total| {
         bar.set_length(total);
         bar.set_position(done);
     })?;

@@ -6,7 +6,7 @@
 //! slabs of rows, each slab quantized on all threads, so memory stays bounded by a slab.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -165,8 +165,12 @@ pub fn quantize(a: QuantizeArgs) -> Result<()> {
         WriteMode::CreateNew
     };
     if !a.dry_run {
+        // Every file read: the model and the importance matrix.
+        let inputs: Vec<&Path> = std::iter::once(input.as_path())
+            .chain(a.imatrix.as_deref())
+            .collect();
+        fsutil::refuse_inputs(&output, &inputs)?;
         fsutil::check_destination(&output, mode).map_err(with_force_hint)?;
-        fsutil::refuse_inputs(&output, &[input.as_path()])?;
     }
     let mapped = GgufFile::open(&input)?;
     let file = mapped.file();

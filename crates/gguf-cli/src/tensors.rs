@@ -30,7 +30,9 @@ pub fn dequantize(a: DequantizeArgs) -> Result<()> {
     let t = file
         .tensor(&a.tensor)
         .with_context(|| format!("{}: no tensor named '{}'", path.display(), a.tensor))?;
-    // An existing regular file is replaced, as before; a FIFO, device or read-only file is not.
+    // An existing regular file is replaced, as before; a FIFO, device or read-only file is not,
+    // nor the model read.
+    fsutil::refuse_inputs(&a.output, &[path.as_path()])?;
     fsutil::write_atomic(&a.output, WriteMode::Replace { force: false }, |out| {
         write_npy(file, t, out)
             .map_err(|e| gguf_format::Error::Io(std::io::Error::other(format!("{e:#}"))))

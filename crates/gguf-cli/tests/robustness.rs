@@ -893,3 +893,350 @@ fn rope_frequencies_that_are_not_finite_and_positive_fail_validate_and_load() {
         );
     }
 }
+
+/// One attempt to make a command write over a file it reads.
+#[cfg(unix)]
+struct Overwrite {
+    /// The command line after `gguf`.
+    args: Vec<std::ffi::OsString>,
+    /// Every file the command reads: their bytes must be unchanged after it.
+    inputs: Vec<PathBuf>,
+    /// What stderr must say (each).
+    says: Vec<String>,
+}
+
+/// The refusal of an output that is one of the command's inputs.
+#[cfg(unix)]
+fn input_refusal(dest: &Path) -> String {
+    format!(
+        "{} is an input of this command; refusing to write over it",
+        dest.display()
+    )
+}
+
+/// A new empty directory under `dir` for one case, so that no case sees another's files.
+#[cfg(unix)]
+fn fresh(dir: &Path) -> PathBuf {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let d = dir.join(format!("case-{}", NEXT.fetch_add(1, Ordering::Relaxed)));
+    std::fs::create_dir(&d).unwrap();
+    d
+}
+
+/// A copy of `from` at `to`; `to`.
+#[cfg(unix)]
+fn copied(from: &Path, to: PathBuf) -> PathBuf {
+    if from.is_dir() {
+        std::fs::create_dir_all(&to).unwrap();
+        for e in std::fs::read_dir(from).unwrap() {
+            let e = e.unwrap();
+            copied(&e.path(), to.join(e.file_name()));
+        }
+    } else {
+        std::fs::copy(from, &to).unwrap();
+    }
+    to
+}
+
+/// How an output names one of the command's inputs.
+#[cfg(unix)]
+#[derive(Clone, Copy)]
+enum Alias {
+    /// By the input's own path.
+    Itself,
+    /// Through a symbolic link to it.
+    Symlink,
+    /// Through a hard link to it.
+    HardLink,
+}
+
+#[cfg(unix)]
+const ALIASES: [Alias; 3] = [Alias::Itself, Alias::Symlink, Alias::HardLink];
+
+/// `file` under another name, `at` (made now), or itself.
+#[cfg(unix)]
+fn alias(file: &Path, how: Alias, at: PathBuf) -> PathBuf {
+    match how {
+        Alias::Itself => return file.to_path_buf(),
+        Alias::Symlink => std::os::unix::fs::symlink(std::fs::canonicalize(file).unwrap(), &at),
+        Alias::HardLink => std::fs::hard_link(file, &at),
+    }
+    .unwrap();
+    at
+}
+
+/// The ways to make subcommand `sub` write over one of its inputs (each case in a directory of
+/// its own under `dir`), or none when it writes no file at all; `None` for a subcommand this
+/// table does not know yet.
+#[cfg(unix)]
+fn overwrites(sub: &str, dir: &Path) -> Option<Vec<Overwrite>> {
+    use std::ffi::OsString;
+    let os = |items: &[&dyn AsRef<std::ffi::OsStr>]| -> Vec<OsString> {
+        items.iter().map(|s| s.as_ref().to_os_string()).collect()
+    };
+    let mut cases = Vec::new();
+    match sub {
+        // They write to stdout only (`pull` writes the cache, from what it downloads).
+        "inspect" | "validate" | "pull" | "diff" | "tokenize" | "detokenize" | "chat-template"
+        | "generate" | "chat" | "perplexity" | "bench" | "embed" | "serve" => {}
+        "edit" | "dequantize" => {
+            for how in ALIASES {
+                let d = fresh(dir);
+                let input = copied(&fixture("all-types-v3.gguf"), d.join("a.gguf"));
+                let out = alias(&input, how, d.join("out.gguf"));
+                let (args, mut says) = if sub == "edit" {
+                    let args = os(&[
+                        &"edit", &input, &"-o", &out, &"--force", &"--set", &"k:u8=1",
+                    ]);
+                    (args, vec!["--in-place".to_string()])
+                } else {
+                    (os(&[&"dequantize", &input, &"q8_0", &"-o", &out]), vec![])
+                };
+                says.push(input_refusal(&out));
+                cases.push(Overwrite {
+                    args,
+                    inputs: vec![input],
+                    says,
+                });
+            }
+        }
+        "quantize" => {
+            for imatrix_out in [false, true] {
+                for how in ALIASES {
+                    let d = fresh(dir);
+                    let model = copied(&fixture("model-llama.gguf"), d.join("m.gguf"));
+                    // A legacy .dat importance matrix of one entry.
+                    let imatrix = d.join("imatrix.dat");
+                    let mut dat = 1i32.to_le_bytes().to_vec();
+                    dat.extend(1i32.to_le_bytes());
+                    dat.push(b'x');
+                    dat.extend(1i32.to_le_bytes());
+                    dat.extend(1i32.to_le_bytes());
+                    dat.extend(1f32.to_le_bytes());
+                    std::fs::write(&imatrix, dat).unwrap();
+                    let target = if imatrix_out { &imatrix } else { &model };
+                    let out = alias(target, how, d.join("out.gguf"));
+                    cases.push(Overwrite {
+                        args: os(&[
+                            &"quantize",
+                            &model,
+                            &out,
+                            &"Q8_0",
+                            &"--allow-requantize",
+                            &"--imatrix",
+                            &imatrix,
+                            &"--force",
+                        ]),
+                        inputs: vec![model, imatrix],
+                        says: vec![input_refusal(&out)],
+                    });
+                }
+            }
+        }
+        "split" => {
+            // The one part of a split into one part would be named as the input is.
+            for how in ALIASES {
+                let d = fresh(dir);
+                let input = copied(
+                    &fixture("all-types-v3.gguf"),
+                    d.join("s-00001-of-00001.gguf"),
+                );
+                let out = alias(&input, how, d.join("o-00001-of-00001.gguf"));
+                let prefix = out
+                    .to_str()
+                    .unwrap()
+                    .strip_suffix("-00001-of-00001.gguf")
+                    .unwrap();
+                cases.push(Overwrite {
+                    args: os(&[&"split", &input, &prefix, &"--max-tensors", &"1000"]),
+                    inputs: vec![input.clone()],
+                    says: vec![input_refusal(&out)],
+                });
+            }
+        }
+        "merge" => {
+            for how in ALIASES {
+                let d = fresh(dir);
+                let parts: Vec<PathBuf> = (1..=3)
+                    .map(|i| {
+                        let name = format!("split-{i:05}-of-00003.gguf");
+                        copied(&fixture(&name), d.join(name))
+                    })
+                    .collect();
+                let out = alias(&parts[1], how, d.join("out.gguf"));
+                cases.push(Overwrite {
+                    args: os(&[&"merge", &parts[0], &out]),
+                    inputs: parts,
+                    says: vec![input_refusal(&out)],
+                });
+            }
+        }
+        "convert" => {
+            // A legacy file.
+            for how in ALIASES {
+                let d = fresh(dir);
+                let input = copied(&fixture("legacy/ggjt-v3-llama.bin"), d.join("old.bin"));
+                let out = alias(&input, how, d.join("out.gguf"));
+                cases.push(Overwrite {
+                    args: os(&[&"convert", &input, &out, &"--force"]),
+                    inputs: vec![input],
+                    says: vec![input_refusal(&out)],
+                });
+            }
+            // A checkpoint directory (with a model card and generation settings): each file
+            // the conversion reads, and the directory itself.
+            let checkpoint = |fixture_dir: &str| {
+                let d = fresh(dir);
+                let ckpt = copied(&fixture(fixture_dir), d.join("ckpt"));
+                std::fs::write(ckpt.join("README.md"), "# Tiny\n\nA test model.\n").unwrap();
+                std::fs::write(ckpt.join("generation_config.json"), "{\"top_k\": 5}\n").unwrap();
+                let inputs: Vec<PathBuf> = std::fs::read_dir(&ckpt)
+                    .unwrap()
+                    .map(|e| e.unwrap().path())
+                    .collect();
+                (d, ckpt, inputs)
+            };
+            for (fixture_dir, names) in [
+                (
+                    "hf/tiny-llama",
+                    &[
+                        "model.safetensors",
+                        "config.json",
+                        "tokenizer.model",
+                        "tokenizer_config.json",
+                        "generation_config.json",
+                        "README.md",
+                    ][..],
+                ),
+                (
+                    "hf/tiny-phi3",
+                    &[
+                        "model-00001-of-00002.safetensors",
+                        "model-00002-of-00002.safetensors",
+                        "model.safetensors.index.json",
+                    ],
+                ),
+            ] {
+                for name in names {
+                    for how in ALIASES {
+                        let (d, ckpt, inputs) = checkpoint(fixture_dir);
+                        let out = alias(&ckpt.join(name), how, d.join("out.gguf"));
+                        cases.push(Overwrite {
+                            args: os(&[&"convert", &ckpt, &out, &"--force"]),
+                            inputs,
+                            says: vec![input_refusal(&out)],
+                        });
+                    }
+                }
+            }
+            let (_, ckpt, inputs) = checkpoint("hf/tiny-llama");
+            cases.push(Overwrite {
+                args: os(&[&"convert", &ckpt, &ckpt, &"--force"]),
+                inputs,
+                says: vec![input_refusal(&ckpt)],
+            });
+        }
+        "export" => {
+            // One of the files written is the input under another name ...
+            for (name, how) in [
+                ("model.safetensors", "hard"),
+                ("model.safetensors", "symbolic"),
+                ("tokenizer.json", "symbolic"),
+                ("config.json", "hard"),
+            ] {
+                let d = fresh(dir);
+                let input = copied(&fixture("model-qwen3.gguf"), d.join("m.gguf"));
+                let out_dir = d.join("hf");
+                std::fs::create_dir(&out_dir).unwrap();
+                let out = out_dir.join(name);
+                if how == "hard" {
+                    std::fs::hard_link(&input, &out).unwrap();
+                } else {
+                    std::os::unix::fs::symlink(&input, &out).unwrap();
+                }
+                cases.push(Overwrite {
+                    args: os(&[&"export", &input, &out_dir, &"--force"]),
+                    inputs: vec![input],
+                    says: vec![input_refusal(&out)],
+                });
+            }
+            // ... or the input itself is named as one of them.
+            for name in ["model.safetensors", "tokenizer_config.json"] {
+                let d = fresh(dir);
+                let input = copied(&fixture("model-qwen3.gguf"), d.join(name));
+                cases.push(Overwrite {
+                    args: os(&[&"export", &input, &d, &"--force"]),
+                    inputs: vec![input.clone()],
+                    says: vec![input_refusal(&input)],
+                });
+            }
+        }
+        _ => return None,
+    }
+    Some(cases)
+}
+
+/// "A command never writes over a file it reads": every subcommand `gguf --help` lists is
+/// either known to write no file, or is made to name each of its inputs as its output, by
+/// that input's own name, through a symbolic link and through a hard link. Each such run must
+/// be refused (status 1, the refusal naming the output) with every input's bytes unchanged.
+/// All the cases run before the verdict, which lists every one that failed.
+#[cfg(unix)]
+#[test]
+fn no_subcommand_writes_over_a_file_it_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut failures = Vec::new();
+    let mut count = 0;
+    for sub in subcommands() {
+        let cases = overwrites(&sub, dir.path()).unwrap_or_else(|| {
+            panic!("`gguf {sub}` is new: list what it writes in `overwrites`, or that it writes nothing")
+        });
+        for case in cases {
+            count += 1;
+            let line = format!(
+                "gguf {}",
+                case.args
+                    .iter()
+                    .map(|a| a.to_string_lossy())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            );
+            let before: Vec<Vec<u8>> = case
+                .inputs
+                .iter()
+                .map(|p| std::fs::read(p).unwrap())
+                .collect();
+            let mut cmd = gguf();
+            cmd.args(&case.args);
+            let r = run(cmd, b"", Stdout::Read);
+            assert_no_crash(&line, &r);
+            if r.status.code() != Some(1) {
+                failures.push(format!(
+                    "{line}: exit status {:?}\n  {}",
+                    r.status,
+                    r.stderr.trim()
+                ));
+            }
+            for says in &case.says {
+                if !r.stderr.contains(says.as_str()) {
+                    failures.push(format!(
+                        "{line}: stderr lacks {says:?}\n  {}",
+                        r.stderr.trim()
+                    ));
+                }
+            }
+            for (path, bytes) in case.inputs.iter().zip(&before) {
+                if std::fs::read(path).ok().as_ref() != Some(bytes) {
+                    failures.push(format!("{line}: {} was changed", path.display()));
+                }
+            }
+        }
+    }
+    assert!(count >= 40, "{count} cases");
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}

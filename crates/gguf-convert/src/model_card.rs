@@ -43,6 +43,7 @@ use std::path::Path;
 use std::rc::Rc;
 use std::sync::LazyLock;
 
+use crate::hf::json::Reads;
 use gguf_format::{OwnedArray, OwnedValue, ValueType, MAX_ARRAY_DEPTH};
 use regex::Regex;
 use saphyr_parser::{Event, Parser, ScalarStyle};
@@ -183,19 +184,32 @@ fn rounded_notation(n: u64) -> String {
 ///
 /// Errors (see the [module documentation](self)) name the file at fault.
 pub fn general_metadata(dir: &Path, params: &ParamCounts) -> Result<Vec<(String, OwnedValue)>> {
+    general_metadata_noting(dir, params, &Reads::default())
+}
+
+/// [`general_metadata`], noting in `reads` the files it reads.
+pub(crate) fn general_metadata_noting(
+    dir: &Path,
+    params: &ParamCounts,
+    reads: &Reads,
+) -> Result<Vec<(String, OwnedValue)>> {
     let readme = dir.join("README.md");
     let config = dir.join("config.json");
     let gen_config = dir.join("generation_config.json");
     let is_dir = dir.is_dir();
 
     let card = if is_dir {
-        load_model_card(&readme)?
+        load_model_card(reads, &readme)?
     } else {
         Vec::new()
     };
-    let hf_params = if is_dir { load_config(&config)? } else { None };
+    let hf_params = if is_dir {
+        load_config(reads, &config)?
+    } else {
+        None
+    };
     let sampling = if is_dir {
-        load_sampling(&gen_config)?
+        load_sampling(reads, &gen_config)?
     } else {
         Vec::new()
     };
@@ -246,11 +260,12 @@ fn file_error(path: &Path, what: impl std::fmt::Display) -> Error {
 }
 
 /// The bytes of `path` when it is a regular file (symlinks followed), as Python's
-/// `Path.is_file()` sees it; `None` when it is not.
-fn read_bounded(path: &Path, max: u64) -> Result<Option<Vec<u8>>> {
+/// `Path.is_file()` sees it; `None` when it is not. The file is noted in `reads`.
+fn read_bounded(reads: &Reads, path: &Path, max: u64) -> Result<Option<Vec<u8>>> {
     if !path.is_file() {
         return Ok(None);
     }
+    reads.note(path);
     let file = gguf_format::open_regular(path).map_err(|e| file_error(path, e))?;
     let mut bytes = Vec::new();
     file.take(max + 1)
@@ -381,8 +396,8 @@ fn get<'a>(pairs: &'a [(Py, Py)], key: &str) -> Option<&'a Py> {
 // The model card: Metadata.load_model_card.
 
 /// The front matter's mapping, or no pairs when gguf-py sees none.
-fn load_model_card(path: &Path) -> Result<Vec<(Py, Py)>> {
-    let Some(bytes) = read_bounded(path, MAX_MODEL_CARD_BYTES)? else {
+fn load_model_card(reads: &Reads, path: &Path) -> Result<Vec<(Py, Py)>> {
+    let Some(bytes) = read_bounded(reads, path, MAX_MODEL_CARD_BYTES)? else {
         return Ok(Vec::new());
     };
     let text = utf8(path, bytes)?;
@@ -1001,8 +1016,8 @@ fn construct_timestamp(value: &str) -> std::result::Result<Py, String> {
 
 /// `Metadata.load_hf_parameters`: `json.load` of `config.json`, whose failures stop the
 /// converter.
-fn load_config(path: &Path) -> Result<Option<Json>> {
-    let Some(bytes) = read_bounded(path, MAX_CONFIG_BYTES)? else {
+fn load_config(reads: &Reads, path: &Path) -> Result<Option<Json>> {
+    let Some(bytes) = read_bounded(reads, path, MAX_CONFIG_BYTES)? else {
         return Ok(None);
     };
     let text = utf8(path, bytes)?;
@@ -1081,8 +1096,8 @@ const SAMPLING: [(&str, &[&str], Sampling); 12] = [
 /// `Metadata.load_generation_config` and the `general.sampling.*` keys written from it. gguf-py
 /// ignores an unreadable or invalid file, but not one that is not UTF-8, nor a value its writer
 /// cannot pack.
-fn load_sampling(path: &Path) -> Result<Vec<(String, OwnedValue)>> {
-    let bytes = match read_bounded(path, MAX_CONFIG_BYTES) {
+fn load_sampling(reads: &Reads, path: &Path) -> Result<Vec<(String, OwnedValue)>> {
+    let bytes = match read_bounded(reads, path, MAX_CONFIG_BYTES) {
         Ok(Some(bytes)) => bytes,
         Ok(None) => return Ok(Vec::new()),
         // An OSError, which gguf-py catches; but not a file too large to read here.

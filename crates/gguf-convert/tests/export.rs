@@ -411,7 +411,7 @@ fn every_fixture_writes_a_readable_checkpoint() {
         let out = dir.path().join("hf");
         let mut calls = 0;
         let report = export
-            .write(&out, false, &mut |done, total| {
+            .write(&out, false, &[], &mut |done, total| {
                 calls += 1;
                 assert!(done <= total);
             })
@@ -518,24 +518,102 @@ fn refusals_are_errors_not_panics() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("notes.txt"), "x").unwrap();
     let e = export
-        .write(dir.path(), false, &mut |_, _| {})
+        .write(dir.path(), false, &[], &mut |_, _| {})
         .unwrap_err()
         .to_string();
     assert!(e.contains("not empty") && e.contains("--force"), "{e}");
     assert_eq!(gguf_test_support::listing(dir.path()), ["notes.txt"]);
-    export.write(dir.path(), true, &mut |_, _| {}).unwrap();
-    export.write(dir.path(), true, &mut |_, _| {}).unwrap();
+    export.write(dir.path(), true, &[], &mut |_, _| {}).unwrap();
+    export.write(dir.path(), true, &[], &mut |_, _| {}).unwrap();
     assert!(dir.path().join("model.safetensors").exists());
     let file_path = dir.path().join("notes.txt");
     let e = export
-        .write(&file_path, true, &mut |_, _| {})
+        .write(&file_path, true, &[], &mut |_, _| {})
         .unwrap_err()
         .to_string();
     assert!(e.contains("not a directory"), "{e}");
     // An empty directory is fine without --force.
     let empty = dir.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
-    export.write(&empty, false, &mut |_, _| {}).unwrap();
+    export.write(&empty, false, &[], &mut |_, _| {}).unwrap();
+}
+
+/// `model.safetensors` is, byte for byte, what safetensors' own serializer makes of the same
+/// tensors (the export streams it to its temporary file, one tensor at a time, instead).
+#[test]
+fn model_safetensors_is_what_the_safetensors_serializer_writes() {
+    for (name, dtype) in [("qwen3", ExportDtype::Bf16), ("gemma", ExportDtype::F32)] {
+        let bytes = fixture_bytes(&format!("model-{name}.gguf"));
+        let file = GgufFile::parse(&bytes).unwrap();
+        let export = Export::plan(&file, &ExportOptions { dtype: Some(dtype) }).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let report = export
+            .write(dir.path(), false, &[], &mut |_, _| {})
+            .unwrap();
+        let ours = std::fs::read(dir.path().join("model.safetensors")).unwrap();
+        assert_eq!(report.safetensors_bytes, ours.len() as u64, "{name}");
+        let data: Vec<Vec<u8>> = (0..export.tensors().len())
+            .map(|i| export.tensor_bytes(i).unwrap())
+            .collect();
+        let st_dtype = match dtype {
+            ExportDtype::F32 => safetensors::Dtype::F32,
+            ExportDtype::F16 => safetensors::Dtype::F16,
+            ExportDtype::Bf16 => safetensors::Dtype::BF16,
+        };
+        let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = export
+            .tensors()
+            .iter()
+            .zip(&data)
+            .map(|(t, d)| {
+                let view = safetensors::tensor::TensorView::new(st_dtype, t.shape.clone(), d);
+                (t.name.clone(), view.unwrap())
+            })
+            .collect();
+        let metadata = HashMap::from([("format".to_string(), "pt".to_string())]);
+        let theirs = safetensors::serialize(views, Some(metadata)).unwrap();
+        assert!(ours == theirs, "{name}: the bytes differ");
+    }
+}
+
+/// The file an export is made from is refused as any of its outputs, by any name, before
+/// anything is written; another file of the same bytes is not the input.
+#[cfg(unix)]
+#[test]
+fn an_export_refuses_to_write_over_its_input() {
+    let bytes = fixture_bytes("model-qwen3.gguf");
+    let file = GgufFile::parse(&bytes).unwrap();
+    let export = Export::plan(&file, &ExportOptions::default()).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("m.gguf");
+    std::fs::write(&input, &bytes).unwrap();
+    for (name, hard) in [("model.safetensors", true), ("tokenizer.json", false)] {
+        let dir = tmp.path().join(format!("hf-{name}"));
+        std::fs::create_dir(&dir).unwrap();
+        let out = dir.join(name);
+        if hard {
+            std::fs::hard_link(&input, &out).unwrap();
+        } else {
+            std::os::unix::fs::symlink(&input, &out).unwrap();
+        }
+        let e = export
+            .write(&dir, true, &[&input], &mut |_, _| {})
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            format!(
+                "{} is an input of this command; refusing to write over it",
+                out.display()
+            )
+        );
+        assert_eq!(gguf_test_support::listing(&dir), [name]);
+        assert_eq!(std::fs::read(&input).unwrap(), bytes);
+        // A copy is another file.
+        std::fs::remove_file(&out).unwrap();
+        std::fs::write(&out, &bytes).unwrap();
+        export.write(&dir, true, &[&input], &mut |_, _| {}).unwrap();
+        assert_ne!(std::fs::read(&out).unwrap(), bytes);
+    }
 }
 
 /// SmolLM2 135M (llama, Q4_1/Q8_0, GPT-2 BPE with the `smollm` pre-tokenizer).
@@ -591,7 +669,9 @@ fn smollm2_exports_its_config_and_tokenizer() {
     // hash of its tokens, and every tokenizer key comes back as it was.
     use gguf_convert::hf::{Checkpoint, HfConversion, HfOptions};
     let dir = tempfile::tempdir().unwrap();
-    export.write(dir.path(), false, &mut |_, _| {}).unwrap();
+    export
+        .write(dir.path(), false, &[], &mut |_, _| {})
+        .unwrap();
     let ckpt = Checkpoint::open(dir.path()).unwrap();
     let options = HfOptions {
         vocab_only: true,
@@ -679,7 +759,9 @@ fn fixtures_survive_export_and_reconversion() {
         let file = GgufFile::parse(&bytes).unwrap();
         let export = Export::plan(&file, &f32_options()).unwrap();
         let dir = tempfile::tempdir().unwrap();
-        export.write(dir.path(), false, &mut |_, _| {}).unwrap();
+        export
+            .write(dir.path(), false, &[], &mut |_, _| {})
+            .unwrap();
         let ckpt = Checkpoint::open(dir.path()).unwrap();
         // The fixtures' tiny vocabularies are not in llama.cpp's table of tokenizer hashes.
         let pre = file
@@ -778,7 +860,9 @@ fn minilm_comes_back_as_it_was() {
     assert_eq!(export.dtype(), ExportDtype::F32);
     assert_eq!(export.hf_architecture(), "BertModel");
     let dir = tempfile::tempdir().unwrap();
-    export.write(dir.path(), false, &mut |_, _| {}).unwrap();
+    export
+        .write(dir.path(), false, &[], &mut |_, _| {})
+        .unwrap();
 
     let original = Checkpoint::open(&original_dir).unwrap();
     let exported = Checkpoint::open(dir.path()).unwrap();
@@ -898,7 +982,7 @@ fn real_models_export_and_reconvert_to_llama_cpps_bytes() {
         let export = Export::plan(mapped.file(), &ExportOptions::default()).unwrap();
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join(dir_name);
-        export.write(&dir, false, &mut |_, _| {}).unwrap();
+        export.write(&dir, false, &[], &mut |_, _| {}).unwrap();
         python_tokenizers_encode_like_the_gguf(mapped.file(), &dir.join("tokenizer.json"), model);
         let ckpt = Checkpoint::open(&dir).unwrap();
         let plan = HfConversion::plan(&ckpt, &HfOptions::default()).unwrap();

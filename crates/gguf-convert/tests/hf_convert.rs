@@ -379,6 +379,65 @@ fn fixture_with(name: &str, replace: &[(&str, &[u8])]) -> tempfile::TempDir {
     dir
 }
 
+/// A plan lists every file the conversion read (for the writer to refuse as its output), and
+/// nothing else of the directory: the directory, `config.json`, the index and its shards, the
+/// model card and generation settings, the tokenizer files of the architecture.
+#[test]
+fn a_plan_lists_the_files_it_read_and_no_others() {
+    let extra: &[(&str, &[u8])] = &[
+        ("README.md", b"# Tiny\n"),
+        ("generation_config.json", b"{\"top_k\": 5}"),
+        ("notes.txt", b"not read"),
+        ("old-conversion.gguf", b"not read"),
+        ("merges.txt", b"not read by a SentencePiece conversion"),
+    ];
+    for (name, read) in [
+        (
+            "tiny-phi3",
+            &[
+                "config.json",
+                "model.safetensors.index.json",
+                "model-00001-of-00002.safetensors",
+                "model-00002-of-00002.safetensors",
+                "README.md",
+                "generation_config.json",
+                "tokenizer_config.json",
+                "tokenizer.model",
+            ][..],
+        ),
+        (
+            "tiny-gemma3",
+            &[
+                "config.json",
+                "model.safetensors",
+                "README.md",
+                "generation_config.json",
+                "tokenizer.model",
+                "tokenizer_config.json",
+            ],
+        ),
+    ] {
+        let dir = fixture_with(name, extra);
+        let ckpt = Checkpoint::open(dir.path()).unwrap();
+        let plan = HfConversion::plan(&ckpt, &HfOptions::default()).unwrap();
+        let inputs = plan.inputs();
+        assert_eq!(inputs[0], dir.path(), "{name}: the directory first");
+        let mut got: Vec<String> = inputs[1..]
+            .iter()
+            .map(|p| {
+                p.strip_prefix(dir.path())
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+        got.sort();
+        let mut want: Vec<&str> = read.to_vec();
+        want.sort();
+        assert_eq!(got, want, "{name}");
+    }
+}
+
 #[test]
 fn unsupported_and_damaged_checkpoints_are_clear_errors() {
     // An architecture the converter does not write: the message lists those it does.

@@ -16,6 +16,11 @@
 //!   registry, so that a signal handler can remove them ([`remove_temp_files`]). One left by a
 //!   writer killed outright (SIGKILL, a power cut) is unlocked, and the next write to the same
 //!   destination removes it; nothing not named exactly so is touched.
+//! * A write never replaces a file the command reads: [`refuse_inputs`] compares the
+//!   destination with every input by device and inode, after following symbolic links, so the
+//!   input's own name, a symbolic link to it and a hard link to it are all refused.
+//! * Directories made for the files ([`StagedFiles::create_dirs`]) are removed again, if still
+//!   empty, when the files are not put in place; a directory that was there is never removed.
 
 use std::ffi::{OsStr, OsString};
 use std::fs::{self, File, Metadata, OpenOptions};
@@ -65,9 +70,13 @@ pub fn check_destination(dest: &Path, mode: WriteMode) -> Result<()> {
     resolve(dest, mode).map(drop)
 }
 
-/// Refuses `dest` if it is the same file as one of `inputs` ([`Refusal::Input`]).
-pub fn refuse_inputs(dest: &Path, inputs: &[&Path]) -> Result<()> {
-    if inputs.iter().any(|input| same_file(input, dest)) {
+/// Refuses `dest` if it is the same file (or directory) as one of `inputs`
+/// ([`Refusal::Input`]): by device and inode, after following symbolic links (see
+/// [`same_file`]), so a symbolic or hard link to an input is refused as the input itself is. A
+/// `dest` that does not exist is no input. Every command that writes calls this with every
+/// file it reads.
+pub fn refuse_inputs<P: AsRef<Path>>(dest: &Path, inputs: &[P]) -> Result<()> {
+    if inputs.iter().any(|input| same_file(input.as_ref(), dest)) {
         return Err(Error::Refused {
             path: dest.to_path_buf(),
             reason: Refusal::Input,
@@ -77,7 +86,8 @@ pub fn refuse_inputs(dest: &Path, inputs: &[&Path]) -> Result<()> {
 }
 
 /// Files written to temporary files and put in place together by [`StagedFiles::commit`];
-/// dropped without a commit, they are removed and no destination changes.
+/// dropped without a commit, they are removed and no destination changes (and the directories
+/// [`StagedFiles::create_dirs`] made for them are removed again).
 ///
 /// ```
 /// use gguf_format::fsutil::{StagedFiles, WriteMode};
@@ -95,6 +105,8 @@ pub fn refuse_inputs(dest: &Path, inputs: &[&Path]) -> Result<()> {
 #[derive(Debug, Default)]
 pub struct StagedFiles {
     files: Vec<Staged>,
+    /// The directories [`StagedFiles::create_dirs`] made, in the order made.
+    dirs: Vec<PathBuf>,
 }
 
 #[derive(Debug)]
@@ -127,12 +139,57 @@ impl StagedFiles {
         Ok(value)
     }
 
+    /// Creates `dir` and whichever of its parents are missing, for files to be staged in it.
+    /// What this creates is removed again (each directory only if empty, deepest first) when
+    /// the files are dropped without a commit, when the commit fails, or by
+    /// [`remove_temp_files`]; a directory that was already there is never removed.
+    pub fn create_dirs(&mut self, dir: &Path) -> Result<()> {
+        let missing: Vec<&Path> = dir
+            .ancestors()
+            .filter(|p| !p.as_os_str().is_empty())
+            .take_while(|p| {
+                matches!(fs::symlink_metadata(p), Err(e) if e.kind() == io::ErrorKind::NotFound)
+            })
+            .collect();
+        for path in missing.into_iter().rev() {
+            // Under the registry's lock, so that a signal handler's `remove_temp_files` either
+            // sees the directory registered or stops it from being made.
+            let mut registry = registry();
+            if registry.closed {
+                return Err(interrupted());
+            }
+            match fs::create_dir(path) {
+                Ok(()) => {
+                    registry.new_dirs.push(path.to_path_buf());
+                    self.dirs.push(path.to_path_buf());
+                }
+                // Made by someone else meanwhile: not ours to remove.
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(Error::Io(e).in_file(path)),
+            }
+        }
+        let meta = fs::metadata(dir).map_err(|e| Error::Io(e).in_file(dir))?;
+        if !meta.is_dir() {
+            let e = io::Error::new(
+                io::ErrorKind::NotADirectory,
+                "exists and is not a directory",
+            );
+            return Err(Error::Io(e).in_file(dir));
+        }
+        Ok(())
+    }
+
     /// Puts every staged file in place, in the order staged, after checking each destination
     /// against its mode again. If one fails, the files this commit created are removed again
-    /// (a file it replaced stays replaced: the old content is gone) and every temporary file
-    /// is removed.
-    pub fn commit(self) -> Result<()> {
-        self.place_all()
+    /// (a file it replaced stays replaced: the old content is gone), every temporary file is
+    /// removed, and so are the directories [`create_dirs`](Self::create_dirs) made.
+    pub fn commit(mut self) -> Result<()> {
+        self.place_all()?;
+        // The directories now hold the files: they stay.
+        let mut registry = registry();
+        registry.new_dirs.retain(|d| !self.dirs.contains(d));
+        self.dirs.clear();
+        Ok(())
         // `self` drops here: the temporary files' names are removed (for a file put in place,
         // the name is already gone or is a second link to the destination).
     }
@@ -161,9 +218,26 @@ impl StagedFiles {
     }
 }
 
-/// Removes every temporary file this process is writing, for a signal handler (or anything
-/// else) about to end the process. Afterwards every write in this process fails rather than
-/// create a temporary file or put one in place.
+impl Drop for StagedFiles {
+    fn drop(&mut self) {
+        // The temporary files first (each takes the registry's lock), then the directories
+        // made for them, deepest first; one that is not empty is not ours alone and stays.
+        self.files.clear();
+        if self.dirs.is_empty() {
+            return;
+        }
+        let mut registry = registry();
+        for dir in self.dirs.iter().rev() {
+            let _ = fs::remove_dir(dir);
+        }
+        registry.new_dirs.retain(|d| !self.dirs.contains(d));
+    }
+}
+
+/// Removes every temporary file this process is writing (and the directories made for files
+/// not yet in place, when empty), for a signal handler (or anything else) about to end the
+/// process. Afterwards every write in this process fails rather than create a temporary file,
+/// a directory, or put a file in place.
 pub fn remove_temp_files() {
     let mut registry = registry();
     registry.closed = true;
@@ -172,6 +246,9 @@ pub fn remove_temp_files() {
     }
     for path in registry.live_dirs.drain(..) {
         let _ = fs::remove_dir_all(&path);
+    }
+    for path in registry.new_dirs.drain(..).rev() {
+        let _ = fs::remove_dir(&path);
     }
 }
 
@@ -231,8 +308,9 @@ impl Drop for TempDir {
 /// The file inside a [`TempDir`] whose lock marks it as in use.
 const DIR_LOCK: &str = ".lock";
 
-/// Whether `a` and `b` name the same existing file (same device and inode on Unix, so hard
-/// links and symbolic links count).
+/// Whether `a` and `b` name the same existing file or directory: the same device and inode
+/// on Unix once symbolic links are followed, so a hard link or a symbolic link to a file is
+/// that file. False when either does not exist.
 pub fn same_file(a: &Path, b: &Path) -> bool {
     #[cfg(unix)]
     {
@@ -260,12 +338,15 @@ struct Registry {
     live: Vec<PathBuf>,
     /// Temporary directories ([`TempDir`]).
     live_dirs: Vec<PathBuf>,
+    /// Directories made for staged files ([`StagedFiles::create_dirs`]), in the order made.
+    new_dirs: Vec<PathBuf>,
 }
 
 static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
     closed: false,
     live: Vec::new(),
     live_dirs: Vec::new(),
+    new_dirs: Vec::new(),
 });
 
 fn registry() -> MutexGuard<'static, Registry> {

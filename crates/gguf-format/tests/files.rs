@@ -203,6 +203,112 @@ fn staged_files_appear_together_or_not_at_all() {
     assert_eq!(listing(dir.path()), ["a"]);
 }
 
+/// Stages `text` at `dest` as a new file.
+fn stage_text(staged: &mut StagedFiles, dest: &Path, text: &str) {
+    staged
+        .stage(dest, WriteMode::CreateNew, |out| {
+            std::io::Write::write_all(out, text.as_bytes())?;
+            Ok(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn directories_made_for_staged_files_go_with_them_unless_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    let top = dir.path().join("a");
+    let deep = top.join("b");
+
+    // Dropped without a commit: the file and both directories go.
+    let mut staged = StagedFiles::new();
+    staged.create_dirs(&deep).unwrap();
+    stage_text(&mut staged, &deep.join("f"), "x");
+    assert!(deep.is_dir());
+    drop(staged);
+    assert_eq!(listing(dir.path()), Vec::<String>::new());
+
+    // A directory that was there stays; so does one made here that now holds another's file.
+    fs::create_dir(&top).unwrap();
+    let mut staged = StagedFiles::new();
+    staged.create_dirs(&deep.join("c")).unwrap();
+    stage_text(&mut staged, &deep.join("c").join("f"), "x");
+    fs::write(deep.join("theirs"), "y").unwrap();
+    drop(staged);
+    assert_eq!(listing(&top), ["b"]);
+    assert_eq!(listing(&deep), ["theirs"]);
+    fs::remove_dir_all(&top).unwrap();
+
+    // Committed: they stay, with the files.
+    let mut staged = StagedFiles::new();
+    staged.create_dirs(&deep).unwrap();
+    staged.create_dirs(&deep).unwrap();
+    stage_text(&mut staged, &deep.join("f"), "x");
+    staged.commit().unwrap();
+    assert_eq!(listing(&deep), ["f"]);
+
+    // A commit that fails (a name taken meanwhile) removes what it made, directories too.
+    let other = dir.path().join("new");
+    let taken = dir.path().join("taken");
+    let mut staged = StagedFiles::new();
+    staged.create_dirs(&other).unwrap();
+    stage_text(&mut staged, &other.join("f"), "x");
+    stage_text(&mut staged, &taken, "x");
+    fs::write(&taken, "theirs").unwrap();
+    let e = staged.commit().unwrap_err();
+    assert!(e.to_string().contains("already exists"), "{e}");
+    assert_eq!(listing(dir.path()), ["a", "taken"]);
+    assert_eq!(fs::read_to_string(&taken).unwrap(), "theirs");
+
+    // What is there and not a directory is refused.
+    let e = StagedFiles::new()
+        .create_dirs(&deep.join("f"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not a directory"), "{e}");
+    assert_eq!(listing(&deep), ["f"]);
+}
+
+#[cfg(unix)]
+#[test]
+fn an_input_is_refused_by_any_of_its_names() {
+    use gguf_format::fsutil::refuse_inputs;
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.gguf");
+    fs::write(&input, "x").unwrap();
+    let (link, hard, copy) = (
+        dir.path().join("link"),
+        dir.path().join("hard"),
+        dir.path().join("copy"),
+    );
+    std::os::unix::fs::symlink("in.gguf", &link).unwrap();
+    fs::hard_link(&input, &hard).unwrap();
+    fs::copy(&input, &copy).unwrap();
+    let sub = dir.path().join("sub");
+    fs::create_dir(&sub).unwrap();
+    let sub_link = dir.path().join("sub-link");
+    std::os::unix::fs::symlink("sub", &sub_link).unwrap();
+    let inputs = [input.clone(), sub.clone()];
+    for dest in [&input, &link, &hard, &sub, &sub_link] {
+        match refuse_inputs(dest, &inputs) {
+            Err(Error::Refused { path, reason }) => {
+                assert_eq!((path.as_path(), reason), (dest.as_path(), Refusal::Input));
+            }
+            other => panic!("{}: {other:?}", dest.display()),
+        }
+    }
+    // Another file with the same bytes, or nothing, is no input.
+    refuse_inputs(&copy, &inputs).unwrap();
+    refuse_inputs(&dir.path().join("new"), &inputs).unwrap();
+    let e = refuse_inputs(&link, &[&input]).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        format!(
+            "{} is an input of this command; refusing to write over it",
+            link.display()
+        )
+    );
+}
+
 #[test]
 fn a_working_directory_goes_when_dropped_and_an_abandoned_one_on_the_next_run() {
     let dir = tempfile::tempdir().unwrap();

@@ -29,7 +29,8 @@
 //! use gguf_convert::export::{Export, ExportOptions};
 //! let mapped = gguf_format::GgufFile::open("model.gguf")?;
 //! let export = Export::plan(mapped.file(), &ExportOptions::default())?;
-//! export.write("model-hf".as_ref(), false, &mut |done, total| eprint!("\r{done}/{total}"))?;
+//! let input = std::path::Path::new("model.gguf");
+//! export.write("model-hf".as_ref(), false, &[input], &mut |done, total| eprint!("\r{done}/{total}"))?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
@@ -37,12 +38,13 @@ mod config;
 mod tensors;
 pub mod tokenizer_json;
 
-use std::cell::RefCell;
 use std::collections::HashMap;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use gguf_format::fsutil::{StagedFiles, WriteMode};
+use gguf_format::fsutil::{self, StagedFiles, WriteMode};
 use gguf_format::{GgmlType, GgufFile};
+use safetensors::tensor::{Metadata, TensorInfo};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
@@ -205,6 +207,12 @@ impl Arch {
         }
     }
 }
+
+/// The tensors' file in the output directory.
+const SAFETENSORS: &str = "model.safetensors";
+
+/// The largest header safetensors reads (its `MAX_HEADER_SIZE`).
+const MAX_SAFETENSORS_HEADER: usize = 100_000_000;
 
 /// The GGUF architectures [`Export::plan`] exports.
 pub const SUPPORTED: &[&str] = &[
@@ -386,109 +394,126 @@ impl<'f> Export<'f> {
     }
 
     /// Writes the export into `dir`, which must not exist or be empty unless `force` (then
-    /// files of the same names in it are replaced). The small files are staged first and put
-    /// in place after `model.safetensors` is complete; an error leaves none of them.
-    /// `progress` gets (bytes of tensor data written, total).
+    /// files of the same names in it are replaced).
+    ///
+    /// Before anything is written, a destination that is one of `inputs` (the file the plan
+    /// was made from) under any name, its own, a symbolic link's or a hard link's, is refused
+    /// ([`gguf_format::Refusal::Input`]). Every file goes to a temporary file beside its
+    /// destination, and all are put in place together once `model.safetensors` is complete:
+    /// an error leaves none of them, and removes the directories this made (`dir` itself when
+    /// it was not there; never one that was). `progress` gets (bytes of tensor data written,
+    /// total).
     pub fn write(
         &self,
         dir: &Path,
         force: bool,
+        inputs: &[&Path],
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<ExportReport> {
+        let st_path = dir.join(SAFETENSORS);
+        let paths: Vec<PathBuf> = std::iter::once(st_path.clone())
+            .chain(self.files.iter().map(|f| dir.join(f.name)))
+            .collect();
+        for path in &paths {
+            fsutil::refuse_inputs(path, inputs)?;
+        }
         check_output_dir(dir, force)?;
-        std::fs::create_dir_all(dir)
-            .map_err(|e| io_error(format!("{}: cannot create the directory", dir.display()), e))?;
         let mode = if force {
             WriteMode::Replace { force: true }
         } else {
             WriteMode::CreateNew
         };
         let mut staged = StagedFiles::new();
-        let mut written = Vec::new();
-        for f in &self.files {
-            let path = dir.join(f.name);
+        staged.create_dirs(dir)?;
+        for (f, path) in self.files.iter().zip(&paths[1..]) {
             if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent).map_err(|e| {
-                    io_error(
-                        format!("{}: cannot create the directory", parent.display()),
-                        e,
-                    )
-                })?;
+                staged.create_dirs(parent)?;
             }
-            staged.stage(&path, mode, |out| {
-                use std::io::Write as _;
+            staged.stage(path, mode, |out| {
                 out.write_all(&f.bytes)?;
                 Ok(())
             })?;
-            written.push(path);
         }
-        let st_path = dir.join("model.safetensors");
-        if !force && st_path.symlink_metadata().is_ok() {
-            return Err(Error::Unsupported(format!(
-                "{}: exists (--force replaces it)",
-                st_path.display()
-            )));
-        }
-        let safetensors_bytes = self.write_safetensors(&st_path, progress)?;
+        // A conversion error is kept as it is; the writer's own error type carries only I/O.
+        let mut failed = None;
+        let written = staged.stage(&st_path, mode, |out| {
+            self.write_safetensors(out, progress).map_err(|e| match e {
+                Error::Format(e) => e,
+                other => {
+                    failed = Some(other);
+                    gguf_format::Error::Invalid("the export failed".into())
+                }
+            })
+        });
+        let safetensors_bytes = match written {
+            Ok(n) => n,
+            Err(e) => return Err(failed.unwrap_or(Error::Format(e))),
+        };
         staged.commit()?;
-        written.insert(0, st_path);
         Ok(ExportReport {
-            files: written,
+            files: paths,
             safetensors_bytes,
         })
     }
 
-    /// Writes `model.safetensors` with safetensors' own serializer, each tensor's bytes made
-    /// when the serializer asks for them.
-    fn write_safetensors(&self, path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<u64> {
-        let total: u64 = self
-            .tensors
-            .iter()
-            .map(|t| (t.shape.iter().product::<usize>() * self.dtype.size()) as u64)
-            .sum();
-        let state = RefCell::new(WriteState {
-            error: None,
-            done: 0,
-            total,
-            progress,
-        });
-        let views: Vec<(String, LazyTensor<'_, '_>)> = self
-            .tensors
-            .iter()
-            .enumerate()
-            .map(|(index, t)| {
-                (
-                    t.name.clone(),
-                    LazyTensor {
-                        export: self,
-                        index,
-                        shape: t.shape.clone(),
-                        len: t.shape.iter().product::<usize>() * self.dtype.size(),
-                        state: &state,
-                    },
-                )
-            })
-            .collect();
+    /// Writes `model.safetensors` to `out`, laid out as safetensors' own serializer lays it
+    /// out (its `Metadata` header as JSON padded with spaces to 8 bytes, the tensors sorted by
+    /// dtype, then name: here one dtype, so by name), each tensor converted when its turn
+    /// comes; the number of bytes written.
+    fn write_safetensors(
+        &self,
+        out: &mut dyn Write,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<u64> {
+        let mut order: Vec<usize> = (0..self.tensors.len()).collect();
+        order.sort_by(|&a, &b| self.tensors[a].name.cmp(&self.tensors[b].name));
+        let mut infos = Vec::with_capacity(order.len());
+        let mut offset = 0;
+        for &i in &order {
+            let t = &self.tensors[i];
+            let len = t.shape.iter().product::<usize>() * self.dtype.size();
+            infos.push((
+                t.name.clone(),
+                TensorInfo {
+                    dtype: self.dtype.safetensors(),
+                    shape: t.shape.clone(),
+                    data_offsets: (offset, offset + len),
+                },
+            ));
+            offset += len;
+        }
         let metadata = HashMap::from([("format".to_string(), "pt".to_string())]);
-        let result = safetensors::serialize_to_file(views, Some(metadata), path);
-        let error = state.borrow_mut().error.take();
-        if let Some(e) = error {
-            let _ = std::fs::remove_file(path);
-            return Err(e);
+        let header = Metadata::new(Some(metadata), infos)
+            .map_err(|e| Error::Unsupported(format!("{SAFETENSORS}: {e}")))?;
+        let mut header = serde_json::to_vec(&header)
+            .map_err(|e| Error::Unsupported(format!("{SAFETENSORS}: {e}")))?;
+        header.resize(header.len().next_multiple_of(8), b' ');
+        if header.len() > MAX_SAFETENSORS_HEADER {
+            return Err(Error::Unsupported(format!(
+                "{SAFETENSORS}: a header of {} bytes is more than safetensors reads",
+                header.len()
+            )));
         }
-        result.map_err(|e| {
-            Error::Format(gguf_format::Error::Io(std::io::Error::other(format!(
-                "{}: {e}",
-                path.display()
-            ))))
-        })?;
-        // safetensors' temporary file is private (0600); the checkpoint is an ordinary file.
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt as _;
-            let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644));
+        let io = |e: std::io::Error| Error::Format(e.into());
+        out.write_all(&(header.len() as u64).to_le_bytes())
+            .map_err(io)?;
+        out.write_all(&header).map_err(io)?;
+        let total = offset as u64;
+        let mut done = 0;
+        for &i in &order {
+            let bytes = self.tensor_bytes(i)?;
+            let want = self.tensors[i].shape.iter().product::<usize>() * self.dtype.size();
+            if bytes.len() != want {
+                return Err(Error::Unsupported(format!(
+                    "{}: converted to an unexpected number of bytes",
+                    self.tensors[i].source
+                )));
+            }
+            out.write_all(&bytes).map_err(io)?;
+            done += bytes.len() as u64;
+            progress(done, total);
         }
-        Ok(std::fs::metadata(path).map(|m| m.len()).unwrap_or(0))
+        Ok(8 + header.len() as u64 + total)
     }
 }
 
@@ -528,60 +553,4 @@ fn pretty(v: &Value) -> Result<Vec<u8>> {
         .map_err(|e| Error::Unsupported(format!("JSON serialization failed: {e}")))?;
     s.push(b'\n');
     Ok(s)
-}
-
-struct WriteState<'p> {
-    error: Option<Error>,
-    done: u64,
-    total: u64,
-    progress: &'p mut dyn FnMut(u64, u64),
-}
-
-/// A tensor whose bytes are made when safetensors' serializer asks for them.
-struct LazyTensor<'e, 'p> {
-    export: &'e Export<'e>,
-    index: usize,
-    shape: Vec<usize>,
-    len: usize,
-    state: &'e RefCell<WriteState<'p>>,
-}
-
-impl safetensors::View for LazyTensor<'_, '_> {
-    fn dtype(&self) -> safetensors::Dtype {
-        self.export.dtype.safetensors()
-    }
-
-    fn shape(&self) -> &[usize] {
-        &self.shape
-    }
-
-    fn data(&self) -> std::borrow::Cow<'_, [u8]> {
-        let mut state = self.state.borrow_mut();
-        if state.error.is_some() {
-            return std::borrow::Cow::Owned(vec![0; self.len]);
-        }
-        match self.export.tensor_bytes(self.index) {
-            Ok(bytes) if bytes.len() == self.len => {
-                state.done += self.len as u64;
-                let (done, total) = (state.done, state.total);
-                (state.progress)(done, total);
-                std::borrow::Cow::Owned(bytes)
-            }
-            Ok(_) => {
-                state.error = Some(Error::Unsupported(format!(
-                    "{}: converted to an unexpected number of bytes",
-                    self.export.tensors[self.index].source
-                )));
-                std::borrow::Cow::Owned(vec![0; self.len])
-            }
-            Err(e) => {
-                state.error = Some(e);
-                std::borrow::Cow::Owned(vec![0; self.len])
-            }
-        }
-    }
-
-    fn data_len(&self) -> usize {
-        self.len
-    }
 }

@@ -23,12 +23,14 @@ use safetensors::SafeTensors;
 
 pub use safetensors::Dtype;
 
-use super::json::{file_error, read_json};
+use super::json::{file_error, Reads};
 use crate::error::{Error, Result};
 
 /// A Hugging Face checkpoint directory, its weights mapped.
 pub struct Checkpoint {
     dir: PathBuf,
+    /// What was read of it, by opening it and by the conversions planned from it.
+    reads: Reads,
     config: serde_json::Value,
     shards: Vec<Shard>,
     tensors: Vec<Entry>,
@@ -146,6 +148,8 @@ impl Checkpoint {
     /// index naming files outside the directory or missing, a damaged safetensors file, a
     /// tensor in two shards, an index entry its shard lacks.
     pub fn open(dir: &Path) -> Result<Checkpoint> {
+        let reads = Reads::default();
+        reads.note(dir);
         let config_path = dir.join("config.json");
         if !config_path.is_file() {
             return Err(file_error(
@@ -153,7 +157,7 @@ impl Checkpoint {
                 "no config.json: not a Hugging Face checkpoint directory",
             ));
         }
-        let config = read_json(&config_path)?;
+        let config = reads.json(&config_path)?;
         if !config.is_object() {
             return Err(file_error(&config_path, "not a JSON object"));
         }
@@ -162,7 +166,7 @@ impl Checkpoint {
         let index_path = dir.join("model.safetensors.index.json");
         let (files, wanted): (Vec<String>, Option<HashMap<String, String>>) =
             if index_path.is_file() {
-                let index = read_json(&index_path)?;
+                let index = reads.json(&index_path)?;
                 let map = index
                     .get("weight_map")
                     .and_then(|m| m.as_object())
@@ -215,6 +219,7 @@ impl Checkpoint {
         let mut by_name = HashMap::new();
         for (shard, file) in files.iter().enumerate() {
             let path = dir.join(file);
+            reads.note(&path);
             let map = MappedBytes::open(&path)?;
             let st = SafeTensors::deserialize(map.bytes())
                 .map_err(|e| file_error(&path, format!("not a valid safetensors file: {e}")))?;
@@ -267,6 +272,7 @@ impl Checkpoint {
         }
         Ok(Checkpoint {
             dir: dir.to_path_buf(),
+            reads,
             config,
             shards,
             tensors,
@@ -277,6 +283,11 @@ impl Checkpoint {
     /// The directory.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// What has been read of the checkpoint; every read of its files goes through it.
+    pub(crate) fn reads(&self) -> &Reads {
+        &self.reads
     }
 
     /// `config.json`.

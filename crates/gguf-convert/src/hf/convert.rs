@@ -306,7 +306,8 @@ impl<'c> HfConversion<'c> {
                 .iter()
                 .map(|t| (t.name.as_str(), t.shape.as_slice())),
         );
-        for (key, value) in crate::model_card::general_metadata(ckpt.dir(), &params)? {
+        let card = crate::model_card::general_metadata_noting(ckpt.dir(), &params, ckpt.reads())?;
+        for (key, value) in card {
             b.set(&key, value);
         }
         let mut origins = Origins::new();
@@ -376,6 +377,16 @@ impl<'c> HfConversion<'c> {
     /// What was odd but did not stop the conversion.
     pub fn warnings(&self) -> &[String] {
         &self.warnings
+    }
+
+    /// Every file and directory of the checkpoint that opening it and planning this
+    /// conversion read, in the order first read: the directory, `config.json`, the index,
+    /// the shards (mapped; [`write`](Self::write) reads the tensors from them and nothing
+    /// else), and whichever tokenizer files, templates, model card and generation settings
+    /// the architecture read. The output must not be written over any of them (see
+    /// `gguf_format::fsutil::refuse_inputs`).
+    pub fn inputs(&self) -> Vec<std::path::PathBuf> {
+        self.ckpt.reads().list()
     }
 
     /// Writes the GGUF to `out`, one tensor at a time; `progress` gets (bytes of tensor data

@@ -12,7 +12,7 @@ use std::path::Path;
 use gguf_format::{GgufBuilder, OwnedArray, OwnedValue, ValueType};
 use serde_json::{Map, Value};
 
-use super::json::{read_json_if_exists, read_text_if_exists};
+use super::checkpoint::Checkpoint;
 use crate::error::{Error, Result};
 
 /// The special token types gguf-py looks for by default, in its order.
@@ -68,7 +68,7 @@ fn sequence_id(item: Option<&Value>) -> Option<&Value> {
 impl SpecialVocab {
     /// Reads `dir`'s tokenizer files as `SpecialVocab(dir, load_merges, types, n_vocab)` does.
     pub(crate) fn load(
-        dir: &Path,
+        ckpt: &Checkpoint,
         load_merges: bool,
         types: &[&str],
         n_vocab: Option<usize>,
@@ -79,10 +79,10 @@ impl SpecialVocab {
             load_merges,
             ..SpecialVocab::default()
         };
-        sv.load_from_tokenizer_json(dir)?;
-        sv.load_from_config_json(dir)?;
+        sv.load_from_tokenizer_json(ckpt)?;
+        sv.load_from_config_json(ckpt)?;
         if sv.load_merges && sv.merges.is_empty() {
-            sv.load_merges_txt(dir)?;
+            sv.load_merges_txt(ckpt)?;
         }
         Ok(sv)
     }
@@ -155,8 +155,9 @@ impl SpecialVocab {
         }
     }
 
-    fn load_merges_txt(&mut self, dir: &Path) -> Result<()> {
-        let Some(text) = read_text_if_exists(&dir.join("merges.txt"))? else {
+    fn load_merges_txt(&mut self, ckpt: &Checkpoint) -> Result<()> {
+        let path = ckpt.dir().join("merges.txt");
+        let Some(text) = ckpt.reads().text_if_exists(&path)? else {
             return Ok(());
         };
         let mut lines = text.lines().peekable();
@@ -174,9 +175,10 @@ impl SpecialVocab {
         Ok(())
     }
 
-    fn load_from_tokenizer_json(&mut self, dir: &Path) -> Result<()> {
+    fn load_from_tokenizer_json(&mut self, ckpt: &Checkpoint) -> Result<()> {
+        let (dir, reads) = (ckpt.dir(), ckpt.reads());
         let tokenizer_path = dir.join("tokenizer.json");
-        let tokenizer = super::json::read_tokenizer_json(&tokenizer_path)?;
+        let tokenizer = reads.tokenizer_json(&tokenizer_path)?;
         let mut added_tokens: Vec<Value> = Vec::new();
         if let Some(tokenizer) = &tokenizer {
             if self.load_merges {
@@ -190,7 +192,8 @@ impl SpecialVocab {
             }
         }
         let config_path = dir.join("tokenizer_config.json");
-        let mut config: Option<Map<String, Value>> = read_json_if_exists(&config_path)?
+        let mut config: Option<Map<String, Value>> = reads
+            .json_if_exists(&config_path)?
             .map(|v| match v {
                 Value::Object(o) => Ok(o),
                 _ => Err(Error::Unsupported(format!(
@@ -377,10 +380,11 @@ impl SpecialVocab {
         // The chat template: tokenizer_config.json's, else chat_template.jinja (with
         // additional_chat_templates/*.jinja), else chat_template.json's.
         let mut alternative: Option<ChatTemplate> = None;
-        if let Some(text) = read_text_if_exists(&dir.join("chat_template.jinja"))? {
+        if let Some(text) = reads.text_if_exists(&dir.join("chat_template.jinja"))? {
             let extra_dir = dir.join("additional_chat_templates");
             let mut extra = Vec::new();
             if extra_dir.is_dir() {
+                reads.note(&extra_dir);
                 let mut paths: Vec<_> = std::fs::read_dir(&extra_dir)
                     .map_err(|e| Error::Unsupported(format!("{}: {e}", extra_dir.display())))?
                     .filter_map(|e| e.ok().map(|e| e.path()))
@@ -392,7 +396,7 @@ impl SpecialVocab {
                         .file_stem()
                         .map(|s| s.to_string_lossy().into_owned())
                         .unwrap_or_default();
-                    if let Some(t) = read_text_if_exists(&p)? {
+                    if let Some(t) = reads.text_if_exists(&p)? {
                         extra.push((name, t));
                     }
                 }
@@ -404,7 +408,7 @@ impl SpecialVocab {
                 all.extend(extra);
                 ChatTemplate::Named(all)
             });
-        } else if let Some(v) = read_json_if_exists(&dir.join("chat_template.json"))? {
+        } else if let Some(v) = reads.json_if_exists(&dir.join("chat_template.json"))? {
             alternative = v.get("chat_template").and_then(parse_template);
         }
         self.chat_template = match config.get("chat_template") {
@@ -450,8 +454,9 @@ impl SpecialVocab {
         Ok(())
     }
 
-    fn load_from_config_json(&mut self, dir: &Path) -> Result<()> {
-        let Some(config) = read_json_if_exists(&dir.join("config.json"))? else {
+    fn load_from_config_json(&mut self, ckpt: &Checkpoint) -> Result<()> {
+        let path = ckpt.dir().join("config.json");
+        let Some(config) = ckpt.reads().json_if_exists(&path)? else {
             return Ok(());
         };
         for typ in self.types.clone() {

@@ -11,7 +11,8 @@ use gguf_tokenizer::Tokenizer;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::json::{file_error, read_tokenizer_json_text};
+use super::checkpoint::Checkpoint;
+use super::json::file_error;
 use super::pre_hashes::{CHECK_TEXT, PRE_TOKENIZER_HASHES};
 use crate::error::Result;
 
@@ -61,9 +62,10 @@ pub(crate) struct HfTokenizer {
 }
 
 impl HfTokenizer {
-    pub(crate) fn load(dir: &Path) -> Result<HfTokenizer> {
+    pub(crate) fn load(ckpt: &Checkpoint) -> Result<HfTokenizer> {
+        let dir = ckpt.dir();
         let path = dir.join("tokenizer.json");
-        let text = read_tokenizer_json_text(&path)?.ok_or_else(|| {
+        let text = ckpt.reads().tokenizer_json_text(&path)?.ok_or_else(|| {
             file_error(
                 dir,
                 "no tokenizer.json (a BPE or WordPiece tokenizer is read from it)",
@@ -242,23 +244,25 @@ pub(crate) enum SpmRules {
 /// normal there), then `added_tokens.json`, then `tokenizer_config.json`'s
 /// `added_tokens_decoder`, padded to `vocab_size`. `None` when there is no `tokenizer.model`.
 pub(crate) fn sentencepiece_vocab(
-    dir: &Path,
+    ckpt: &Checkpoint,
     vocab_size: Option<usize>,
 ) -> Result<Option<SpmVocab>> {
-    sentencepiece_vocab_with(dir, vocab_size, SpmRules::Standard)
+    sentencepiece_vocab_with(ckpt, vocab_size, SpmRules::Standard)
 }
 
 /// [`sentencepiece_vocab`] under `rules`.
 pub(crate) fn sentencepiece_vocab_with(
-    dir: &Path,
+    ckpt: &Checkpoint,
     vocab_size: Option<usize>,
     rules: SpmRules,
 ) -> Result<Option<SpmVocab>> {
     use crate::sentencepiece::{ModelProto, PieceType};
+    let (dir, reads) = (ckpt.dir(), ckpt.reads());
     let path = dir.join("tokenizer.model");
     if !path.is_file() {
         return Ok(None);
     }
+    reads.note(&path);
     let len = std::fs::metadata(&path)
         .map_err(|e| file_error(&path, e))?
         .len();
@@ -307,7 +311,7 @@ pub(crate) fn sentencepiece_vocab_with(
             PieceType::Normal | PieceType::UserDefined => token_type::NORMAL,
         };
     }
-    if let Some(added) = super::json::read_json_if_exists(&dir.join("added_tokens.json"))? {
+    if let Some(added) = reads.json_if_exists(&dir.join("added_tokens.json"))? {
         if let Some(map) = added.as_object() {
             for (text, id) in map {
                 let Some(id) = id.as_u64().map(|i| i as usize).filter(|&i| i < n) else {
@@ -321,7 +325,7 @@ pub(crate) fn sentencepiece_vocab_with(
     }
     let config_path = dir.join("tokenizer_config.json");
     let mut added: Vec<(usize, String, bool, &Path)> = Vec::new();
-    let config = super::json::read_json_if_exists(&config_path)?;
+    let config = reads.json_if_exists(&config_path)?;
     if let Some(decoder) = config
         .as_ref()
         .and_then(|c| c.get("added_tokens_decoder"))
@@ -344,7 +348,7 @@ pub(crate) fn sentencepiece_vocab_with(
     let tokenizer_path = dir.join("tokenizer.json");
     let tokenizer_json;
     if rules == SpmRules::Phi3 {
-        tokenizer_json = super::json::read_tokenizer_json(&tokenizer_path)?;
+        tokenizer_json = reads.tokenizer_json(&tokenizer_path)?;
         if let Some(list) = tokenizer_json
             .as_ref()
             .and_then(|t| t.get("added_tokens"))
@@ -424,7 +428,7 @@ pub(crate) fn write_gpt2(
 ) -> Result<()> {
     use super::special_vocab::{string_array, SpecialVocab, DEFAULT_TYPES};
     let dir = ctx.ckpt.dir();
-    let tok = HfTokenizer::load(dir)?;
+    let tok = HfTokenizer::load(ctx.ckpt)?;
     let pre = match &ctx.pre_override {
         Some(name) => name.clone(),
         None => tok.pre_tokenizer(dir)?,
@@ -434,7 +438,7 @@ pub(crate) fn write_gpt2(
     b.set("tokenizer.ggml.pre", base.pre.as_str());
     b.set("tokenizer.ggml.tokens", string_array(&base.tokens)?);
     b.set("tokenizer.ggml.token_type", i32_array(&base.types)?);
-    let special = SpecialVocab::load(dir, true, DEFAULT_TYPES, None)?;
+    let special = SpecialVocab::load(ctx.ckpt, true, DEFAULT_TYPES, None)?;
     ctx.warnings
         .borrow_mut()
         .extend(special.warnings.iter().cloned());
@@ -457,12 +461,11 @@ pub(crate) fn write_sentencepiece_with(
 ) -> Result<bool> {
     use super::special_vocab::{string_array, SpecialVocab, DEFAULT_TYPES};
     use gguf_format::{OwnedArray, OwnedValue, ValueType};
-    let dir = ctx.ckpt.dir();
     let size = match rules {
         SpmRules::Standard => vocab_size_of(ctx, &["vocab_size_per_layer_input", "vocab_size"]),
         SpmRules::Phi3 => vocab_size_of(ctx, &["vocab_size"]),
     };
-    let Some(v) = sentencepiece_vocab_with(dir, size, rules)? else {
+    let Some(v) = sentencepiece_vocab_with(ctx.ckpt, size, rules)? else {
         return Ok(false);
     };
     b.set("tokenizer.ggml.model", "llama");
@@ -476,7 +479,7 @@ pub(crate) fn write_sentencepiece_with(
         )?),
     );
     b.set("tokenizer.ggml.token_type", i32_array(&v.types)?);
-    let special = SpecialVocab::load(dir, false, DEFAULT_TYPES, Some(v.tokens.len()))?;
+    let special = SpecialVocab::load(ctx.ckpt, false, DEFAULT_TYPES, Some(v.tokens.len()))?;
     ctx.warnings
         .borrow_mut()
         .extend(special.warnings.iter().cloned());

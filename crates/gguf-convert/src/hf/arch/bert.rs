@@ -57,7 +57,7 @@ impl HfArch for Bert {
 
     fn vocab(&self, ctx: &Ctx<'_>, b: &mut GgufBuilder<'_>) -> Result<()> {
         let dir = ctx.ckpt.dir();
-        let tok = HfTokenizer::load(dir)?;
+        let tok = HfTokenizer::load(ctx.ckpt)?;
         let pre = match (&ctx.pre_override, tok.pre_tokenizer(dir)) {
             (Some(name), _) => name.clone(),
             (None, found) => found?,
@@ -104,7 +104,7 @@ impl HfArch for Bert {
                 base.types.iter().map(|&t| OwnedValue::I32(t)).collect(),
             )?),
         );
-        let special = SpecialVocab::load(dir, false, DEFAULT_TYPES, Some(tokens.len()))?;
+        let special = SpecialVocab::load(ctx.ckpt, false, DEFAULT_TYPES, Some(tokens.len()))?;
         ctx.warnings
             .borrow_mut()
             .extend(special.warnings.iter().cloned());

@@ -164,7 +164,7 @@ impl HfArch for Gemma {
         }
         if self.arch == "gemma" {
             let mut special = SpecialVocab::load(
-                dir,
+                ctx.ckpt,
                 false,
                 &["prefix", "suffix", "middle", "fsep", "eot"],
                 None,
@@ -199,12 +199,15 @@ impl HfArch for Gemma {
                     .find(&["vocab_size_per_layer_input", "vocab_size"])
                     .and_then(Value::as_u64)
                     .map(|n| n as usize);
-                sentencepiece_vocab(dir, size)?
+                sentencepiece_vocab(ctx.ckpt, size)?
                     .map(|v| v.tokens.len())
                     .unwrap_or(usize::MAX)
             } else {
                 let path = dir.join("tokenizer.json");
-                let json = crate::hf::json::read_tokenizer_json(&path)?
+                let json = ctx
+                    .ckpt
+                    .reads()
+                    .tokenizer_json(&path)?
                     .ok_or_else(|| crate::hf::json::file_error(&path, "no such file"))?;
                 let n = |v: Option<&Value>| match v {
                     Some(Value::Object(o)) => o.len(),

@@ -7,7 +7,6 @@ use serde_json::Value;
 
 use super::{map_decoder, pooling_type, Ctx, Generated, HfArch, Mapped, Transform};
 use crate::error::{Error, Result};
-use crate::hf::json::{read_json_if_exists, read_tokenizer_json};
 use crate::hf::special_vocab::SpecialVocab;
 use crate::hf::vocab::{write_gpt2, write_sentencepiece};
 
@@ -27,7 +26,11 @@ fn count(ctx: &Ctx<'_>, keys: &[&str]) -> Result<u32> {
 /// Whether `tokenizer.json` is the byte-fallback BPE of Llama 2 style checkpoints without a
 /// `tokenizer.model` (the reference's `LlamaHfVocab` path, not written here).
 fn is_llama_hf_tokenizer(ctx: &Ctx<'_>) -> Result<bool> {
-    let Some(json) = read_tokenizer_json(&ctx.ckpt.dir().join("tokenizer.json"))? else {
+    let Some(json) = ctx
+        .ckpt
+        .reads()
+        .tokenizer_json(&ctx.ckpt.dir().join("tokenizer.json"))?
+    else {
         return Ok(false);
     };
     let model = json.get("model");
@@ -83,7 +86,11 @@ impl HfArch for LlamaLike {
             return Ok(());
         }
         let dir = ctx.ckpt.dir();
-        if let Some(config) = read_json_if_exists(&dir.join("tokenizer_config.json"))? {
+        if let Some(config) = ctx
+            .ckpt
+            .reads()
+            .json_if_exists(&dir.join("tokenizer_config.json"))?
+        {
             if let Some(Value::Bool(add)) = config.get("add_prefix_space") {
                 b.set("tokenizer.ggml.add_space_prefix", *add);
             }
@@ -102,8 +109,12 @@ impl HfArch for LlamaLike {
         match vocab_size.unwrap_or(32000) {
             // CodeLlama's infill tokens.
             32016 => {
-                let mut special =
-                    SpecialVocab::load(dir, false, &["prefix", "suffix", "middle", "eot"], None)?;
+                let mut special = SpecialVocab::load(
+                    ctx.ckpt,
+                    false,
+                    &["prefix", "suffix", "middle", "eot"],
+                    None,
+                )?;
                 for (typ, id) in [
                     ("prefix", 32007),
                     ("suffix", 32008),

@@ -256,14 +256,14 @@ pub(crate) fn map_decoder(arch: &str, name: &str, bid: Option<u32>) -> Result<St
 /// The pooling of a sentence-transformers checkpoint (`modules.json` naming a `Pooling`
 /// module whose `config.json` says which): `_try_set_pooling_type`.
 pub(crate) fn pooling_type(ctx: &Ctx<'_>) -> Result<Option<u32>> {
-    use super::json::read_json_if_exists;
     use crate::Error;
     use serde_json::Value;
     const MEAN: u32 = 1;
     const CLS: u32 = 2;
     const LAST: u32 = 3;
     let dir = ctx.ckpt.dir();
-    let Some(modules) = read_json_if_exists(&dir.join("modules.json"))? else {
+    let reads = ctx.ckpt.reads();
+    let Some(modules) = reads.json_if_exists(&dir.join("modules.json"))? else {
         return Ok(None);
     };
     let path = modules.as_array().and_then(|list| {
@@ -284,7 +284,8 @@ pub(crate) fn pooling_type(ctx: &Ctx<'_>) -> Result<Option<u32>> {
         )));
     }
     let config_path = dir.join(path).join("config.json");
-    let pooling = read_json_if_exists(&config_path)?
+    let pooling = reads
+        .json_if_exists(&config_path)?
         .ok_or_else(|| Error::Unsupported(format!("{}: no such file", config_path.display())))?;
     let on = |k: &str| super::special_vocab::truthy(pooling.get(k));
     let ty = if on("pooling_mode_mean_tokens") {

@@ -7,7 +7,6 @@ use serde_json::Value;
 
 use super::{map_decoder, Ctx, Generated, HfArch, Mapped, Transform};
 use crate::error::{Error, Result};
-use crate::hf::json::read_json_if_exists;
 use crate::hf::vocab::{write_gpt2, write_sentencepiece_with, SpmRules};
 
 pub(crate) struct Phi3;
@@ -99,7 +98,11 @@ impl HfArch for Phi3 {
 
     fn vocab(&self, ctx: &Ctx<'_>, b: &mut GgufBuilder<'_>) -> Result<()> {
         let dir = ctx.ckpt.dir();
-        if let Some(config) = read_json_if_exists(&dir.join("tokenizer_config.json"))? {
+        if let Some(config) = ctx
+            .ckpt
+            .reads()
+            .json_if_exists(&dir.join("tokenizer_config.json"))?
+        {
             if config.get("tokenizer_class").and_then(Value::as_str) == Some("GPT2Tokenizer") {
                 return write_gpt2(ctx, b);
             }
