@@ -87,6 +87,12 @@ fn main() -> ExitCode {
     #[cfg(unix)]
     signals::remove_temp_files_on_signals();
     let cli = Cli::parse();
+    // A wrong GGUF_FORCE_ISA is a wrong command line in effect: refused before any work, with
+    // clap's exit code for those.
+    if let Err(e) = gguf_quant::check_isa() {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     if let Command::Diff(a) = cli.command {
         return match diff::diff(a) {
             Ok(true) => ExitCode::SUCCESS,
