@@ -11,7 +11,8 @@ use gguf_tokenizer::chat::{ChatMessage, ChatTemplate};
 use gguf_tokenizer::chat_builtin::{self, Origin};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::models;
+use crate::habits::GpuOptions;
+use crate::models::{self, ModelArg};
 use crate::output::{outln, read_input_file};
 
 /// Options shared by the commands that run a model.
@@ -83,6 +84,20 @@ pub struct SamplingOptions {
 }
 
 impl SamplingOptions {
+    /// The sampler, checked; a note on stderr when a negative temperature means greedy
+    /// sampling (llama.cpp's habit, kept).
+    fn sampler(&self) -> Result<SamplerConfig> {
+        let config = self.config();
+        config.check()?;
+        if config.temperature < 0.0 {
+            eprintln!(
+                "note: --temp {} means greedy sampling, as in llama.cpp",
+                config.temperature
+            );
+        }
+        Ok(config)
+    }
+
     fn config(&self) -> SamplerConfig {
         SamplerConfig {
             temperature: self.temperature,
@@ -112,11 +127,20 @@ pub(crate) fn load(file: &str) -> Result<Model> {
 /// `gguf generate`.
 #[derive(Args, Debug)]
 pub struct GenerateArgs {
-    /// A .gguf path or a known model name.
-    pub file: String,
+    #[command(flatten)]
+    pub model: ModelArg,
     /// The prompt (raw text; no chat template).
-    #[arg(short, long)]
-    pub prompt: String,
+    #[arg(short, long, required_unless_present = "prompt_file")]
+    pub prompt: Option<String>,
+    /// Read the prompt from FILE, byte for byte but for one final newline, which is dropped
+    /// (as llama.cpp's -f drops it).
+    #[arg(
+        short = 'f',
+        long = "file",
+        value_name = "FILE",
+        conflicts_with = "prompt"
+    )]
+    pub prompt_file: Option<PathBuf>,
     /// Tokens to generate at most.
     #[arg(short = 'n', long, default_value_t = 128)]
     pub n_predict: usize,
@@ -128,15 +152,33 @@ pub struct GenerateArgs {
     /// `gen_tokens_per_s`) instead of streaming the text.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub gpu: GpuOptions,
+}
+
+/// The prompt of `gguf generate`: `-p`, or the file of `-f` less one final newline.
+fn prompt_bytes(a: &GenerateArgs) -> Result<Vec<u8>> {
+    match (&a.prompt, &a.prompt_file) {
+        (Some(prompt), _) => Ok(prompt.clone().into_bytes()),
+        (None, Some(path)) => {
+            let mut bytes = read_input_file(path)?;
+            if bytes.last() == Some(&b'\n') {
+                bytes.pop();
+            }
+            Ok(bytes)
+        }
+        (None, None) => bail!("no prompt: give -p PROMPT or -f FILE"),
+    }
 }
 
 /// Runs `gguf generate`.
 pub fn generate(a: GenerateArgs) -> Result<()> {
-    let model = load(&a.file)?;
-    let sampler = a.sampling.config();
-    sampler.check()?;
+    a.gpu.note_ignored();
+    let sampler = a.sampling.sampler()?;
+    let prompt = prompt_bytes(&a)?;
+    let model = load(a.model.name()?)?;
     let mut session = model.session(a.run.session_options())?;
-    let prompt_ids = model.tokenizer().encode(a.prompt.as_bytes(), true, true);
+    let prompt_ids = model.tokenizer().encode(&prompt, true, true);
     if prompt_ids.is_empty() {
         bail!("the prompt gives no tokens");
     }
@@ -148,7 +190,7 @@ pub fn generate(a: GenerateArgs) -> Result<()> {
     let mut ids = Vec::new();
     let mut out = std::io::stdout().lock();
     if !a.json {
-        write!(out, "{}", a.prompt)?;
+        out.write_all(&prompt)?;
     }
     for token in &mut generation {
         let token = token?;
@@ -211,8 +253,8 @@ fn note_context_full(generated: usize, n_ctx: usize) {
 /// `gguf chat`.
 #[derive(Args, Debug)]
 pub struct ChatArgs {
-    /// A .gguf path or a known model name.
-    pub file: String,
+    #[command(flatten)]
+    pub model: ModelArg,
     /// A system message to start the conversation with.
     #[arg(long)]
     pub system: Option<String>,
@@ -232,6 +274,8 @@ pub struct ChatArgs {
     pub sampling: SamplingOptions,
     #[command(flatten)]
     pub run: RunOptions,
+    #[command(flatten)]
+    pub gpu: GpuOptions,
 }
 
 /// The template `gguf chat` renders with (see [`ChatArgs::chat_template`]); a note on stderr
@@ -286,10 +330,11 @@ fn read_history(path: &Path) -> Result<Vec<ChatMessage>> {
 
 /// Runs `gguf chat`: reads a line per user turn from stdin, streams each reply.
 pub fn chat(a: ChatArgs) -> Result<()> {
-    let model = load(&a.file)?;
-    let sampler = a.sampling.config();
-    sampler.check()?;
-    let template = chat_template(&model, &a.file, a.chat_template.as_deref())?;
+    a.gpu.note_ignored();
+    let file = a.model.name()?;
+    let sampler = a.sampling.sampler()?;
+    let model = load(file)?;
+    let template = chat_template(&model, file, a.chat_template.as_deref())?;
     let mut session = model.session(a.run.session_options())?;
     let mut messages = Vec::new();
     if let Some(system) = &a.system {
@@ -300,7 +345,7 @@ pub fn chat(a: ChatArgs) -> Result<()> {
     }
     let stdin = std::io::stdin();
     let mut out = std::io::stdout().lock();
-    eprintln!("chatting with {} (end with Ctrl-D)", a.file);
+    eprintln!("chatting with {file} (end with Ctrl-D)");
     loop {
         write!(out, "> ")?;
         out.flush()?;
@@ -340,8 +385,8 @@ pub fn chat(a: ChatArgs) -> Result<()> {
 /// `gguf perplexity`.
 #[derive(Args, Debug)]
 pub struct PerplexityArgs {
-    /// A .gguf path or a known model name.
-    pub file: String,
+    #[command(flatten)]
+    pub model: ModelArg,
     /// The text to score.
     #[arg(short = 'f', long = "file", value_name = "TEXT")]
     pub text: PathBuf,
@@ -357,11 +402,14 @@ pub struct PerplexityArgs {
     /// Print one JSON object `{"ppl", "chunks"}` at the end.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub gpu: GpuOptions,
 }
 
 /// Runs `gguf perplexity`.
 pub fn perplexity(a: PerplexityArgs) -> Result<()> {
-    let model = load(&a.file)?;
+    a.gpu.note_ignored();
+    let model = load(a.model.name()?)?;
     let text = read_input_file(&a.text)?;
     let options = SessionOptions {
         n_ctx: a.ctx,
@@ -402,8 +450,8 @@ pub fn perplexity(a: PerplexityArgs) -> Result<()> {
 /// `gguf bench`.
 #[derive(Args, Debug)]
 pub struct BenchArgs {
-    /// A .gguf path or a known model name.
-    pub file: String,
+    #[command(flatten)]
+    pub model: ModelArg,
     /// Prompt lengths to time (ppN), comma-separated; 0 for none.
     #[arg(
         short = 'p',
@@ -440,6 +488,8 @@ pub struct BenchArgs {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub gpu: GpuOptions,
 }
 
 /// Runs `gguf bench`, measuring like llama-bench: for each depth, prompt processing of each
@@ -448,6 +498,8 @@ pub struct BenchArgs {
 /// standard deviation over `-r` repetitions.
 pub fn bench(a: BenchArgs) -> Result<()> {
     use gguf_model::{BenchKind, BenchTest};
+    a.gpu.note_ignored();
+    let file = a.model.name()?;
     let mut tests = Vec::new();
     for &depth in &a.depth {
         let prompts = a.n_prompt.iter().map(|&n| (BenchKind::Prompt, n));
@@ -459,7 +511,7 @@ pub fn bench(a: BenchArgs) -> Result<()> {
     if tests.is_empty() {
         bail!("nothing to time: give a positive -p or -n");
     }
-    let model = load(&a.file)?;
+    let model = load(file)?;
     let n_ctx = tests.iter().map(BenchTest::positions).max().unwrap_or(1);
     let options = SessionOptions {
         n_ctx,
@@ -489,7 +541,7 @@ pub fn bench(a: BenchArgs) -> Result<()> {
         } else {
             outln!(
                 "| {} | {threads} | {} | {:.2} ± {:.2} |",
-                a.file,
+                file,
                 test.name(),
                 t.mean,
                 t.sd
@@ -500,7 +552,7 @@ pub fn bench(a: BenchArgs) -> Result<()> {
         outln!(
             "{}",
             serde_json::json!({
-                "model": a.file,
+                "model": file,
                 "threads": threads,
                 "n_batch": a.n_batch,
                 "repetitions": repetitions,

@@ -710,3 +710,198 @@ mod files {
         );
     }
 }
+
+/// llama.cpp's command-line habits, which its users bring along.
+mod llama_cpp_habits {
+    use std::process::Output;
+
+    use super::common::{gguf, refused};
+    use gguf_test_support::{fixture, run_ok};
+
+    fn model() -> String {
+        fixture("model-llama.gguf").display().to_string()
+    }
+
+    /// `gguf ARGS` (which must succeed), its stdout as JSON.
+    fn json(args: &[&str]) -> serde_json::Value {
+        let out = run_ok(gguf().args(args));
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// The tokens `gguf generate ARGS --json` generates, with its stderr.
+    fn generated(args: &[&str]) -> (serde_json::Value, String) {
+        let out: Output = run_ok(gguf().arg("generate").args(args).arg("--json"));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (
+            serde_json::json!({"prompt_ids": v["prompt_ids"], "ids": v["ids"], "text": v["text"]}),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    }
+
+    #[test]
+    fn dash_m_names_the_model_as_in_llama_cpp() {
+        let m = model();
+        let greedy = ["-p", "hello", "-n", "6", "--temp", "0"];
+        let (positional, _) = generated(&[&[m.as_str()][..], &greedy].concat());
+        assert_eq!(
+            positional["ids"].as_array().unwrap().len(),
+            6,
+            "{positional}"
+        );
+        for model_args in [["-m", m.as_str()], ["--model", m.as_str()]] {
+            let (by_option, _) = generated(&[&model_args[..], &greedy].concat());
+            assert_eq!(by_option, positional);
+        }
+        // Both, naming the same model, is fine; two models are refused as a usage error.
+        let (both, _) = generated(&[&[m.as_str(), "-m", m.as_str()][..], &greedy].concat());
+        assert_eq!(both, positional);
+        let other = fixture("model-qwen2.gguf").display().to_string();
+        let (code, stderr) = refused(gguf().args(["generate", &other, "-m", &m, "-p", "hi"]));
+        assert_eq!(code, Some(2));
+        assert_eq!(
+            stderr,
+            format!("error: two models given, {other} and -m {m}: give one\n")
+        );
+        let (code, stderr) = refused(gguf().args(["generate", "-p", "hi"]));
+        assert_eq!(code, Some(2));
+        assert!(stderr.contains("<MODEL>"), "{stderr}");
+
+        // The other commands that take one model, with and without -m, print the same.
+        let dir = tempfile::tempdir().unwrap();
+        let text = dir.path().join("text.txt");
+        std::fs::write(
+            &text,
+            "The quick brown fox jumps over the lazy dog. ".repeat(8),
+        )
+        .unwrap();
+        let text = text.display().to_string();
+        let same = [
+            vec!["tokenize", "MODEL", "hello world", "--ids"],
+            vec!["detokenize", "MODEL", "72", "105", "33"],
+            vec!["embed", "MODEL", "hello", "world", "--json", "-c", "64"],
+            vec![
+                "perplexity",
+                "MODEL",
+                "-f",
+                &text,
+                "-c",
+                "16",
+                "--chunks",
+                "2",
+                "--json",
+            ],
+        ];
+        for args in same {
+            let with = |model: &[&str]| -> Vec<String> {
+                let mut all: Vec<String> = vec![args[0].to_string()];
+                all.extend(model.iter().map(|s| s.to_string()));
+                all.extend(args[2..].iter().map(|s| s.to_string()));
+                all
+            };
+            let positional = run_ok(gguf().args(with(&[&m]))).stdout;
+            let by_option = run_ok(gguf().args(with(&["-m", &m]))).stdout;
+            assert!(positional.len() > 2, "{args:?}");
+            assert_eq!(by_option, positional, "{args:?}");
+        }
+        let ids = json(&["tokenize", "-m", &m, "hello", "--ids"]);
+        assert_eq!(ids, json(&["tokenize", &m, "hello", "--ids"]));
+        let bench = json(&["bench", "-m", &m, "-p", "8", "-n", "2", "-r", "1", "--json"]);
+        assert_eq!(bench["model"], m.as_str());
+        let chat = run_ok(
+            gguf()
+                .args(["chat", "-m", &m, "--chat-template", "chatml", "-n", "3"])
+                .args(["--temp", "0"]),
+        );
+        assert_eq!(
+            chat.stdout, b"> \n",
+            "no line read: the prompt, then the end"
+        );
+    }
+
+    #[test]
+    fn gpu_options_are_accepted_and_ignored_with_a_note() {
+        let m = model();
+        let greedy = [m.as_str(), "-p", "hello", "-n", "6", "--temp", "0"];
+        let (plain, stderr) = generated(&greedy);
+        assert!(!stderr.contains("note:"), "{stderr}");
+        let (with_gpu, stderr) = generated(
+            &[
+                &greedy[..],
+                &["-ngl", "99", "-sm", "row", "-mg", "0", "-ts", "3,1"],
+            ]
+            .concat(),
+        );
+        assert_eq!(with_gpu, plain, "-ngl is not -n gl");
+        assert!(
+            stderr.contains(
+                "note: this build runs on the CPU; ignoring -ngl 99, -sm row, -mg 0, -ts 3,1\n"
+            ),
+            "{stderr}"
+        );
+        for args in [
+            &["--n-gpu-layers", "99"][..],
+            &["--gpu-layers", "99"],
+            &["-ngl=99"],
+        ] {
+            let (again, stderr) = generated(&[&greedy[..], args].concat());
+            assert_eq!(again, plain, "{args:?}");
+            assert!(
+                stderr.contains("note: this build runs on the CPU; ignoring -ngl 99\n"),
+                "{args:?}: {stderr}"
+            );
+        }
+        // `-n` stays bench's generation length next to -ngl.
+        let bench = json(&[
+            "bench", &m, "-ngl", "99", "-p", "0", "-n", "3", "-r", "1", "--json",
+        ]);
+        assert_eq!(bench["results"][0]["test"], "tg3", "{bench}");
+    }
+
+    #[test]
+    fn generate_reads_the_prompt_from_a_file() {
+        let m = model();
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("prompt.txt");
+        // One final newline is dropped, as llama.cpp's -f drops it; the rest is the prompt.
+        std::fs::write(&file, "Once upon\na time\n").unwrap();
+        let file = file.display().to_string();
+        let (from_text, _) = generated(&[&m, "-p", "Once upon\na time", "-n", "5", "--temp", "0"]);
+        for flag in ["-f", "--file"] {
+            let (from_file, _) = generated(&[&m, flag, &file, "-n", "5", "--temp", "0"]);
+            assert_eq!(from_file, from_text, "{flag}");
+        }
+        let streamed = run_ok(gguf().args(["generate", &m, "-f", &file, "-n", "5", "--temp", "0"]));
+        let expected = format!("Once upon\na time{}\n", from_text["text"].as_str().unwrap());
+        assert_eq!(String::from_utf8(streamed.stdout).unwrap(), expected);
+        // Not both; not a device (the check every input file of the CLI gets).
+        let (code, stderr) = refused(gguf().args(["generate", &m, "-f", &file, "-p", "x"]));
+        assert_eq!(code, Some(2), "{stderr}");
+        assert!(stderr.contains("cannot be used with"), "{stderr}");
+        let (code, stderr) = refused(gguf().args(["generate", &m, "-f", "/dev/zero"]));
+        assert_eq!(code, Some(1));
+        assert!(
+            stderr.starts_with("error: /dev/zero: ")
+                && stderr.ends_with("is a character device, not a regular file\n")
+                && stderr.lines().count() == 1,
+            "{stderr}"
+        );
+    }
+
+    #[test]
+    fn a_negative_temperature_is_greedy_with_a_note() {
+        let m = model();
+        let args = [m.as_str(), "-p", "hello", "-n", "8"];
+        let (greedy, stderr) = generated(&[&args[..], &["--temp", "0"]].concat());
+        assert!(!stderr.contains("note:"), "{stderr}");
+        for (value, note) in [("-1", "-1"), ("-0.5", "-0.5")] {
+            let (negative, stderr) = generated(&[&args[..], &["--temp", value]].concat());
+            assert_eq!(negative, greedy, "--temp {value}");
+            assert!(
+                stderr.contains(&format!(
+                    "note: --temp {note} means greedy sampling, as in llama.cpp\n"
+                )),
+                "{stderr}"
+            );
+        }
+    }
+}
