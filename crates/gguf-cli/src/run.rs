@@ -29,6 +29,21 @@ pub struct RunOptions {
     pub kv_type: String,
 }
 
+/// The prompt batch of the commands that generate from one sequence (`generate`, `chat`).
+#[derive(Args, Debug, Clone)]
+pub struct BatchOption {
+    /// Prompt tokens per forward pass, at most (llama.cpp's -b). A batch of several tokens
+    /// runs the batched products (llama.cpp's order for them); with `-b 1` a prompt is
+    /// evaluated token by token, as generated tokens are, to the same bits.
+    #[arg(
+        short = 'b',
+        long = "batch-size",
+        default_value_t = 512,
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub batch_size: u32,
+}
+
 /// `-t` as the engine will run it: at most the CPUs this process may use, with a warning
 /// when that is fewer than asked (threads beyond the CPUs only wait for each other).
 fn threads_arg(requested: usize) -> usize {
@@ -148,6 +163,8 @@ pub struct GenerateArgs {
     pub sampling: SamplingOptions,
     #[command(flatten)]
     pub run: RunOptions,
+    #[command(flatten)]
+    pub batch: BatchOption,
     /// Print one JSON object (`prompt_ids`, `ids`, `text`, `prompt_tokens_per_s`,
     /// `gen_tokens_per_s`) instead of streaming the text.
     #[arg(long)]
@@ -177,7 +194,10 @@ pub fn generate(a: GenerateArgs) -> Result<()> {
     let sampler = a.sampling.sampler()?;
     let prompt = prompt_bytes(&a)?;
     let model = load(a.model.name()?)?;
-    let mut session = model.session(a.run.session_options())?;
+    let mut session = model.session(SessionOptions {
+        n_batch: a.batch.batch_size as usize,
+        ..a.run.session_options()
+    })?;
     let prompt_ids = model.tokenizer().encode(&prompt, true, true);
     if prompt_ids.is_empty() {
         bail!("the prompt gives no tokens");
@@ -275,6 +295,8 @@ pub struct ChatArgs {
     #[command(flatten)]
     pub run: RunOptions,
     #[command(flatten)]
+    pub batch: BatchOption,
+    #[command(flatten)]
     pub gpu: GpuOptions,
 }
 
@@ -335,7 +357,10 @@ pub fn chat(a: ChatArgs) -> Result<()> {
     let sampler = a.sampling.sampler()?;
     let model = load(file)?;
     let template = chat_template(&model, file, a.chat_template.as_deref())?;
-    let mut session = model.session(a.run.session_options())?;
+    let mut session = model.session(SessionOptions {
+        n_batch: a.batch.batch_size as usize,
+        ..a.run.session_options()
+    })?;
     let mut messages = Vec::new();
     if let Some(system) = &a.system {
         messages.push(ChatMessage::new("system", system.as_str()));

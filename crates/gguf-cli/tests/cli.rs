@@ -888,6 +888,28 @@ mod llama_cpp_habits {
     }
 
     #[test]
+    fn dash_b_sets_the_prompt_batch() {
+        let m = model();
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("prompt.txt");
+        std::fs::write(&file, "The quick brown fox jumps over the lazy dog").unwrap();
+        let file = file.display().to_string();
+        let (default, _) = generated(&[&m, "-f", &file, "-n", "1", "--temp", "0"]);
+        for args in [["-b", "1"], ["-b", "7"], ["--batch-size", "4096"]] {
+            let (batched, _) =
+                generated(&[&[m.as_str(), "-f", &file, "-n", "1"][..], &args].concat());
+            assert_eq!(batched["prompt_ids"], default["prompt_ids"], "{args:?}");
+            assert_eq!(batched["ids"].as_array().unwrap().len(), 1, "{args:?}");
+        }
+        let (code, stderr) = refused(gguf().args(["generate", &m, "-p", "hi", "-b", "0"]));
+        assert_eq!(code, Some(2));
+        assert!(
+            stderr.contains("invalid value '0' for '--batch-size"),
+            "{stderr}"
+        );
+    }
+
+    #[test]
     fn a_negative_temperature_is_greedy_with_a_note() {
         let m = model();
         let args = [m.as_str(), "-p", "hello", "-n", "8"];
