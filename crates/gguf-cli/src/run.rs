@@ -350,7 +350,70 @@ fn read_history(path: &Path) -> Result<Vec<ChatMessage>> {
         .collect()
 }
 
-/// Runs `gguf chat`: reads a line per user turn from stdin, streams each reply.
+/// Where `gguf chat` reads the user's lines: a line editor with history when stdin and stdout
+/// are a terminal, else stdin line by line (pipes, tests), as before the editor came.
+enum LineReader {
+    /// rustyline: editing, and the history of this chat (in memory only: the prompts are not
+    /// written to disk).
+    Editor(Box<rustyline::DefaultEditor>),
+    /// Plain lines from stdin.
+    Plain(std::io::Stdin),
+}
+
+/// What the user gave at the prompt.
+enum Input {
+    /// A line, without its line ending.
+    Line(String),
+    /// End of input (Ctrl-D, or the end of a pipe).
+    End,
+    /// Ctrl-C at the editor's prompt.
+    Interrupted,
+}
+
+impl LineReader {
+    fn new() -> LineReader {
+        use std::io::IsTerminal;
+        if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
+            if let Ok(editor) = rustyline::DefaultEditor::new() {
+                return LineReader::Editor(Box::new(editor));
+            }
+        }
+        LineReader::Plain(std::io::stdin())
+    }
+
+    /// Prompts with `> ` and reads a line.
+    fn read(&mut self, out: &mut impl Write) -> Result<Input> {
+        use rustyline::error::ReadlineError;
+        match self {
+            LineReader::Editor(editor) => match editor.readline("> ") {
+                Ok(line) => {
+                    if !line.is_empty() {
+                        let _ = editor.add_history_entry(line.as_str());
+                    }
+                    Ok(Input::Line(line))
+                }
+                Err(ReadlineError::Eof) => Ok(Input::End),
+                Err(ReadlineError::Interrupted) => Ok(Input::Interrupted),
+                Err(e) => Err(anyhow!("reading the prompt: {e}")),
+            },
+            LineReader::Plain(stdin) => {
+                write!(out, "> ")?;
+                out.flush()?;
+                let mut line = String::new();
+                if stdin.lock().read_line(&mut line)? == 0 {
+                    return Ok(Input::End);
+                }
+                let trimmed = line.trim_end_matches(['\n', '\r']).len();
+                line.truncate(trimmed);
+                Ok(Input::Line(line))
+            }
+        }
+    }
+}
+
+/// Runs `gguf chat`: reads a line per user turn, streams each reply. Ctrl-C during a reply
+/// stops it (the partial reply stays in the conversation, as llama-cli keeps it) and the
+/// prompt comes back; Ctrl-C at the prompt, or Ctrl-D, ends the chat.
 pub fn chat(a: ChatArgs) -> Result<()> {
     a.gpu.note_ignored();
     let file = a.model.name()?;
@@ -368,24 +431,33 @@ pub fn chat(a: ChatArgs) -> Result<()> {
     if let Some(path) = &a.history {
         messages.extend(read_history(path)?);
     }
-    let stdin = std::io::stdin();
+    let mut reader = LineReader::new();
     let mut out = std::io::stdout().lock();
-    eprintln!("chatting with {file} (end with Ctrl-D)");
+    eprintln!("chatting with {file} (Ctrl-C stops a reply; Ctrl-D ends)");
     loop {
-        write!(out, "> ")?;
-        out.flush()?;
-        let mut line = String::new();
-        if stdin.lock().read_line(&mut line)? == 0 {
-            writeln!(out)?;
-            return Ok(());
-        }
-        let line = line.trim_end_matches(['\n', '\r']);
+        let line = match reader.read(&mut out)? {
+            Input::Line(line) => line,
+            Input::End => {
+                writeln!(out)?;
+                return Ok(());
+            }
+            // As a SIGINT at a plain prompt ends the program.
+            #[cfg(unix)]
+            Input::Interrupted => crate::signals::end_as(signal_hook::consts::SIGINT),
+            #[cfg(not(unix))]
+            Input::Interrupted => return Ok(()),
+        };
         if line.is_empty() {
             continue;
         }
         messages.push(ChatMessage::new("user", line));
         let mut reply = String::new();
         let mut reply_tokens = 0;
+        // Armed before the prompt is evaluated: a Ctrl-C during that stops the reply after
+        // its first token.
+        #[cfg(unix)]
+        let catch = crate::signals::catch_interrupt();
+        let mut interrupted = false;
         let mut generation = session.chat_with(&template, &messages, &sampler, a.n_predict)?;
         for token in &mut generation {
             let token = token?;
@@ -393,16 +465,28 @@ pub fn chat(a: ChatArgs) -> Result<()> {
             reply.push_str(&token.text);
             write!(out, "{}", token.text)?;
             out.flush()?;
+            #[cfg(unix)]
+            if catch.interrupted() {
+                interrupted = true;
+                break;
+            }
         }
         let context_full = generation.stop_reason() == Some(StopReason::ContextFull);
         drop(generation);
+        #[cfg(unix)]
+        drop(catch);
+        writeln!(out)?;
         if context_full {
-            writeln!(out)?;
             note_context_full(reply_tokens, session.n_ctx());
             eprintln!("the conversation fills the context; start a new one (or raise -c)");
             return Ok(());
         }
-        writeln!(out)?;
+        if interrupted {
+            eprintln!(
+                "note: reply interrupted after {reply_tokens} tokens (kept in the conversation); \
+                 Ctrl-C at the prompt or Ctrl-D ends the chat"
+            );
+        }
         messages.push(ChatMessage::new("assistant", reply.as_str()));
     }
 }

@@ -709,6 +709,153 @@ mod files {
             "{status}"
         );
     }
+
+    /// `gguf chat` on the tiny model, greedy, with the lines of `stdin` (then its end): stdout.
+    fn chat_transcript(stdin: &[u8], history: Option<&Path>) -> String {
+        let mut cmd = gguf();
+        cmd.arg("chat")
+            .arg(fixture("model-llama.gguf"))
+            .args(CHAT_ARGS);
+        if let Some(history) = history {
+            cmd.arg("--history").arg(history);
+        }
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(&mut child.stdin.take().unwrap(), stdin).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", out.status);
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Greedy, and token by token (`-b 1`): a conversation's cache then holds the same bits
+    /// whether its tokens were generated or read as a prompt, so a chat that goes on after an
+    /// interrupted reply answers exactly as one started from that conversation.
+    const CHAT_ARGS: [&str; 10] = [
+        "--chat-template",
+        "chatml",
+        "--temp",
+        "0",
+        "-n",
+        "200",
+        "-t",
+        "1",
+        "-b",
+        "1",
+    ];
+
+    /// Ctrl-C during a reply stops the reply, not the chat: the prompt comes back, the partial
+    /// reply stays in the conversation, the next line is answered, and the end of input ends
+    /// the chat with status 0.
+    ///
+    /// No timing is relied on: the chat's stdout is a pipe this test has filled but for
+    /// [`ROOM`] bytes, so the first reply blocks in a write until the test reads, and the
+    /// SIGINT goes once the reply has begun (the catch is armed before its first token).
+    #[test]
+    fn ctrl_c_during_a_reply_stops_it_and_the_chat_goes_on() {
+        use std::io::{Read, Write};
+        use std::os::fd::AsRawFd;
+        /// Bytes the chat may write before it blocks: its prompt and the first tokens.
+        const ROOM: usize = 2 + 64;
+        if ignored_here(2) {
+            eprintln!("skipping: SIGINT is ignored in this process");
+            return;
+        }
+        let whole = chat_transcript(b"hello\n", None);
+        let reply = whole
+            .strip_prefix("> ")
+            .and_then(|r| r.strip_suffix("\n> \n"))
+            .unwrap_or_else(|| panic!("{whole:?}"));
+        assert!(
+            reply.len() > 2 * ROOM,
+            "the reply must outlast the room: {reply:?}"
+        );
+
+        let (mut stdout, mut filled) = std::io::pipe().unwrap();
+        // SAFETY: F_GETPIPE_SZ reads the capacity of the pipe the descriptor belongs to.
+        let capacity = unsafe { libc::fcntl(stdout.as_raw_fd(), libc::F_GETPIPE_SZ) };
+        assert!(capacity as usize > ROOM, "{capacity}");
+        let filler = capacity as usize - ROOM;
+        filled.write_all(&vec![b'#'; filler]).unwrap();
+        let mut child = gguf()
+            .arg("chat")
+            .arg(fixture("model-llama.gguf"))
+            .args(CHAT_ARGS)
+            .stdin(Stdio::piped())
+            .stdout(filled)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Both lines and the end at once: the chat reads the second at its next prompt.
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(b"hello\nagain\n")
+            .unwrap();
+        let mut stderr_pipe = child.stderr.take().unwrap();
+        let stderr = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = stderr_pipe.read_to_string(&mut s);
+            s
+        });
+        let queued = || {
+            let mut n: libc::c_int = 0;
+            // SAFETY: FIONREAD writes the bytes queued in the pipe to `n`.
+            let r = unsafe { libc::ioctl(stdout.as_raw_fd(), libc::FIONREAD, &mut n) };
+            assert_eq!(r, 0);
+            n as usize
+        };
+        let start = Instant::now();
+        while queued() <= filler + 2 {
+            assert!(child.try_wait().unwrap().is_none(), "the chat ended");
+            assert!(start.elapsed() < Duration::from_secs(60), "no reply");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let status = Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        // The handler has run (it runs as the signal is delivered); a pause in case the
+        // machine is slow to deliver it.
+        std::thread::sleep(Duration::from_millis(200));
+        let mut out = Vec::new();
+        stdout.read_to_end(&mut out).unwrap();
+        let status = child.wait().unwrap();
+        let stderr = stderr.join().unwrap();
+        assert!(status.success(), "{status}: {stderr}");
+        assert!(out[..filler].iter().all(|&b| b == b'#'));
+        let out = String::from_utf8(out[filler..].to_vec()).unwrap();
+        // `> ` PARTIAL `\n> ` ANSWER `\n> \n`, PARTIAL a beginning of the whole reply.
+        let rest = out.strip_prefix("> ").unwrap_or_else(|| panic!("{out:?}"));
+        let cut = (1..reply.len())
+            .filter(|&k| reply.is_char_boundary(k))
+            .find(|&k| rest.starts_with(&reply[..k]) && rest[k..].starts_with("\n> "))
+            .unwrap_or_else(|| panic!("no partial reply then a prompt in {out:?}"));
+        let partial = &reply[..cut];
+        let answer = rest[cut + 3..]
+            .strip_suffix("\n> \n")
+            .unwrap_or_else(|| panic!("{out:?}"));
+        assert!(!answer.is_empty(), "{out:?}");
+        assert!(
+            stderr.contains("note: reply interrupted after "),
+            "{stderr}"
+        );
+        // The answer is the one to a conversation holding the partial reply.
+        let dir = tempfile::tempdir().unwrap();
+        let history = dir.path().join("history.json");
+        let conversation = serde_json::json!([
+            {"role": "user", "content": "hello"},
+            {"role": "assistant", "content": partial},
+        ]);
+        fs::write(&history, conversation.to_string()).unwrap();
+        let expected = chat_transcript(b"again\n", Some(&history));
+        assert_eq!(expected, format!("> {answer}\n> \n"));
+    }
 }
 
 /// llama.cpp's command-line habits, which its users bring along.
