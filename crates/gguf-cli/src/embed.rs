@@ -6,16 +6,18 @@ use anyhow::{anyhow, bail, Result};
 use clap::Args;
 use gguf_model::{EmbeddingOptions, Normalize, Pooling};
 
+use crate::habits::GpuOptions;
+use crate::models::{ModelArg, UsageError};
 use crate::output::{outln, read_input_file};
 use crate::run::{self, RunOptions};
 
 /// `gguf embed`.
 #[derive(Args, Debug)]
 pub struct EmbedArgs {
-    /// A .gguf path or a known model name.
-    pub file: String,
-    /// The texts to embed, one embedding each.
-    #[arg(required_unless_present = "input", conflicts_with = "input")]
+    #[command(flatten)]
+    pub model: ModelArg,
+    /// The texts to embed, one embedding each (with -m MODEL, every positional argument is a
+    /// text).
     pub texts: Vec<String>,
     /// Read the texts from a file, one per line (a final newline ends the last line; other
     /// empty lines are empty texts).
@@ -33,13 +35,21 @@ pub struct EmbedArgs {
     pub pooling: Option<String>,
     #[command(flatten)]
     pub run: RunOptions,
+    #[command(flatten)]
+    pub gpu: GpuOptions,
 }
 
 /// The texts as bytes: the arguments, or the lines of `--file`.
-fn texts(a: &EmbedArgs) -> Result<Vec<Vec<u8>>> {
+fn texts(a: &EmbedArgs, args: &[String]) -> Result<Vec<Vec<u8>>> {
     let Some(path) = &a.input else {
-        return Ok(a.texts.iter().map(|t| t.as_bytes().to_vec()).collect());
+        if args.is_empty() {
+            return Err(UsageError("nothing to embed: give TEXT... or --file F".into()).into());
+        }
+        return Ok(args.iter().map(|t| t.as_bytes().to_vec()).collect());
     };
+    if !args.is_empty() {
+        return Err(UsageError("give the texts as arguments or --file F, not both".into()).into());
+    }
     let bytes = read_input_file(path)?;
     let body = bytes.strip_suffix(b"\n").unwrap_or(&bytes);
     if body.is_empty() {
@@ -53,8 +63,10 @@ fn texts(a: &EmbedArgs) -> Result<Vec<Vec<u8>>> {
 
 /// Runs `gguf embed`.
 pub fn embed(a: EmbedArgs) -> Result<()> {
-    let texts = texts(&a)?;
-    let model = run::load(&a.file)?;
+    a.gpu.note_ignored();
+    let (file, args) = a.model.with_rest(&a.texts, |t| Ok(t.to_string()))?;
+    let texts = texts(&a, &args)?;
+    let model = run::load(file)?;
     let options = EmbeddingOptions {
         pooling: a.pooling.as_deref().and_then(Pooling::from_name),
         normalize: Normalize::from_name(&a.normalize).unwrap_or_default(),

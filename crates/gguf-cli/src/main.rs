@@ -10,6 +10,7 @@ mod diff;
 mod edit;
 mod embed;
 mod export;
+mod habits;
 mod imatrix;
 mod inspect;
 mod models;
@@ -86,7 +87,13 @@ enum Command {
 fn main() -> ExitCode {
     #[cfg(unix)]
     signals::remove_temp_files_on_signals();
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(habits::rewrite_multi_letter_options(std::env::args_os()));
+    // A wrong GGUF_FORCE_ISA is a wrong command line in effect: refused before any work, with
+    // clap's exit code for those.
+    if let Err(e) = gguf_quant::check_isa() {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     if let Command::Diff(a) = cli.command {
         return match diff::diff(a) {
             Ok(true) => ExitCode::SUCCESS,
@@ -128,7 +135,11 @@ fn main() -> ExitCode {
         Err(e) if output::is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
-            ExitCode::FAILURE
+            if e.downcast_ref::<models::UsageError>().is_some() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }

@@ -1,5 +1,6 @@
-//! `gguf pull`, and model arguments that name a known model instead of a file: the registry
-//! itself is `gguf-hub`; this module renders its progress and picks what to fetch.
+//! `gguf pull`, and model arguments: positional or `-m` ([`ModelArg`]), naming a file or a
+//! known model: the registry itself is `gguf-hub`; this module renders its progress and picks
+//! what to fetch.
 
 use std::path::{Path, PathBuf};
 
@@ -59,6 +60,69 @@ pub fn pull(a: PullArgs) -> Result<()> {
     }
     Ok(())
 }
+
+/// The model of a command that runs one: the positional MODEL, or `-m/--model MODEL` as
+/// llama.cpp's tools take it.
+#[derive(Args, Debug, Clone)]
+pub struct ModelArg {
+    /// A .gguf path or a known model name.
+    #[arg(value_name = "MODEL", required_unless_present = "model")]
+    file: Option<String>,
+    /// The model, as llama.cpp's tools take it (instead of the positional MODEL).
+    #[arg(short = 'm', long = "model", value_name = "MODEL")]
+    model: Option<String>,
+}
+
+impl ModelArg {
+    /// The model named, by position or by `-m`; both may be given only if they agree.
+    pub fn name(&self) -> Result<&str> {
+        match (&self.file, &self.model) {
+            (Some(file), Some(model)) if file != model => {
+                Err(UsageError(format!("two models given, {file} and -m {model}: give one")).into())
+            }
+            (Some(name), _) | (None, Some(name)) => Ok(name),
+            (None, None) => Err(UsageError("no model given (MODEL or -m MODEL)".into()).into()),
+        }
+    }
+
+    /// For a command whose model is followed by other positional arguments (texts, ids): the
+    /// model and those arguments. With `-m` every positional argument is one of them (clap
+    /// put the first in the model's place), each read by `parse`.
+    pub fn with_rest<T>(
+        &self,
+        rest: &[T],
+        parse: impl Fn(&str) -> Result<T>,
+    ) -> Result<(&str, Vec<T>)>
+    where
+        T: Clone,
+    {
+        match (&self.file, &self.model) {
+            (file, Some(model)) => {
+                let mut all = Vec::with_capacity(rest.len() + 1);
+                if let Some(first) = file {
+                    all.push(parse(first)?);
+                }
+                all.extend_from_slice(rest);
+                Ok((model, all))
+            }
+            (Some(file), None) => Ok((file, rest.to_vec())),
+            (None, None) => Err(UsageError("no model given (MODEL or -m MODEL)".into()).into()),
+        }
+    }
+}
+
+/// A command line that cannot be run, found after clap's parse (`gguf` exits with 2, as for
+/// clap's own refusals).
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
 
 /// Resolves a command-line model argument: an existing path, or a known model's name (fetched
 /// into the cache on first use).

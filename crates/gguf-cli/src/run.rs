@@ -11,7 +11,8 @@ use gguf_tokenizer::chat::{ChatMessage, ChatTemplate};
 use gguf_tokenizer::chat_builtin::{self, Origin};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::models;
+use crate::habits::GpuOptions;
+use crate::models::{self, ModelArg};
 use crate::output::{outln, read_input_file};
 
 /// Options shared by the commands that run a model.
@@ -26,6 +27,21 @@ pub struct RunOptions {
     /// KV cache type.
     #[arg(long = "kv-type", default_value = "f16", value_parser = ["f16", "f32"])]
     pub kv_type: String,
+}
+
+/// The prompt batch of the commands that generate from one sequence (`generate`, `chat`).
+#[derive(Args, Debug, Clone)]
+pub struct BatchOption {
+    /// Prompt tokens per forward pass, at most (llama.cpp's -b). A batch of several tokens
+    /// runs the batched products (llama.cpp's order for them); with `-b 1` a prompt is
+    /// evaluated token by token, as generated tokens are, to the same bits.
+    #[arg(
+        short = 'b',
+        long = "batch-size",
+        default_value_t = 512,
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub batch_size: u32,
 }
 
 /// `-t` as the engine will run it: at most the CPUs this process may use, with a warning
@@ -83,6 +99,20 @@ pub struct SamplingOptions {
 }
 
 impl SamplingOptions {
+    /// The sampler, checked; a note on stderr when a negative temperature means greedy
+    /// sampling (llama.cpp's habit, kept).
+    fn sampler(&self) -> Result<SamplerConfig> {
+        let config = self.config();
+        config.check()?;
+        if config.temperature < 0.0 {
+            eprintln!(
+                "note: --temp {} means greedy sampling, as in llama.cpp",
+                config.temperature
+            );
+        }
+        Ok(config)
+    }
+
     fn config(&self) -> SamplerConfig {
         SamplerConfig {
             temperature: self.temperature,
@@ -112,11 +142,20 @@ pub(crate) fn load(file: &str) -> Result<Model> {
 /// `gguf generate`.
 #[derive(Args, Debug)]
 pub struct GenerateArgs {
-    /// A .gguf path or a known model name.
-    pub file: String,
+    #[command(flatten)]
+    pub model: ModelArg,
     /// The prompt (raw text; no chat template).
-    #[arg(short, long)]
-    pub prompt: String,
+    #[arg(short, long, required_unless_present = "prompt_file")]
+    pub prompt: Option<String>,
+    /// Read the prompt from FILE, byte for byte but for one final newline, which is dropped
+    /// (as llama.cpp's -f drops it).
+    #[arg(
+        short = 'f',
+        long = "file",
+        value_name = "FILE",
+        conflicts_with = "prompt"
+    )]
+    pub prompt_file: Option<PathBuf>,
     /// Tokens to generate at most.
     #[arg(short = 'n', long, default_value_t = 128)]
     pub n_predict: usize,
@@ -124,19 +163,42 @@ pub struct GenerateArgs {
     pub sampling: SamplingOptions,
     #[command(flatten)]
     pub run: RunOptions,
+    #[command(flatten)]
+    pub batch: BatchOption,
     /// Print one JSON object (`prompt_ids`, `ids`, `text`, `prompt_tokens_per_s`,
     /// `gen_tokens_per_s`) instead of streaming the text.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub gpu: GpuOptions,
+}
+
+/// The prompt of `gguf generate`: `-p`, or the file of `-f` less one final newline.
+fn prompt_bytes(a: &GenerateArgs) -> Result<Vec<u8>> {
+    match (&a.prompt, &a.prompt_file) {
+        (Some(prompt), _) => Ok(prompt.clone().into_bytes()),
+        (None, Some(path)) => {
+            let mut bytes = read_input_file(path)?;
+            if bytes.last() == Some(&b'\n') {
+                bytes.pop();
+            }
+            Ok(bytes)
+        }
+        (None, None) => bail!("no prompt: give -p PROMPT or -f FILE"),
+    }
 }
 
 /// Runs `gguf generate`.
 pub fn generate(a: GenerateArgs) -> Result<()> {
-    let model = load(&a.file)?;
-    let sampler = a.sampling.config();
-    sampler.check()?;
-    let mut session = model.session(a.run.session_options())?;
-    let prompt_ids = model.tokenizer().encode(a.prompt.as_bytes(), true, true);
+    a.gpu.note_ignored();
+    let sampler = a.sampling.sampler()?;
+    let prompt = prompt_bytes(&a)?;
+    let model = load(a.model.name()?)?;
+    let mut session = model.session(SessionOptions {
+        n_batch: a.batch.batch_size as usize,
+        ..a.run.session_options()
+    })?;
+    let prompt_ids = model.tokenizer().encode(&prompt, true, true);
     if prompt_ids.is_empty() {
         bail!("the prompt gives no tokens");
     }
@@ -148,7 +210,7 @@ pub fn generate(a: GenerateArgs) -> Result<()> {
     let mut ids = Vec::new();
     let mut out = std::io::stdout().lock();
     if !a.json {
-        write!(out, "{}", a.prompt)?;
+        out.write_all(&prompt)?;
     }
     for token in &mut generation {
         let token = token?;
@@ -211,8 +273,8 @@ fn note_context_full(generated: usize, n_ctx: usize) {
 /// `gguf chat`.
 #[derive(Args, Debug)]
 pub struct ChatArgs {
-    /// A .gguf path or a known model name.
-    pub file: String,
+    #[command(flatten)]
+    pub model: ModelArg,
     /// A system message to start the conversation with.
     #[arg(long)]
     pub system: Option<String>,
@@ -232,6 +294,10 @@ pub struct ChatArgs {
     pub sampling: SamplingOptions,
     #[command(flatten)]
     pub run: RunOptions,
+    #[command(flatten)]
+    pub batch: BatchOption,
+    #[command(flatten)]
+    pub gpu: GpuOptions,
 }
 
 /// The template `gguf chat` renders with (see [`ChatArgs::chat_template`]); a note on stderr
@@ -284,13 +350,80 @@ fn read_history(path: &Path) -> Result<Vec<ChatMessage>> {
         .collect()
 }
 
-/// Runs `gguf chat`: reads a line per user turn from stdin, streams each reply.
+/// Where `gguf chat` reads the user's lines: a line editor with history when stdin and stdout
+/// are a terminal, else stdin line by line (pipes, tests), as before the editor came.
+enum LineReader {
+    /// rustyline: editing, and the history of this chat (in memory only: the prompts are not
+    /// written to disk).
+    Editor(Box<rustyline::DefaultEditor>),
+    /// Plain lines from stdin.
+    Plain(std::io::Stdin),
+}
+
+/// What the user gave at the prompt.
+enum Input {
+    /// A line, without its line ending.
+    Line(String),
+    /// End of input (Ctrl-D, or the end of a pipe).
+    End,
+    /// Ctrl-C at the editor's prompt.
+    Interrupted,
+}
+
+impl LineReader {
+    fn new() -> LineReader {
+        use std::io::IsTerminal;
+        if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
+            if let Ok(editor) = rustyline::DefaultEditor::new() {
+                return LineReader::Editor(Box::new(editor));
+            }
+        }
+        LineReader::Plain(std::io::stdin())
+    }
+
+    /// Prompts with `> ` and reads a line.
+    fn read(&mut self, out: &mut impl Write) -> Result<Input> {
+        use rustyline::error::ReadlineError;
+        match self {
+            LineReader::Editor(editor) => match editor.readline("> ") {
+                Ok(line) => {
+                    if !line.is_empty() {
+                        let _ = editor.add_history_entry(line.as_str());
+                    }
+                    Ok(Input::Line(line))
+                }
+                Err(ReadlineError::Eof) => Ok(Input::End),
+                Err(ReadlineError::Interrupted) => Ok(Input::Interrupted),
+                Err(e) => Err(anyhow!("reading the prompt: {e}")),
+            },
+            LineReader::Plain(stdin) => {
+                write!(out, "> ")?;
+                out.flush()?;
+                let mut line = String::new();
+                if stdin.lock().read_line(&mut line)? == 0 {
+                    return Ok(Input::End);
+                }
+                let trimmed = line.trim_end_matches(['\n', '\r']).len();
+                line.truncate(trimmed);
+                Ok(Input::Line(line))
+            }
+        }
+    }
+}
+
+/// Runs `gguf chat`: reads a line per user turn, streams each reply. Ctrl-C during a reply
+/// stops it (the partial reply stays in the conversation, as llama-cli keeps it) and the
+/// prompt comes back; Ctrl-C at the prompt, or Ctrl-D, ends the chat.
 pub fn chat(a: ChatArgs) -> Result<()> {
-    let model = load(&a.file)?;
-    let sampler = a.sampling.config();
-    sampler.check()?;
-    let template = chat_template(&model, &a.file, a.chat_template.as_deref())?;
-    let mut session = model.session(a.run.session_options())?;
+    a.gpu.note_ignored();
+    let file = a.model.name()?;
+    let sampler = a.sampling.sampler()?;
+    let model = load(file)?;
+    let template = chat_template(&model, file, a.chat_template.as_deref())?;
+    let mut session = model.session(SessionOptions {
+        n_batch: a.batch.batch_size as usize,
+        ..a.run.session_options()
+    })?;
     let mut messages = Vec::new();
     if let Some(system) = &a.system {
         messages.push(ChatMessage::new("system", system.as_str()));
@@ -298,24 +431,33 @@ pub fn chat(a: ChatArgs) -> Result<()> {
     if let Some(path) = &a.history {
         messages.extend(read_history(path)?);
     }
-    let stdin = std::io::stdin();
+    let mut reader = LineReader::new();
     let mut out = std::io::stdout().lock();
-    eprintln!("chatting with {} (end with Ctrl-D)", a.file);
+    eprintln!("chatting with {file} (Ctrl-C stops a reply; Ctrl-D ends)");
     loop {
-        write!(out, "> ")?;
-        out.flush()?;
-        let mut line = String::new();
-        if stdin.lock().read_line(&mut line)? == 0 {
-            writeln!(out)?;
-            return Ok(());
-        }
-        let line = line.trim_end_matches(['\n', '\r']);
+        let line = match reader.read(&mut out)? {
+            Input::Line(line) => line,
+            Input::End => {
+                writeln!(out)?;
+                return Ok(());
+            }
+            // As a SIGINT at a plain prompt ends the program.
+            #[cfg(unix)]
+            Input::Interrupted => crate::signals::end_as(signal_hook::consts::SIGINT),
+            #[cfg(not(unix))]
+            Input::Interrupted => return Ok(()),
+        };
         if line.is_empty() {
             continue;
         }
         messages.push(ChatMessage::new("user", line));
         let mut reply = String::new();
         let mut reply_tokens = 0;
+        // Armed before the prompt is evaluated: a Ctrl-C during that stops the reply after
+        // its first token.
+        #[cfg(unix)]
+        let catch = crate::signals::catch_interrupt();
+        let mut interrupted = false;
         let mut generation = session.chat_with(&template, &messages, &sampler, a.n_predict)?;
         for token in &mut generation {
             let token = token?;
@@ -323,16 +465,28 @@ pub fn chat(a: ChatArgs) -> Result<()> {
             reply.push_str(&token.text);
             write!(out, "{}", token.text)?;
             out.flush()?;
+            #[cfg(unix)]
+            if catch.interrupted() {
+                interrupted = true;
+                break;
+            }
         }
         let context_full = generation.stop_reason() == Some(StopReason::ContextFull);
         drop(generation);
+        #[cfg(unix)]
+        drop(catch);
+        writeln!(out)?;
         if context_full {
-            writeln!(out)?;
             note_context_full(reply_tokens, session.n_ctx());
             eprintln!("the conversation fills the context; start a new one (or raise -c)");
             return Ok(());
         }
-        writeln!(out)?;
+        if interrupted {
+            eprintln!(
+                "note: reply interrupted after {reply_tokens} tokens (kept in the conversation); \
+                 Ctrl-C at the prompt or Ctrl-D ends the chat"
+            );
+        }
         messages.push(ChatMessage::new("assistant", reply.as_str()));
     }
 }
@@ -340,8 +494,8 @@ pub fn chat(a: ChatArgs) -> Result<()> {
 /// `gguf perplexity`.
 #[derive(Args, Debug)]
 pub struct PerplexityArgs {
-    /// A .gguf path or a known model name.
-    pub file: String,
+    #[command(flatten)]
+    pub model: ModelArg,
     /// The text to score.
     #[arg(short = 'f', long = "file", value_name = "TEXT")]
     pub text: PathBuf,
@@ -357,11 +511,14 @@ pub struct PerplexityArgs {
     /// Print one JSON object `{"ppl", "chunks"}` at the end.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub gpu: GpuOptions,
 }
 
 /// Runs `gguf perplexity`.
 pub fn perplexity(a: PerplexityArgs) -> Result<()> {
-    let model = load(&a.file)?;
+    a.gpu.note_ignored();
+    let model = load(a.model.name()?)?;
     let text = read_input_file(&a.text)?;
     let options = SessionOptions {
         n_ctx: a.ctx,
@@ -402,8 +559,8 @@ pub fn perplexity(a: PerplexityArgs) -> Result<()> {
 /// `gguf bench`.
 #[derive(Args, Debug)]
 pub struct BenchArgs {
-    /// A .gguf path or a known model name.
-    pub file: String,
+    #[command(flatten)]
+    pub model: ModelArg,
     /// Prompt lengths to time (ppN), comma-separated; 0 for none.
     #[arg(
         short = 'p',
@@ -440,6 +597,8 @@ pub struct BenchArgs {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub gpu: GpuOptions,
 }
 
 /// Runs `gguf bench`, measuring like llama-bench: for each depth, prompt processing of each
@@ -448,6 +607,8 @@ pub struct BenchArgs {
 /// standard deviation over `-r` repetitions.
 pub fn bench(a: BenchArgs) -> Result<()> {
     use gguf_model::{BenchKind, BenchTest};
+    a.gpu.note_ignored();
+    let file = a.model.name()?;
     let mut tests = Vec::new();
     for &depth in &a.depth {
         let prompts = a.n_prompt.iter().map(|&n| (BenchKind::Prompt, n));
@@ -459,7 +620,7 @@ pub fn bench(a: BenchArgs) -> Result<()> {
     if tests.is_empty() {
         bail!("nothing to time: give a positive -p or -n");
     }
-    let model = load(&a.file)?;
+    let model = load(file)?;
     let n_ctx = tests.iter().map(BenchTest::positions).max().unwrap_or(1);
     let options = SessionOptions {
         n_ctx,
@@ -489,7 +650,7 @@ pub fn bench(a: BenchArgs) -> Result<()> {
         } else {
             outln!(
                 "| {} | {threads} | {} | {:.2} ± {:.2} |",
-                a.file,
+                file,
                 test.name(),
                 t.mean,
                 t.sd
@@ -500,7 +661,7 @@ pub fn bench(a: BenchArgs) -> Result<()> {
         outln!(
             "{}",
             serde_json::json!({
-                "model": a.file,
+                "model": file,
                 "threads": threads,
                 "n_batch": a.n_batch,
                 "repetitions": repetitions,

@@ -7,13 +7,15 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use gguf_server::{Server, ServerConfig};
 
+use crate::habits::GpuOptions;
+use crate::models::ModelArg;
 use crate::run::{self, RunOptions};
 
 /// `gguf serve`.
 #[derive(Args, Debug)]
 pub struct ServeArgs {
-    /// A .gguf path or a known model name.
-    pub file: String,
+    #[command(flatten)]
+    pub model: ModelArg,
     /// The address to listen on (127.0.0.1: this machine only; 0.0.0.0: every interface).
     #[arg(long, default_value = "127.0.0.1")]
     pub host: String,
@@ -50,6 +52,8 @@ pub struct ServeArgs {
     pub alias: Option<String>,
     #[command(flatten)]
     pub run: RunOptions,
+    #[command(flatten)]
+    pub gpu: GpuOptions,
 }
 
 /// The keys of `--api-key` and `--api-key-file`.
@@ -80,12 +84,14 @@ fn api_keys(a: &ServeArgs) -> Result<Vec<String>> {
 
 /// Runs `gguf serve` until SIGINT or SIGTERM, then stops gracefully (exit status 0).
 pub fn serve(a: ServeArgs) -> Result<()> {
+    a.gpu.note_ignored();
+    let file = a.model.name()?.to_string();
     let keys = api_keys(&a)?;
-    let model = run::load(&a.file)?;
+    let model = run::load(&file)?;
     let model_id = a.alias.clone().unwrap_or_else(|| {
-        let stem = Path::new(&a.file)
+        let stem = Path::new(&file)
             .file_name()
-            .map_or_else(|| a.file.clone(), |n| n.to_string_lossy().into_owned());
+            .map_or_else(|| file.clone(), |n| n.to_string_lossy().into_owned());
         stem.strip_suffix(".gguf").unwrap_or(&stem).to_string()
     });
     let parallel = usize::from(a.parallel);
@@ -104,7 +110,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         max_queue: a.queue,
         ..ServerConfig::default()
     };
-    let server = Server::new(Arc::new(model), config).with_context(|| a.file.clone())?;
+    let server = Server::new(Arc::new(model), config).with_context(|| file.clone())?;
     for note in server.notes() {
         eprintln!("note: {note}");
     }
@@ -122,7 +128,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         let shutdown = shutdown_signal();
         eprintln!(
             "serving {} on http://{addr} ({parallel} slot{} of {} tokens{}{}); Ctrl-C stops",
-            a.file,
+            file,
             if parallel == 1 { "" } else { "s" },
             server.n_ctx(),
             if server.embeddings_enabled() {

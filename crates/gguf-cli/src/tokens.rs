@@ -6,19 +6,18 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use gguf_format::GgufFile;
 
-use crate::models;
+use crate::models::{self, ModelArg, UsageError};
 use crate::output::{out, outln, read_input_file};
 
 /// `gguf tokenize`.
 #[derive(Args)]
 pub struct TokenizeArgs {
-    /// A .gguf path or a known model name.
-    file: String,
-    /// The text (or use --file).
-    #[arg(required_unless_present = "text_file")]
+    #[command(flatten)]
+    model: ModelArg,
+    /// The text (or use --file; with -m MODEL, the only positional argument).
     text: Option<String>,
     /// Read the text from this file, byte for byte.
-    #[arg(long = "file", value_name = "PATH", conflicts_with = "text")]
+    #[arg(long = "file", value_name = "PATH")]
     text_file: Option<PathBuf>,
     /// Print only the ids, as one JSON array on one line.
     #[arg(long)]
@@ -34,10 +33,9 @@ pub struct TokenizeArgs {
 /// `gguf detokenize`.
 #[derive(Args)]
 pub struct DetokenizeArgs {
-    /// A .gguf path or a known model name.
-    file: String,
-    /// Token ids.
-    #[arg(required = true)]
+    #[command(flatten)]
+    model: ModelArg,
+    /// Token ids (with -m MODEL, every positional argument).
     ids: Vec<u32>,
     /// Render control tokens (BOS, chat markers) as their text.
     #[arg(long)]
@@ -47,8 +45,8 @@ pub struct DetokenizeArgs {
 /// `gguf chat-template`.
 #[derive(Args)]
 pub struct ChatTemplateArgs {
-    /// A .gguf path or a known model name.
-    file: String,
+    #[command(flatten)]
+    model: ModelArg,
     /// A JSON file holding the conversation: `[{"role": "user", "content": "..."}, ...]`
     /// (extra fields such as `tool_calls` are passed through), or an object with `messages`
     /// and optionally `tools`.
@@ -79,12 +77,21 @@ fn load_tokenizer(arg: &str) -> Result<gguf_tokenizer::Tokenizer> {
 
 /// Prints the ids (and pieces) of a text.
 pub fn tokenize(a: TokenizeArgs) -> Result<()> {
-    let tokenizer = load_tokenizer(&a.file)?;
-    let text = match (&a.text, &a.text_file) {
-        (_, Some(path)) => read_input_file(path)?,
-        (Some(t), None) => t.clone().into_bytes(),
-        (None, None) => unreachable!("clap requires one"),
+    let (file, texts) = a
+        .model
+        .with_rest(&a.text.iter().cloned().collect::<Vec<_>>(), |t| {
+            Ok(t.to_string())
+        })?;
+    let text = match (texts.as_slice(), &a.text_file) {
+        ([], Some(path)) => read_input_file(path)?,
+        ([text], None) => text.clone().into_bytes(),
+        ([], None) => return Err(UsageError("no text: give TEXT or --file PATH".into()).into()),
+        ([_], Some(_)) => {
+            return Err(UsageError("give the text as TEXT or --file PATH, not both".into()).into())
+        }
+        _ => return Err(UsageError("one text at a time: quote it".into()).into()),
     };
+    let tokenizer = load_tokenizer(file)?;
     let ids = tokenizer.encode(&text, !a.no_bos, !a.no_parse_special);
     if a.ids {
         outln!("{}", serde_json::to_string(&ids)?)?;
@@ -99,9 +106,15 @@ pub fn tokenize(a: TokenizeArgs) -> Result<()> {
 
 /// Prints the text of token ids.
 pub fn detokenize(a: DetokenizeArgs) -> Result<()> {
-    let tokenizer = load_tokenizer(&a.file)?;
-    if let Some(bad) = a
-        .ids
+    let (file, ids) = a.model.with_rest(&a.ids, |id| {
+        id.parse()
+            .map_err(|_| UsageError(format!("invalid token id '{id}'")).into())
+    })?;
+    if ids.is_empty() {
+        return Err(UsageError("no token ids given".into()).into());
+    }
+    let tokenizer = load_tokenizer(file)?;
+    if let Some(bad) = ids
         .iter()
         .find(|&&id| id as usize >= tokenizer.vocab_size())
     {
@@ -110,7 +123,7 @@ pub fn detokenize(a: DetokenizeArgs) -> Result<()> {
             tokenizer.vocab_size()
         );
     }
-    let text = tokenizer.decode(&a.ids, false, a.special);
+    let text = tokenizer.decode(&ids, false, a.special);
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     out.write_all(&text)?;
@@ -121,7 +134,7 @@ pub fn detokenize(a: DetokenizeArgs) -> Result<()> {
 /// Renders a conversation with the file's chat template, or lists its templates.
 pub fn chat_template(a: ChatTemplateArgs) -> Result<()> {
     use gguf_tokenizer::chat::{self, ChatTemplate, RenderOptions, Value};
-    let path = models::resolve(&a.file)?;
+    let path = models::resolve(a.model.name()?)?;
     let mapped = GgufFile::open(&path)?;
     let file = mapped.file();
     if a.list {

@@ -709,4 +709,368 @@ mod files {
             "{status}"
         );
     }
+
+    /// `gguf chat` on the tiny model, greedy, with the lines of `stdin` (then its end): stdout.
+    fn chat_transcript(stdin: &[u8], history: Option<&Path>) -> String {
+        let mut cmd = gguf();
+        cmd.arg("chat")
+            .arg(fixture("model-llama.gguf"))
+            .args(CHAT_ARGS);
+        if let Some(history) = history {
+            cmd.arg("--history").arg(history);
+        }
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(&mut child.stdin.take().unwrap(), stdin).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", out.status);
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Greedy, and token by token (`-b 1`): a conversation's cache then holds the same bits
+    /// whether its tokens were generated or read as a prompt, so a chat that goes on after an
+    /// interrupted reply answers exactly as one started from that conversation.
+    const CHAT_ARGS: [&str; 10] = [
+        "--chat-template",
+        "chatml",
+        "--temp",
+        "0",
+        "-n",
+        "200",
+        "-t",
+        "1",
+        "-b",
+        "1",
+    ];
+
+    /// Ctrl-C during a reply stops the reply, not the chat: the prompt comes back, the partial
+    /// reply stays in the conversation, the next line is answered, and the end of input ends
+    /// the chat with status 0.
+    ///
+    /// No timing is relied on: the chat's stdout is a pipe this test has filled but for
+    /// [`ROOM`] bytes, so the first reply blocks in a write until the test reads, and the
+    /// SIGINT goes once the reply has begun (the catch is armed before its first token).
+    #[test]
+    fn ctrl_c_during_a_reply_stops_it_and_the_chat_goes_on() {
+        use std::io::{Read, Write};
+        use std::os::fd::AsRawFd;
+        /// Bytes the chat may write before it blocks: its prompt and the first tokens.
+        const ROOM: usize = 2 + 64;
+        if ignored_here(2) {
+            eprintln!("skipping: SIGINT is ignored in this process");
+            return;
+        }
+        let whole = chat_transcript(b"hello\n", None);
+        let reply = whole
+            .strip_prefix("> ")
+            .and_then(|r| r.strip_suffix("\n> \n"))
+            .unwrap_or_else(|| panic!("{whole:?}"));
+        assert!(
+            reply.len() > 2 * ROOM,
+            "the reply must outlast the room: {reply:?}"
+        );
+
+        let (mut stdout, mut filled) = std::io::pipe().unwrap();
+        // SAFETY: F_GETPIPE_SZ reads the capacity of the pipe the descriptor belongs to.
+        let capacity = unsafe { libc::fcntl(stdout.as_raw_fd(), libc::F_GETPIPE_SZ) };
+        assert!(capacity as usize > ROOM, "{capacity}");
+        let filler = capacity as usize - ROOM;
+        filled.write_all(&vec![b'#'; filler]).unwrap();
+        let mut child = gguf()
+            .arg("chat")
+            .arg(fixture("model-llama.gguf"))
+            .args(CHAT_ARGS)
+            .stdin(Stdio::piped())
+            .stdout(filled)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Both lines and the end at once: the chat reads the second at its next prompt.
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(b"hello\nagain\n")
+            .unwrap();
+        let mut stderr_pipe = child.stderr.take().unwrap();
+        let stderr = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = stderr_pipe.read_to_string(&mut s);
+            s
+        });
+        let queued = || {
+            let mut n: libc::c_int = 0;
+            // SAFETY: FIONREAD writes the bytes queued in the pipe to `n`.
+            let r = unsafe { libc::ioctl(stdout.as_raw_fd(), libc::FIONREAD, &mut n) };
+            assert_eq!(r, 0);
+            n as usize
+        };
+        let start = Instant::now();
+        while queued() <= filler + 2 {
+            assert!(child.try_wait().unwrap().is_none(), "the chat ended");
+            assert!(start.elapsed() < Duration::from_secs(60), "no reply");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let status = Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        // The handler has run (it runs as the signal is delivered); a pause in case the
+        // machine is slow to deliver it.
+        std::thread::sleep(Duration::from_millis(200));
+        let mut out = Vec::new();
+        stdout.read_to_end(&mut out).unwrap();
+        let status = child.wait().unwrap();
+        let stderr = stderr.join().unwrap();
+        assert!(status.success(), "{status}: {stderr}");
+        assert!(out[..filler].iter().all(|&b| b == b'#'));
+        let out = String::from_utf8(out[filler..].to_vec()).unwrap();
+        // `> ` PARTIAL `\n> ` ANSWER `\n> \n`, PARTIAL a beginning of the whole reply.
+        let rest = out.strip_prefix("> ").unwrap_or_else(|| panic!("{out:?}"));
+        let cut = (1..reply.len())
+            .filter(|&k| reply.is_char_boundary(k))
+            .find(|&k| rest.starts_with(&reply[..k]) && rest[k..].starts_with("\n> "))
+            .unwrap_or_else(|| panic!("no partial reply then a prompt in {out:?}"));
+        let partial = &reply[..cut];
+        let answer = rest[cut + 3..]
+            .strip_suffix("\n> \n")
+            .unwrap_or_else(|| panic!("{out:?}"));
+        assert!(!answer.is_empty(), "{out:?}");
+        assert!(
+            stderr.contains("note: reply interrupted after "),
+            "{stderr}"
+        );
+        // The answer is the one to a conversation holding the partial reply.
+        let dir = tempfile::tempdir().unwrap();
+        let history = dir.path().join("history.json");
+        let conversation = serde_json::json!([
+            {"role": "user", "content": "hello"},
+            {"role": "assistant", "content": partial},
+        ]);
+        fs::write(&history, conversation.to_string()).unwrap();
+        let expected = chat_transcript(b"again\n", Some(&history));
+        assert_eq!(expected, format!("> {answer}\n> \n"));
+    }
+}
+
+/// llama.cpp's command-line habits, which its users bring along.
+mod llama_cpp_habits {
+    use std::process::Output;
+
+    use super::common::{gguf, refused};
+    use gguf_test_support::{fixture, run_ok};
+
+    fn model() -> String {
+        fixture("model-llama.gguf").display().to_string()
+    }
+
+    /// `gguf ARGS` (which must succeed), its stdout as JSON.
+    fn json(args: &[&str]) -> serde_json::Value {
+        let out = run_ok(gguf().args(args));
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// The tokens `gguf generate ARGS --json` generates, with its stderr.
+    fn generated(args: &[&str]) -> (serde_json::Value, String) {
+        let out: Output = run_ok(gguf().arg("generate").args(args).arg("--json"));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (
+            serde_json::json!({"prompt_ids": v["prompt_ids"], "ids": v["ids"], "text": v["text"]}),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    }
+
+    #[test]
+    fn dash_m_names_the_model_as_in_llama_cpp() {
+        let m = model();
+        let greedy = ["-p", "hello", "-n", "6", "--temp", "0"];
+        let (positional, _) = generated(&[&[m.as_str()][..], &greedy].concat());
+        assert_eq!(
+            positional["ids"].as_array().unwrap().len(),
+            6,
+            "{positional}"
+        );
+        for model_args in [["-m", m.as_str()], ["--model", m.as_str()]] {
+            let (by_option, _) = generated(&[&model_args[..], &greedy].concat());
+            assert_eq!(by_option, positional);
+        }
+        // Both, naming the same model, is fine; two models are refused as a usage error.
+        let (both, _) = generated(&[&[m.as_str(), "-m", m.as_str()][..], &greedy].concat());
+        assert_eq!(both, positional);
+        let other = fixture("model-qwen2.gguf").display().to_string();
+        let (code, stderr) = refused(gguf().args(["generate", &other, "-m", &m, "-p", "hi"]));
+        assert_eq!(code, Some(2));
+        assert_eq!(
+            stderr,
+            format!("error: two models given, {other} and -m {m}: give one\n")
+        );
+        let (code, stderr) = refused(gguf().args(["generate", "-p", "hi"]));
+        assert_eq!(code, Some(2));
+        assert!(stderr.contains("<MODEL>"), "{stderr}");
+
+        // The other commands that take one model, with and without -m, print the same.
+        let dir = tempfile::tempdir().unwrap();
+        let text = dir.path().join("text.txt");
+        std::fs::write(
+            &text,
+            "The quick brown fox jumps over the lazy dog. ".repeat(8),
+        )
+        .unwrap();
+        let text = text.display().to_string();
+        let same = [
+            vec!["tokenize", "MODEL", "hello world", "--ids"],
+            vec!["detokenize", "MODEL", "72", "105", "33"],
+            vec!["embed", "MODEL", "hello", "world", "--json", "-c", "64"],
+            vec![
+                "perplexity",
+                "MODEL",
+                "-f",
+                &text,
+                "-c",
+                "16",
+                "--chunks",
+                "2",
+                "--json",
+            ],
+        ];
+        for args in same {
+            let with = |model: &[&str]| -> Vec<String> {
+                let mut all: Vec<String> = vec![args[0].to_string()];
+                all.extend(model.iter().map(|s| s.to_string()));
+                all.extend(args[2..].iter().map(|s| s.to_string()));
+                all
+            };
+            let positional = run_ok(gguf().args(with(&[&m]))).stdout;
+            let by_option = run_ok(gguf().args(with(&["-m", &m]))).stdout;
+            assert!(positional.len() > 2, "{args:?}");
+            assert_eq!(by_option, positional, "{args:?}");
+        }
+        let ids = json(&["tokenize", "-m", &m, "hello", "--ids"]);
+        assert_eq!(ids, json(&["tokenize", &m, "hello", "--ids"]));
+        let bench = json(&["bench", "-m", &m, "-p", "8", "-n", "2", "-r", "1", "--json"]);
+        assert_eq!(bench["model"], m.as_str());
+        let chat = run_ok(
+            gguf()
+                .args(["chat", "-m", &m, "--chat-template", "chatml", "-n", "3"])
+                .args(["--temp", "0"]),
+        );
+        assert_eq!(
+            chat.stdout, b"> \n",
+            "no line read: the prompt, then the end"
+        );
+    }
+
+    #[test]
+    fn gpu_options_are_accepted_and_ignored_with_a_note() {
+        let m = model();
+        let greedy = [m.as_str(), "-p", "hello", "-n", "6", "--temp", "0"];
+        let (plain, stderr) = generated(&greedy);
+        assert!(!stderr.contains("note:"), "{stderr}");
+        let (with_gpu, stderr) = generated(
+            &[
+                &greedy[..],
+                &["-ngl", "99", "-sm", "row", "-mg", "0", "-ts", "3,1"],
+            ]
+            .concat(),
+        );
+        assert_eq!(with_gpu, plain, "-ngl is not -n gl");
+        assert!(
+            stderr.contains(
+                "note: this build runs on the CPU; ignoring -ngl 99, -sm row, -mg 0, -ts 3,1\n"
+            ),
+            "{stderr}"
+        );
+        for args in [
+            &["--n-gpu-layers", "99"][..],
+            &["--gpu-layers", "99"],
+            &["-ngl=99"],
+        ] {
+            let (again, stderr) = generated(&[&greedy[..], args].concat());
+            assert_eq!(again, plain, "{args:?}");
+            assert!(
+                stderr.contains("note: this build runs on the CPU; ignoring -ngl 99\n"),
+                "{args:?}: {stderr}"
+            );
+        }
+        // `-n` stays bench's generation length next to -ngl.
+        let bench = json(&[
+            "bench", &m, "-ngl", "99", "-p", "0", "-n", "3", "-r", "1", "--json",
+        ]);
+        assert_eq!(bench["results"][0]["test"], "tg3", "{bench}");
+    }
+
+    #[test]
+    fn generate_reads_the_prompt_from_a_file() {
+        let m = model();
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("prompt.txt");
+        // One final newline is dropped, as llama.cpp's -f drops it; the rest is the prompt.
+        std::fs::write(&file, "Once upon\na time\n").unwrap();
+        let file = file.display().to_string();
+        let (from_text, _) = generated(&[&m, "-p", "Once upon\na time", "-n", "5", "--temp", "0"]);
+        for flag in ["-f", "--file"] {
+            let (from_file, _) = generated(&[&m, flag, &file, "-n", "5", "--temp", "0"]);
+            assert_eq!(from_file, from_text, "{flag}");
+        }
+        let streamed = run_ok(gguf().args(["generate", &m, "-f", &file, "-n", "5", "--temp", "0"]));
+        let expected = format!("Once upon\na time{}\n", from_text["text"].as_str().unwrap());
+        assert_eq!(String::from_utf8(streamed.stdout).unwrap(), expected);
+        // Not both; not a device (the check every input file of the CLI gets).
+        let (code, stderr) = refused(gguf().args(["generate", &m, "-f", &file, "-p", "x"]));
+        assert_eq!(code, Some(2), "{stderr}");
+        assert!(stderr.contains("cannot be used with"), "{stderr}");
+        let (code, stderr) = refused(gguf().args(["generate", &m, "-f", "/dev/zero"]));
+        assert_eq!(code, Some(1));
+        assert!(
+            stderr.starts_with("error: /dev/zero: ")
+                && stderr.ends_with("is a character device, not a regular file\n")
+                && stderr.lines().count() == 1,
+            "{stderr}"
+        );
+    }
+
+    #[test]
+    fn dash_b_sets_the_prompt_batch() {
+        let m = model();
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("prompt.txt");
+        std::fs::write(&file, "The quick brown fox jumps over the lazy dog").unwrap();
+        let file = file.display().to_string();
+        let (default, _) = generated(&[&m, "-f", &file, "-n", "1", "--temp", "0"]);
+        for args in [["-b", "1"], ["-b", "7"], ["--batch-size", "4096"]] {
+            let (batched, _) =
+                generated(&[&[m.as_str(), "-f", &file, "-n", "1"][..], &args].concat());
+            assert_eq!(batched["prompt_ids"], default["prompt_ids"], "{args:?}");
+            assert_eq!(batched["ids"].as_array().unwrap().len(), 1, "{args:?}");
+        }
+        let (code, stderr) = refused(gguf().args(["generate", &m, "-p", "hi", "-b", "0"]));
+        assert_eq!(code, Some(2));
+        assert!(
+            stderr.contains("invalid value '0' for '--batch-size"),
+            "{stderr}"
+        );
+    }
+
+    #[test]
+    fn a_negative_temperature_is_greedy_with_a_note() {
+        let m = model();
+        let args = [m.as_str(), "-p", "hello", "-n", "8"];
+        let (greedy, stderr) = generated(&[&args[..], &["--temp", "0"]].concat());
+        assert!(!stderr.contains("note:"), "{stderr}");
+        for (value, note) in [("-1", "-1"), ("-0.5", "-0.5")] {
+            let (negative, stderr) = generated(&[&args[..], &["--temp", value]].concat());
+            assert_eq!(negative, greedy, "--temp {value}");
+            assert!(
+                stderr.contains(&format!(
+                    "note: --temp {note} means greedy sampling, as in llama.cpp\n"
+                )),
+                "{stderr}"
+            );
+        }
+    }
 }

@@ -1240,3 +1240,53 @@ fn no_subcommand_writes_over_a_file_it_reads() {
         failures.join("\n")
     );
 }
+
+/// `GGUF_FORCE_ISA` naming an instruction set this CPU lacks, an unknown one or nothing: one
+/// line naming the variable, its value and what the CPU has, exit status 2, from every command.
+#[test]
+fn a_forced_isa_this_cpu_lacks_is_refused_by_every_command() {
+    let lacking = if cfg!(target_arch = "x86_64") {
+        "neon"
+    } else {
+        "avx2"
+    };
+    let names: Vec<&str> = gguf_quant::Isa::ALL
+        .into_iter()
+        .rev()
+        .filter(|isa| isa.available())
+        .map(gguf_quant::Isa::name)
+        .collect();
+    let have = format!(" has {}\n", names.join(", "));
+    let model = fixture("model-llama.gguf");
+    let model = model.to_str().unwrap();
+    let commands: [&[&str]; 5] = [
+        &["generate", model, "-p", "hi", "-n", "2"],
+        &["serve", model, "--port", "0"],
+        &["chat", model, "--chat-template", "chatml"],
+        &["inspect", model],
+        &["tokenize", model, "hi"],
+    ];
+    for value in [lacking, "avx3", ""] {
+        for args in commands {
+            let mut cmd = gguf();
+            cmd.args(args).env("GGUF_FORCE_ISA", value);
+            let r = run(cmd, b"hello\n", Stdout::Read);
+            let what = format!("GGUF_FORCE_ISA={value:?} gguf {}", args[0]);
+            assert_eq!(r.status.code(), Some(2), "{what}: {}", r.stderr);
+            let prefix = format!("error: GGUF_FORCE_ISA={value}: ");
+            assert!(r.stderr.starts_with(&prefix), "{what}: {}", r.stderr);
+            assert!(r.stderr.ends_with(&have), "{what}: {}", r.stderr);
+            assert_eq!(r.stderr.lines().count(), 1, "{what}: {}", r.stderr);
+            assert!(r.stdout.is_empty(), "{what}");
+        }
+    }
+    // What the CPU has still runs, GGUF_FORCE_SCALAR=1 as scalar.
+    for (variable, value) in [("GGUF_FORCE_ISA", "scalar"), ("GGUF_FORCE_SCALAR", "1")] {
+        let mut cmd = gguf();
+        cmd.args(["generate", model, "-p", "hi", "-n", "2"])
+            .env_remove("GGUF_FORCE_ISA")
+            .env(variable, value);
+        let r = run(cmd, b"", Stdout::Read);
+        assert!(r.status.success(), "{variable}={value}: {}", r.stderr);
+    }
+}

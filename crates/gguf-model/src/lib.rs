@@ -192,8 +192,11 @@ impl Model {
     /// Opens `path`, checks every tensor against the hyperparameters and builds the tokenizer.
     /// `path` may be any part of a split set (`name-00001-of-00003.gguf`): every part is
     /// mapped and the model runs from them as they are, as llama.cpp does. An unsupported
-    /// architecture is an error naming it and the supported ones.
+    /// architecture is an error naming it and the supported ones, and so is an instruction
+    /// set that `GGUF_FORCE_ISA` forces but this CPU lacks ([`gguf_quant::check_isa`]), before
+    /// the file is opened.
     pub fn load(path: impl AsRef<Path>) -> Result<Model> {
+        gguf_quant::check_isa()?;
         let path = path.as_ref();
         let name = path.display().to_string();
         let set = SplitSet::open(path)?;

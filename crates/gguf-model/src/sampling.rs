@@ -183,6 +183,14 @@ impl Sampler {
         for cand in cands.iter_mut() {
             cand.1 /= c.temperature;
         }
+        // A temperature so small (1e-38, a subnormal) that the largest logit divided by it
+        // overflows: every other candidate is then at least 2^-24 of that logit below it, so
+        // its probability, exp(-2e31) or less, is exactly 0, and the draw is the argmax (the
+        // first candidate: the largest logit, the lowest id of equal ones, as `argmax`).
+        // The softmax would compute inf - inf = NaN instead.
+        if !cands[0].1.is_finite() {
+            return cands[0].0;
+        }
         let p = softmax(cands);
         let r = self.next_f64() as f32;
         let mut cum = 0.0;
@@ -290,6 +298,59 @@ mod tests {
         };
         assert_eq!(draw(7), draw(7));
         assert_ne!(draw(7), draw(8));
+    }
+
+    #[test]
+    fn the_smallest_positive_temperatures_are_greedy() {
+        // Logits as a model's: positive, negative, or all negative (whose division overflows
+        // to -inf), with the largest not first and not last.
+        let mixed: Vec<f32> = (0..300)
+            .map(|i| ((i * 7919) % 300) as f32 / 13.0 - 9.0)
+            .collect();
+        let negative: Vec<f32> = mixed.iter().map(|l| l - 40.0).collect();
+        // Two equal largest logits: the tie rule picks the lower id.
+        let tied = [3.0f32, 7.5, -2.0, 7.5, 1.0];
+        let temperatures = [
+            1e-45,
+            f32::from_bits(1),
+            1e-40,
+            f32::from_bits(0x0040_0000),
+            1e-38,
+            f32::MIN_POSITIVE,
+            1e-30,
+            1e-6,
+        ];
+        for logits in [&mixed[..], &negative, &tied] {
+            let expected = argmax(logits);
+            assert!(expected != 0 && expected as usize != logits.len() - 1);
+            for temperature in temperatures {
+                for (top_k, top_p, min_p) in [(40, 0.95, 0.05), (0, 1.0, 0.0)] {
+                    for seed in 0..8 {
+                        let mut s = Sampler::new(SamplerConfig {
+                            temperature,
+                            top_k,
+                            top_p,
+                            min_p,
+                            seed,
+                            ..SamplerConfig::default()
+                        });
+                        for _ in 0..4 {
+                            // Where nothing overflows (1e-30 and above) ties are drawn
+                            // among, as they should be.
+                            let drawn = s.sample(logits, &[]);
+                            if logits == tied && temperature >= 1e-30 {
+                                assert!(drawn == 1 || drawn == 3);
+                            } else {
+                                assert_eq!(
+                                    drawn, expected,
+                                    "temperature {temperature:e}, seed {seed}, top_k {top_k}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -50,6 +50,32 @@ pub enum QuantError {
         /// The operating system's reason.
         message: String,
     },
+    /// `GGUF_FORCE_ISA` names an instruction set this CPU lacks, or none at all (an unknown
+    /// name, an empty value). The kernels never run another one in its place: a test run that
+    /// forced one must not pass on another.
+    #[error(
+        "GGUF_FORCE_ISA={value}: {}",
+        forced_isa_problem(.value, *.known, .available)
+    )]
+    ForcedIsa {
+        /// The variable's value (lossily decoded if it is not UTF-8).
+        value: String,
+        /// Whether the value is the name of an instruction set (of another CPU).
+        known: bool,
+        /// The instruction sets this CPU has, comma-separated, narrowest first.
+        available: String,
+    },
+}
+
+/// What is wrong with a [`QuantError::ForcedIsa`] value (not on this CPU, unknown, empty), and
+/// what this CPU has.
+fn forced_isa_problem(value: &str, known: bool, available: &str) -> String {
+    const NAMES: &str = "scalar, avx2, avxvnni, avx512, neon";
+    match (known, value.is_empty()) {
+        (true, _) => format!("this CPU lacks it; it has {available}"),
+        (false, true) => format!("empty (name one of {NAMES}); this CPU has {available}"),
+        (false, false) => format!("not an instruction set ({NAMES}); this CPU has {available}"),
+    }
 }
 
 /// Result alias for this crate.

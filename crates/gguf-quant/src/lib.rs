@@ -31,7 +31,8 @@ pub use dequant::{dequantize, dequantize_row};
 pub use error::{QuantError, Result};
 pub use gguf_format::GgmlType;
 pub use kernels::{
-    isa, matmul, matmul_on, matvec, matvec_on, quantize_activations, vec_dot, vec_dot_type, Isa,
+    check_isa, isa, matmul, matmul_on, matvec, matvec_on, quantize_activations, vec_dot,
+    vec_dot_type, Isa,
 };
 pub use packed::PackedMatrix;
 pub use pool::ThreadPool;

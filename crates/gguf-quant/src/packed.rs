@@ -92,7 +92,8 @@ impl PackedMatrix {
     /// when this process's instruction set has packed kernels for the type and the shape
     /// suits them, as llama.cpp decides on the same CPU: today AVX2 and Q4_K with `rows` a
     /// multiple of 8. `Ok(None)` otherwise (keep the plain products); an error if `weights`
-    /// does not hold exactly that matrix. Large matrices are repacked on rayon's pool.
+    /// does not hold exactly that matrix, or if the environment forces an instruction set this
+    /// CPU lacks ([`crate::check_isa`]). Large matrices are repacked on rayon's pool.
     pub fn new(
         ty: GgmlType,
         weights: &[u8],
@@ -100,7 +101,7 @@ impl PackedMatrix {
         cols: usize,
     ) -> Result<Option<PackedMatrix>> {
         check_lengths(ty, rows * cols, weights.len())?;
-        let Some(k) = kernels::packed_kernels(ty) else {
+        let Some(k) = kernels::packed_kernels(ty)? else {
             return Ok(None);
         };
         if rows == 0 || !rows.is_multiple_of(GROUP) {

@@ -9,8 +9,9 @@
 //!   (dot products, several-rows products, activation quantizers, vector kernels). Each hands
 //!   out its [`IsaKernels`] table only when the CPU has the instruction set.
 //! - this module: the choice of instruction set (once, on first use, then cached: the widest
-//!   this CPU has, or the one `GGUF_FORCE_ISA` names, `scalar`, `avx2`, `avx512` or `neon`;
-//!   `GGUF_FORCE_SCALAR=1` is `GGUF_FORCE_ISA=scalar`) and the per-type kernel table;
+//!   this CPU has, or the one `GGUF_FORCE_ISA` names, `scalar`, `avx2`, `avxvnni`, `avx512` or
+//!   `neon`; `GGUF_FORCE_SCALAR=1` is `GGUF_FORCE_ISA=scalar`; one this CPU lacks is an error,
+//!   [`check_isa`]) and the per-type kernel table;
 //!   `matmul`: the products over whole matrices.
 //!
 //! The scalar kernels follow ggml's generic C operation for operation; SIMD kernels sum in
@@ -157,6 +158,7 @@ mod simd_tests;
 #[cfg(target_arch = "x86_64")]
 mod x86_64;
 
+use std::ffi::OsString;
 use std::sync::OnceLock;
 
 use crate::error::{QuantError, Result};
@@ -335,34 +337,75 @@ impl Isa {
     }
 }
 
-/// The widest instruction set this CPU has, unless the environment forces one: a forced one
-/// the CPU lacks (or an unknown name) is an error at the first product rather than a silent
-/// fallback, so that a test run that asked for it cannot pass on another.
-fn detect() -> Isa {
-    let forced = match std::env::var("GGUF_FORCE_ISA") {
-        Ok(name) => Some(name),
-        Err(_) if std::env::var("GGUF_FORCE_SCALAR").is_ok_and(|v| v == "1") => {
-            Some("scalar".to_string())
-        }
-        Err(_) => None,
-    };
-    if let Some(name) = forced {
-        match Isa::from_name(&name) {
-            Some(isa) if isa.available() => return isa,
-            Some(_) => panic!("GGUF_FORCE_ISA={name}: this CPU lacks that instruction set"),
-            None => panic!("GGUF_FORCE_ISA={name}: not one of scalar, avx2, avxvnni, avx512, neon"),
-        }
-    }
-    Isa::ALL
+/// The instruction sets this CPU runs, the narrowest first (`scalar, avx2`), for messages.
+fn available_names() -> String {
+    let names: Vec<&str> = Isa::ALL
         .into_iter()
-        .find(|isa| isa.available())
-        .unwrap_or(Isa::Scalar)
+        .rev()
+        .filter(|isa| isa.available())
+        .map(Isa::name)
+        .collect();
+    names.join(", ")
 }
 
-/// The instruction set chosen for this process (decided once).
+/// The instruction set for this process given the environment's `GGUF_FORCE_ISA` and
+/// `GGUF_FORCE_SCALAR`: the widest this CPU has, unless one is forced (`GGUF_FORCE_ISA` first;
+/// `GGUF_FORCE_SCALAR=1` is scalar, other values of it mean nothing). A forced one the CPU
+/// lacks, a name that is no instruction set (or not UTF-8) and an empty value are errors,
+/// never a silent fallback, so that a test run that asked for one cannot pass on another.
+fn choose(force_isa: Option<OsString>, force_scalar: Option<OsString>) -> Result<Isa> {
+    let Some(name) = force_isa else {
+        if force_scalar.is_some_and(|v| v == "1") {
+            return Ok(Isa::Scalar);
+        }
+        return Ok(Isa::ALL
+            .into_iter()
+            .find(|isa| isa.available())
+            .unwrap_or(Isa::Scalar));
+    };
+    let value = name.to_string_lossy().into_owned();
+    match Isa::from_name(&value) {
+        Some(isa) if isa.available() => Ok(isa),
+        found => Err(QuantError::ForcedIsa {
+            value,
+            known: found.is_some(),
+            available: available_names(),
+        }),
+    }
+}
+
+/// The instruction set chosen for this process (decided once, on first use): the widest this
+/// CPU has, or the one `GGUF_FORCE_ISA` names (`scalar`, `avx2`, `avxvnni`, `avx512`, `neon`;
+/// `GGUF_FORCE_SCALAR=1` is `GGUF_FORCE_ISA=scalar`). A forced instruction set this CPU lacks,
+/// an unknown name or an empty value is [`QuantError::ForcedIsa`], every time it is asked:
+/// another instruction set is never used in its place. `gguf_model::Model::load` and every
+/// `gguf` command call this first, so a wrong value is an error before any work.
+pub fn check_isa() -> Result<Isa> {
+    static CHOICE: OnceLock<Result<Isa>> = OnceLock::new();
+    CHOICE
+        .get_or_init(|| {
+            choose(
+                std::env::var_os("GGUF_FORCE_ISA"),
+                std::env::var_os("GGUF_FORCE_SCALAR"),
+            )
+        })
+        .clone()
+}
+
+/// The instruction set chosen for this process (see [`check_isa`]), for the kernels whose
+/// entry points cannot fail ([`crate::vec`]); the fallible entry points ([`matvec`],
+/// [`vec_dot`], [`quantize_activations`], [`crate::PackedMatrix::new`], ...) return
+/// [`check_isa`]'s error instead.
+///
+/// # Panics
+///
+/// When [`check_isa`] is an error (the environment forces an instruction set this process
+/// cannot run). Call [`check_isa`] first, as `gguf_model::Model::load` does.
 pub fn isa() -> Isa {
-    static ISA: OnceLock<Isa> = OnceLock::new();
-    *ISA.get_or_init(detect)
+    match check_isa() {
+        Ok(isa) => isa,
+        Err(e) => panic!("{e}"),
+    }
 }
 
 /// The kernel for weights of type `ty` on `isa`, if there is one: the ISA's, else the portable
@@ -386,12 +429,12 @@ fn gemm_for(ty: GgmlType, isa: Isa) -> Option<GemmFn> {
 
 /// The packed-layout products for weights of type `ty` on this process's ISA, if it has them.
 /// The scalar ISA packs what AVX2 packs, with the portable twins, so that its products follow
-/// the same order.
-pub(crate) fn packed_kernels(ty: GgmlType) -> Option<PackedKernels> {
-    match simd(isa()) {
+/// the same order. An error when the environment forces an ISA this CPU lacks.
+pub(crate) fn packed_kernels(ty: GgmlType) -> Result<Option<PackedKernels>> {
+    Ok(match simd(check_isa()?) {
         Some(k) => (k.packed)(ty),
         None => (ty == GgmlType::Q4_K).then_some(packed_scalar::Q4_K_X8),
-    }
+    })
 }
 
 /// The quantizer of activation type `act` on `isa`: the ISA's, else the portable one (both
@@ -406,11 +449,12 @@ fn kernel(ty: GgmlType) -> Result<DotFn> {
     kernels(ty).map(|k| k.dot)
 }
 
-/// The kernels for weights of type `ty` on this process's ISA (looked up once per type).
+/// The kernels for weights of type `ty` on this process's ISA (looked up once per type); an
+/// error when the environment forces an ISA this CPU lacks.
 pub(crate) fn kernels(ty: GgmlType) -> Result<Kernels> {
     static TABLE: OnceLock<Vec<Option<Kernels>>> = OnceLock::new();
+    let isa = check_isa()?;
     let table = TABLE.get_or_init(|| {
-        let isa = isa();
         (0..64u32)
             .map(|id| {
                 let ty = GgmlType::from_id_opt(id)?;
@@ -441,7 +485,7 @@ pub(crate) fn kernels(ty: GgmlType) -> Result<Kernels> {
 pub fn quantize_activations(weight_type: GgmlType, x: &[f32], out: &mut Vec<u8>) -> Result<()> {
     let act = vec_dot_type(weight_type);
     out.resize(crate::row_bytes(act, x.len())?, 0);
-    let quantize = activation_quantizer(act, isa()).ok_or(QuantError::Unsupported {
+    let quantize = activation_quantizer(act, check_isa()?).ok_or(QuantError::Unsupported {
         ty: act,
         op: "quantize",
     })?;
@@ -455,4 +499,83 @@ pub fn vec_dot(ty: GgmlType, n: usize, w: &[u8], a: &[u8]) -> Result<f32> {
     check_lengths(ty, n, w.len())?;
     check_lengths(vec_dot_type(ty), n, a.len())?;
     Ok(kernel(ty)?(n, w, a))
+}
+
+#[cfg(test)]
+mod choice_tests {
+    use super::*;
+
+    fn forced(isa: &str) -> Result<Isa> {
+        choose(Some(isa.into()), None)
+    }
+
+    #[test]
+    fn a_forced_isa_runs_only_if_this_cpu_has_it() {
+        let widest = choose(None, None).unwrap();
+        assert!(widest.available());
+        assert_eq!(Isa::ALL.into_iter().find(|i| i.available()), Some(widest));
+        assert_eq!(forced("scalar"), Ok(Isa::Scalar));
+        assert_eq!(choose(None, Some("1".into())), Ok(Isa::Scalar));
+        // GGUF_FORCE_SCALAR means scalar only as `1`; GGUF_FORCE_ISA comes first.
+        assert_eq!(choose(None, Some("0".into())), Ok(widest));
+        assert_eq!(
+            choose(Some("scalar".into()), Some("0".into())),
+            Ok(Isa::Scalar)
+        );
+        let have = available_names();
+        assert!(have.starts_with("scalar"), "{have}");
+        for isa in Isa::ALL {
+            match forced(isa.name()) {
+                Ok(chosen) => assert!(isa.available() && chosen == isa, "{}", isa.name()),
+                Err(e) => {
+                    assert!(!isa.available(), "{}: {e}", isa.name());
+                    assert_eq!(
+                        e.to_string(),
+                        format!(
+                            "GGUF_FORCE_ISA={}: this CPU lacks it; it has {have}",
+                            isa.name()
+                        )
+                    );
+                }
+            }
+        }
+        let lacking = if cfg!(target_arch = "x86_64") {
+            "neon"
+        } else {
+            "avx2"
+        };
+        assert!(forced(lacking).is_err());
+    }
+
+    #[test]
+    fn unknown_empty_and_non_utf8_names_are_errors() {
+        let have = available_names();
+        assert_eq!(
+            forced("avx3").unwrap_err().to_string(),
+            format!(
+                "GGUF_FORCE_ISA=avx3: not an instruction set (scalar, avx2, avxvnni, avx512, \
+                 neon); this CPU has {have}"
+            )
+        );
+        assert_eq!(
+            forced("").unwrap_err().to_string(),
+            format!(
+                "GGUF_FORCE_ISA=: empty (name one of scalar, avx2, avxvnni, avx512, neon); this \
+                 CPU has {have}"
+            )
+        );
+        // Names are exact: no case folding, no spaces.
+        for name in ["AVX2", " scalar", "scalar\n"] {
+            assert!(forced(name).is_err(), "{name:?}");
+        }
+        #[cfg(unix)]
+        {
+            use std::os::unix::ffi::OsStringExt;
+            let name = OsString::from_vec(b"sc\xffalar".to_vec());
+            assert!(matches!(
+                choose(Some(name), None),
+                Err(QuantError::ForcedIsa { known: false, .. })
+            ));
+        }
+    }
 }
