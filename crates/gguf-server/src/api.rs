@@ -62,12 +62,14 @@ pub(crate) async fn authenticate(
     if shared.api_keys.is_empty() || request.uri().path() == "/health" {
         return next.run(request).await;
     }
+    // The scheme is case-insensitive (RFC 7235): `bearer KEY` is `Bearer KEY`.
     let given = request
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
+        .and_then(|v| v.trim_start().split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, key)| key.trim());
     let known = given.is_some_and(|given| {
         shared
             .api_keys
@@ -88,6 +90,17 @@ pub(crate) async fn read_body_in_time(
     request: Request,
     next: Next,
 ) -> Response {
+    // A body announced longer than the limit is refused at once: before any of it is read,
+    // and so before `Expect: 100-continue` is answered (hyper sends `100 Continue` only when
+    // the body is first read).
+    let announced = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if announced.is_some_and(|n| n > shared.max_body_bytes as u64) {
+        return ApiError::too_large(shared.max_body_bytes).into_response();
+    }
     let (parts, body) = request.into_parts();
     let read = axum::body::to_bytes(body, shared.max_body_bytes);
     let bytes = match tokio::time::timeout(shared.body_timeout, read).await {

@@ -123,6 +123,17 @@ impl ApiError {
         e
     }
 
+    /// 503: the server stopped before the request could start.
+    pub fn shutting_down() -> ApiError {
+        let mut e = ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "server_error",
+            "the server is shutting down; retry on another",
+        );
+        e.code = Some("server_shutting_down");
+        e
+    }
+
     /// 500.
     pub fn internal(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "server_error", message)

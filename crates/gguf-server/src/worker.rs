@@ -213,13 +213,6 @@ struct Active<'m> {
     gone: bool,
 }
 
-impl Active<'_> {
-    /// Its client has gone (or the server is stopping): drop it before the next step.
-    fn abandoned(&self, shutdown: &AtomicBool) -> bool {
-        self.job.events.is_closed() || shutdown.load(Ordering::Acquire)
-    }
-}
-
 /// An embeddings request under way. Its inputs are embedded one per turn of the engine's
 /// loop, between the generations' steps, so that neither waits for the other long, and it is
 /// dropped at the next turn once its client has gone.
@@ -401,20 +394,39 @@ impl<'m> Scheduler<'m> {
         let _ = job.reply.send(result.map(|()| job.done));
     }
 
-    /// Ends the generations whose clients have gone (or all, when shutting down): no more
-    /// tokens, no `Done`.
+    /// Ends the requests whose clients have gone, and all of them when the server is shutting
+    /// down: a generation under way then ends as a cut reply does in llama-server (its text
+    /// so far, `finish_reason` `length`, and for a stream `[DONE]`), so that its client can
+    /// tell it from a lost connection; a request not started yet is answered 503.
     fn drop_gone(&mut self, shutdown: &AtomicBool) {
+        let stopping = shutdown.load(Ordering::Acquire);
         for slot in &mut self.slots {
-            if slot.as_ref().is_some_and(|a| a.abandoned(shutdown)) {
+            let Some(a) = slot.as_mut() else {
+                continue;
+            };
+            if a.job.events.is_closed() {
                 *slot = None;
-                self.metrics.cancelled.fetch_add(1, Ordering::Relaxed);
+            } else if stopping {
+                finish(a, "length");
+                *slot = None;
+            } else {
+                continue;
             }
+            self.metrics.cancelled.fetch_add(1, Ordering::Relaxed);
         }
         let before = self.waiting.len() + self.embeds.len();
-        self.waiting
-            .retain(|(job, _)| !job.events.is_closed() && !shutdown.load(Ordering::Acquire));
-        self.embeds
-            .retain(|job| !job.reply.is_closed() && !shutdown.load(Ordering::Acquire));
+        if stopping {
+            for (job, permit) in self.waiting.drain(..) {
+                drop(permit);
+                let _ = job.events.send(Event::Error(ApiError::shutting_down()));
+            }
+            for mut job in self.embeds.drain(..) {
+                job.permit = None;
+                let _ = job.reply.send(Err(ApiError::shutting_down()));
+            }
+        }
+        self.waiting.retain(|(job, _)| !job.events.is_closed());
+        self.embeds.retain(|job| !job.reply.is_closed());
         let gone = before - self.waiting.len() - self.embeds.len();
         self.metrics.cancelled.fetch_add(gone, Ordering::Relaxed);
     }

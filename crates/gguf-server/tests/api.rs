@@ -432,7 +432,23 @@ async fn api_keys_are_required_when_set() {
             .status,
         401
     );
-    for key in ["Bearer k1", "Bearer secret-2"] {
+    let other_scheme = [("Authorization", "Basic k1")];
+    let reply = send(
+        server.addr,
+        "POST",
+        "/v1/completions",
+        &other_scheme,
+        body.as_bytes(),
+    )
+    .await;
+    assert_eq!(reply.status, 401);
+    // The scheme is case-insensitive (RFC 7235).
+    for key in [
+        "Bearer k1",
+        "Bearer secret-2",
+        "bearer k1",
+        "BEARER  secret-2",
+    ] {
         let auth = [("Authorization", key)];
         let reply = send(
             server.addr,
@@ -508,17 +524,39 @@ async fn a_client_leaving_a_stream_frees_the_engine() {
     server.shut_down().await;
 }
 
+/// SIGTERM (a graceful shutdown) during a stream: it ends as a cut reply ends in
+/// llama-server, with a final chunk whose `finish_reason` is `length` and `data: [DONE]`, so
+/// that the client can tell it from a lost connection; shutting down completes although the
+/// client still holds its connection open.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn shutdown_ends_a_stream_under_way() {
-    let server = start().await;
+async fn shutdown_ends_a_stream_under_way_with_a_final_chunk() {
+    // Held, the engine generates nothing until the shutdown has begun.
+    let mut server = start_with(config(), true).await;
+    let hold = server.hold.take().expect("held");
     let body = json!({"prompt": "Once", "max_tokens": 250, "stream": true});
     let mut stream = open_post(server.addr, "/v1/completions", &body).await;
-    let mut first = [0u8; 16];
-    stream.read_exact(&mut first).await.unwrap();
-    // Shutting down completes although the client still holds its connection open.
-    server.shut_down().await;
-    let mut rest = Vec::new();
-    let _ = stream.read_to_end(&mut rest).await;
+    // In a slot (the engine waits for the gate before its first step).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while common::metrics(server.addr).await["gguf_requests_active"] != 1.0 {
+        assert!(std::time::Instant::now() < deadline, "never started");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let stopped = tokio::spawn(server.shut_down());
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    drop(hold);
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).await.unwrap();
+    stopped.await.unwrap();
+    let reply = common::parse_reply(&raw);
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let events = sse_data(&reply.body);
+    assert_eq!(
+        events.last().map(String::as_str),
+        Some("[DONE]"),
+        "{events:?}"
+    );
+    let last: Value = serde_json::from_str(&events[events.len() - 2]).unwrap();
+    assert_eq!(last["choices"][0]["finish_reason"], "length", "{events:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -763,4 +801,38 @@ async fn hostile_chat_templates_end_in_400() {
         assert_eq!(get(server.addr, "/health").await.status, 200);
         server.shut_down().await;
     }
+}
+
+/// A body announced longer than the limit is refused with 413 at once: with `Expect:
+/// 100-continue` the client is told not to send it (no `100 Continue` first), and without it
+/// the server does not wait for the body (it used to answer after the 30 s body deadline).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_announced_over_the_limit_is_refused_at_once() {
+    let mut config = config();
+    config.max_body_bytes = 4096;
+    let server = start_with(config, false).await;
+    for expect in ["Expect: 100-continue\r\n", ""] {
+        let mut stream = TcpStream::connect(server.addr).await.unwrap();
+        let head = format!(
+            "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+             Content-Length: 1000000000\r\n{expect}\r\n"
+        );
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let mut answer = vec![0u8; 12];
+        tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            stream.read_exact(&mut answer),
+        )
+        .await
+        .expect("an answer before the body deadline")
+        .unwrap();
+        assert_eq!(
+            &answer,
+            b"HTTP/1.1 413",
+            "{expect:?}: {:?}",
+            String::from_utf8_lossy(&answer)
+        );
+    }
+    assert_eq!(get(server.addr, "/health").await.status, 200);
+    server.shut_down().await;
 }
