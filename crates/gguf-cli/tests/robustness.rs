@@ -212,9 +212,26 @@ const ARGS: &[(&str, &[&[&str]])] = &[
     ),
 ];
 
+/// Chat templates that grow without end (the audit's doubling namespace, which aborted
+/// `gguf serve` and took `gguf chat-template` to 5.3 GB, loops over the messages, a namespace
+/// inside itself, nesting deep enough to overflow the stack, a tag of thousands of operators,
+/// loops of ten billion steps).
+const HOSTILE_TEMPLATES: [&str; 6] = [
+    "{% set ns = namespace(s='xx') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}\
+     {% endfor %}{{ ns.s }}",
+    "{% for a in messages %}{% for b in messages %}{% for c in messages %}{{ a.content }}\
+     {{ b.content }}{{ c.content }}{% endfor %}{% endfor %}{% endfor %}",
+    "{% set ns = namespace() %}{% set ns.x = [ns] %}{{ ns ~ '' }}{{ ns == ns }}",
+    "{% set ns = namespace(l=[]) %}{% for i in range(100000) %}{% set ns.l = [ns.l] %}\
+     {% endfor %}{{ ns.l | length }}",
+    "{% for i in range(100000) %}{% for j in range(100000) %}{{ i }}{% endfor %}{% endfor %}",
+    "{% set ns = namespace(big='x' * 1000000, l=[]) %}{% for i in range(1000) %}\
+     {% set ns.l = ns.l + [ns.big[i:]] %}{% endfor %}",
+];
+
 /// The hostile corpus: every corrupt fixture, the valid ones, mutants of a tiny model (header
-/// bytes overwritten at spread positions, hyperparameters that compute NaN), and paths that are
-/// not regular files.
+/// bytes overwritten at spread positions, hyperparameters that compute NaN, hostile chat
+/// templates), and paths that are not regular files.
 fn corpus(dir: &Path) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(fixture("corrupt"))
         .unwrap()
@@ -260,6 +277,20 @@ fn corpus(dir: &Path) -> Vec<PathBuf> {
             .output()
             .unwrap();
         assert!(out.status.success(), "{set}: {out:?}");
+        files.push(path);
+    }
+    for (i, template) in HOSTILE_TEMPLATES.iter().enumerate() {
+        let path = dir.join(format!("template-{i}.gguf"));
+        let out = gguf()
+            .arg("edit")
+            .arg(fixture("model-llama.gguf"))
+            .arg("-o")
+            .arg(&path)
+            .arg("--set")
+            .arg(format!("tokenizer.chat_template:str={template}"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{template}: {out:?}");
         files.push(path);
     }
     std::fs::write(dir.join("empty.gguf"), b"").unwrap();
@@ -372,20 +403,28 @@ fn serve_survives_the_hostile_corpus() {
             for line in std::io::BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
                 if line.starts_with("serving ") {
-                    let _ = tx.send(true);
+                    let _ = tx.send(Some(line.clone()));
                 }
                 text.push_str(&line);
                 text.push('\n');
             }
-            let _ = tx.send(false);
+            let _ = tx.send(None);
             text
         });
-        let serving = rx.recv_timeout(HANG).unwrap_or_else(|_| {
+        let serving_line = rx.recv_timeout(HANG).unwrap_or_else(|_| {
             let _ = child.kill();
             panic!("{cmd}: neither served nor ended within {HANG:?}");
         });
-        if serving {
+        let serving = serving_line.is_some();
+        if let Some(line) = serving_line {
             served += 1;
+            // A chat of 200 messages: answered (200, or 400 for a template that would build
+            // without end), never a dropped connection or a dead server.
+            let status = chat_status(&line, 200);
+            assert!(
+                matches!(status, Some(200 | 400)),
+                "{cmd}: chat answered {status:?}"
+            );
             let pid = child.id().to_string();
             assert!(Command::new("kill")
                 .args(["-TERM", &pid])
@@ -415,6 +454,34 @@ fn serve_survives_the_hostile_corpus() {
     }
     // The valid models at least were served.
     assert!(served >= 2, "{served}");
+}
+
+/// The status `gguf serve` answers a chat of `messages` short messages with, its address
+/// read from its `serving ... on http://ADDR ...` line; `None` when the connection fails.
+fn chat_status(serving_line: &str, messages: usize) -> Option<u16> {
+    let addr = serving_line
+        .split("http://")
+        .nth(1)?
+        .split_whitespace()
+        .next()?;
+    let list: Vec<serde_json::Value> = (0..messages)
+        .map(|i| {
+            let role = if i % 2 == 0 { "user" } else { "assistant" };
+            serde_json::json!({"role": role, "content": "hi"})
+        })
+        .collect();
+    let body = serde_json::json!({"messages": list, "max_tokens": 2}).to_string();
+    let mut stream = std::net::TcpStream::connect(addr).ok()?;
+    stream.set_read_timeout(Some(HANG)).ok()?;
+    let request = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).ok()?;
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).ok()?;
+    std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
 }
 
 /// A file with a metadata key and a tensor name of 70,000 bytes. GGUF allows any length (our
