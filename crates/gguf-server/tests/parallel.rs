@@ -353,6 +353,18 @@ impl Stepper {
         }
     }
 
+    /// Cycles until nothing is admitted any more (at most 5 s): the metrics then.
+    async fn until_idle(&mut self) -> HashMap<String, f64> {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let m = self.cycle().await;
+            if m["gguf_queue_depth"] == 0.0 || Instant::now() > deadline {
+                return m;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Lets the engine run freely.
     fn release(&mut self) {
         self.gate = None;
@@ -387,14 +399,7 @@ async fn a_client_leaving_a_non_streamed_request_cancels_it() {
     drop(stream);
     // The engine let go of it (its slot free) within a few steps: the server noticed the
     // client leave and dropped the handler, closing the generation's channel.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let m = loop {
-        let m = engine.cycle().await;
-        if m["gguf_queue_depth"] == 0.0 || Instant::now() > deadline {
-            break m;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let m = engine.until_idle().await;
     engine.release();
     assert_eq!(m["gguf_queue_depth"], 0.0, "{m:?}");
     let generated = m["gguf_completion_tokens_total"];
@@ -713,14 +718,7 @@ async fn embeddings_share_the_engine_and_end_with_their_client() {
     // The embeddings client leaves: the request ends at the next turn, with most of its
     // inputs never computed.
     drop(embeddings);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let m = loop {
-        let m = engine.cycle().await;
-        if m["gguf_queue_depth"] == 0.0 || Instant::now() > deadline {
-            break m;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let m = engine.until_idle().await;
     engine.release();
     assert_eq!(m["gguf_queue_depth"], 0.0, "{m:?}");
     assert_eq!(m["gguf_requests_active"], 0.0, "{m:?}");

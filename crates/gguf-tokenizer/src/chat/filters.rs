@@ -296,28 +296,24 @@ fn list(state: &State, value: Value) -> Result<Value, Error> {
     minijinja::filters::list(state, value)
 }
 
-/// minijinja's `batch`; the batches, filled up to `count`, are charged before they are built.
-fn batch(
-    state: &State,
-    value: Value,
-    count: usize,
-    fill_with: Option<Value>,
-) -> Result<Value, Error> {
-    not_none(&value)?;
-    charge_items(value.len().unwrap_or(0).saturating_add(count))?;
-    minijinja::filters::batch(state, value, count, fill_with)
+/// The check of a filter that splits `value` into lists sized by `count` (`batch` fills the
+/// last one up to `count`, `slice` makes `count` of them): not none, and the lists charged
+/// before they are built.
+fn check_split(value: &Value, count: usize) -> Result<(), Error> {
+    not_none(value)?;
+    charge_items(value.len().unwrap_or(0).saturating_add(count))
 }
 
-/// minijinja's `slice`; its `count` lists are charged before they are built.
-fn slice(
-    state: &State,
-    value: Value,
-    count: usize,
-    fill_with: Option<Value>,
-) -> Result<Value, Error> {
-    not_none(&value)?;
-    charge_items(value.len().unwrap_or(0).saturating_add(count))?;
-    minijinja::filters::slice(state, value, count, fill_with)
+/// minijinja's `batch`, behind [`check_split`].
+fn batch(state: &State, value: Value, count: usize, fill: Option<Value>) -> Result<Value, Error> {
+    check_split(&value, count)?;
+    minijinja::filters::batch(state, value, count, fill)
+}
+
+/// minijinja's `slice`, behind [`check_split`].
+fn slice(state: &State, value: Value, count: usize, fill: Option<Value>) -> Result<Value, Error> {
+    check_split(&value, count)?;
+    minijinja::filters::slice(state, value, count, fill)
 }
 
 /// Jinja2's `indent(s, width=4, first=False, blank=False)`: `width` spaces (or the string
