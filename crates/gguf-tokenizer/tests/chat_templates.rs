@@ -733,6 +733,9 @@ fn templates_that_grow_without_end_fail_cleanly() {
         ("{{ [1] | slice(1000000000000) }}", VALUE),
         ("{{ ns.big.replace('', ns.big) }}", VALUE),
         ("{{ ns.big * 1000 }}", VALUE),
+        // A list repeated is lazy in minijinja, until a filter builds it.
+        ("{{ ([1] * 1000000000000) | list }}", VALUE),
+        ("{{ ([1] * 1000000000000) | join }}", VALUE),
         // Many copies kept: slices, lists built from a long string, macro output.
         (
             "{% for i in range(1000) %}{% set ns.l = ns.l + [ns.big[i:]] %}{% endfor %}",
