@@ -677,6 +677,9 @@ fn templates_that_grow_without_end_fail_cleanly() {
     const VALUE: &str = "string or list of more than";
     const WORK: &str = "bytes of text and lists";
     const STEPS: &str = "instructions";
+    const TREE: &str = "a list or map holding the same one many times counts it each time";
+    // Sixty statements in a row, each doubling `a`.
+    let repeated = |step: &str| format!("{{% set a = [1] %}}{}{{{{ a == a }}}}", step.repeat(60));
     let ns = "{% set ns = namespace(s='xx', l=[1], big='x' * 1000000) %}";
     let cases: &[(&str, &str)] = &[
         // The audit's case: 2^41 bytes by concatenation.
@@ -695,7 +698,7 @@ fn templates_that_grow_without_end_fail_cleanly() {
         ),
         (
             "{% for i in range(40) %}{% set ns.l = ns.l + ns.l %}{% endfor %}",
-            VALUE,
+            TREE,
         ),
         (
             "{% for i in range(40) %}{% set ns.s = [ns.s, ns.s] | join %}{% endfor %}",
@@ -743,7 +746,7 @@ fn templates_that_grow_without_end_fail_cleanly() {
         ),
         (
             "{% for i in range(1000) %}{% set ns.l = ns.l + [ns.big | list] %}{% endfor %}",
-            WORK,
+            TREE,
         ),
         (
             "{% macro d(n) %}{% if n %}{{ d(n - 1) }}{{ d(n - 1) }}{% else %}{{ ns.big }}\
@@ -764,6 +767,24 @@ fn templates_that_grow_without_end_fail_cleanly() {
             "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
             STEPS,
         ),
+        // A list of two copies of the list before, sixty deep: sixty lists in memory, but
+        // 2^60 values to compare, print or hash (minijinja walks the whole tree), whether
+        // built by recursion, by the template's own statements, or by filters and functions.
+        (
+            "{% macro m(x, y, n) %}{% if n %}{{ m([x, x], [y, y], n - 1) }}{% else %}\
+             {{ x == y }}{% endif %}{% endmacro %}{{ m(1, 1, 60) }}",
+            TREE,
+        ),
+        (
+            "{% macro m(x, n) %}{% if n %}{{ m({'a': x, 'b': x}, n - 1) }}{% else %}\
+             {{ '%s' | format(x) }}{% endif %}{% endmacro %}{{ m(1, 60) }}",
+            TREE,
+        ),
+        (&repeated("{% set a = [a] * 2 %}"), TREE),
+        (&repeated("{% set a = a | zip(a) | list %}"), TREE),
+        (&repeated("{% set a = dict(x=a, y=a) %}"), TREE),
+        (&repeated("{% set a = [a] + [a] %}"), TREE),
+        (&repeated("{% set a = namespace(x=a, y=a) %}"), TREE),
         // A namespace inside itself, directly or through a list, prints and compares without end.
         (
             "{% set ns.y = ns %}{{ ns ~ '' }}",

@@ -25,7 +25,7 @@ use minijinja::{
 };
 
 use super::python::py_str;
-use super::{MAX_DEPTH, MAX_NODES};
+use super::MAX_DEPTH;
 
 /// The instructions a render may run by default (minijinja's fuel). The real templates of the
 /// tests spend 20 to 60 a message: this is a conversation of about a hundred thousand messages,
@@ -224,8 +224,12 @@ pub(super) mod names {
     pub const SLICE: &str = "__slice";
     /// The value of `{% set ns.attr = value %}`: `__assign(ns, value)`.
     pub const ASSIGN: &str = "__assign";
+    /// `[a, b]`.
+    pub const LIST: &str = "__list";
+    /// `{k: v}`: `__map(k, v)`.
+    pub const MAP: &str = "__map";
     /// Every name the rewrite uses, which extra variables may not take.
-    pub const ALL: [&str; 5] = [CONCAT, ADD, MUL, SLICE, ASSIGN];
+    pub const ALL: [&str; 7] = [CONCAT, ADD, MUL, SLICE, ASSIGN, LIST, MAP];
 }
 
 /// Registers the guarded operations.
@@ -235,6 +239,21 @@ pub(super) fn add_guarded_operations(env: &mut Environment<'static>) {
     env.add_function(names::MUL, mul);
     env.add_function(names::SLICE, slice);
     env.add_function(names::ASSIGN, assign);
+    env.add_function(names::LIST, list);
+    env.add_function(names::MAP, map);
+    // minijinja's functions that build maps from their arguments, and none of its `debug`
+    // (which prints the whole state, and which transformers' Jinja2 does not have).
+    env.add_function("dict", |state: &State, args: Rest<Value>| {
+        let out = Value::from_function(minijinja::functions::dict).call(state, &args)?;
+        check_tree(&out)?;
+        Ok::<Value, Error>(out)
+    });
+    env.add_function("namespace", |state: &State, args: Rest<Value>| {
+        let out = Value::from_function(minijinja::functions::namespace).call(state, &args)?;
+        check_tree(&out)?;
+        Ok::<Value, Error>(out)
+    });
+    env.remove_global("debug");
 }
 
 /// `a ~ b` as Jinja2 computes it: `str(a) + str(b)`.
@@ -261,7 +280,9 @@ fn add(a: &Value, b: &Value) -> Result<Value, Error> {
         charge(size_of(a).saturating_add(size_of(b)))?;
     }
     static ADD: LazyLock<Option<Expression<'static, 'static>>> = LazyLock::new(|| expr("a + b"));
-    eval(&ADD, context! { a, b })
+    let out = eval(&ADD, context! { a, b })?;
+    check_tree(&out)?;
+    Ok(out)
 }
 
 /// An integer that fits an `i64` (not a bool, which minijinja adds as a number too).
@@ -300,7 +321,9 @@ fn mul(a: &Value, b: &Value) -> Result<Value, Error> {
         charge(size_of(items).saturating_mul(n))?;
     }
     static MUL: LazyLock<Option<Expression<'static, 'static>>> = LazyLock::new(|| expr("a * b"));
-    eval(&MUL, context! { a, b })
+    let out = eval(&MUL, context! { a, b })?;
+    check_tree(&out)?;
+    Ok(out)
 }
 
 /// `v[start:stop:step]` (none for a bound left out), charged by what it copies.
@@ -312,29 +335,39 @@ fn slice(v: &Value, start: &Value, stop: &Value, step: &Value) -> Result<Value, 
     Ok(out)
 }
 
-/// The value of `{% set target.attr = value %}`, refused when it holds `target` itself (a
-/// namespace inside itself prints, compares and drops without end) or is nested deeper than
-/// [`MAX_DEPTH`] (dropping it would overflow the stack).
-fn assign(target: &Value, value: Value) -> Result<Value, Error> {
-    if target.as_object().is_none() {
-        return Ok(value);
+/// The most values a list or map built by a render may hold, counted whole: an item is counted
+/// each time it is reached, so a list holding another twice counts it twice. A list of two
+/// copies of the list before, forty deep, takes forty lists of memory but is a trillion values
+/// to print, compare or hash, which minijinja does by walking the whole tree.
+pub const MAX_TREE_VALUES: usize = 1_000_000;
+
+/// Walks the tree of `value` (the items of its lists and iterables, the keys and values of its
+/// maps, each counted every time it is reached), calling `visit` on every value: an error past
+/// [`MAX_TREE_VALUES`] values or [`MAX_DEPTH`] levels.
+fn walk_tree(
+    value: &Value,
+    visit: &mut dyn FnMut(&Value) -> Result<(), Error>,
+) -> Result<(), Error> {
+    let container = |v: &Value| {
+        matches!(
+            v.kind(),
+            ValueKind::Seq | ValueKind::Map | ValueKind::Iterable
+        )
+    };
+    if !container(value) {
+        return visit(value);
     }
-    let mut budget = MAX_NODES.saturating_mul(10);
+    let mut left = MAX_TREE_VALUES;
     let mut stack = vec![(value.clone(), 0usize)];
     while let Some((v, depth)) = stack.pop() {
-        if minijinja::tests::is_sameas(&v, target) {
-            return Err(Error::new(
-                ErrorKind::InvalidOperation,
-                "a namespace cannot hold itself",
-            ));
-        }
-        if !matches!(v.kind(), ValueKind::Seq | ValueKind::Map) {
+        visit(&v)?;
+        if !container(&v) {
             continue;
         }
         if depth >= MAX_DEPTH {
             return Err(Error::new(
                 ErrorKind::InvalidOperation,
-                format!("the value assigned is nested more than {MAX_DEPTH} levels deep"),
+                format!("the template built a value nested more than {MAX_DEPTH} levels deep"),
             ));
         }
         let items: Box<dyn Iterator<Item = Value>> = match v.kind() {
@@ -348,19 +381,64 @@ fn assign(target: &Value, value: Value) -> Result<Value, Error> {
             },
         };
         for item in items {
-            budget = budget.checked_sub(1).ok_or_else(|| {
+            left = left.checked_sub(1).ok_or_else(|| {
                 Error::new(
                     ErrorKind::InvalidOperation,
                     format!(
-                        "the value assigned holds more than {} values",
-                        MAX_NODES.saturating_mul(10)
+                        "the template built a value of more than {MAX_TREE_VALUES} values (a list \
+                         or map holding the same one many times counts it each time)"
                     ),
                 )
             })?;
             stack.push((item, depth + 1));
         }
     }
+    Ok(())
+}
+
+/// An error when a list or map just built holds more than [`MAX_TREE_VALUES`] values counted
+/// whole, or is nested more than [`MAX_DEPTH`] levels deep.
+pub(super) fn check_tree(value: &Value) -> Result<(), Error> {
+    walk_tree(value, &mut |_| Ok(()))
+}
+
+/// The value of `{% set target.attr = value %}`, refused when it holds `target` itself (a
+/// namespace inside itself prints, compares and drops without end), or past
+/// [`check_tree`]'s bounds.
+fn assign(target: &Value, value: Value) -> Result<Value, Error> {
+    if target.as_object().is_none() {
+        return Ok(value);
+    }
+    walk_tree(&value, &mut |v| {
+        if minijinja::tests::is_sameas(v, target) {
+            return Err(Error::new(
+                ErrorKind::InvalidOperation,
+                "a namespace cannot hold itself",
+            ));
+        }
+        Ok(())
+    })?;
     Ok(value)
+}
+
+/// `[a, b, ...]` (a list literal with other than constants in it), bounded by [`check_tree`].
+fn list(items: Rest<Value>) -> Result<Value, Error> {
+    let out = Value::from(items.0);
+    check_tree(&out)?;
+    Ok(out)
+}
+
+/// `{k: v, ...}` (a map literal with other than constants in it, its keys and values in turn),
+/// bounded by [`check_tree`].
+fn map(items: Rest<Value>) -> Result<Value, Error> {
+    let mut pairs = items.0.into_iter();
+    let mut out = Vec::new();
+    while let (Some(k), Some(v)) = (pairs.next(), pairs.next()) {
+        out.push((k, v));
+    }
+    let out: Value = out.into_iter().collect();
+    check_tree(&out)?;
+    Ok(out)
 }
 
 /// The environment the guarded operators evaluate in: the operators do not depend on its
@@ -404,6 +482,7 @@ pub(super) fn add_charged_filter<F, Rv, Args>(
     env.add_filter(name, move |state: &State, args: Rest<Value>| {
         let out = inner.call(state, &args)?;
         charge_value(&out)?;
+        check_tree(&out)?;
         Ok::<Value, Error>(out)
     });
 }

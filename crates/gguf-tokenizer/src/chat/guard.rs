@@ -9,6 +9,9 @@
 //! - `v[start:stop:step]` as `__slice(v, start, stop, step)`, `none` for a bound left out (as
 //!   minijinja compiles it);
 //! - `{% set ns.attr = value %}` assigning `__assign(ns, value)`;
+//! - a list or map literal holding other than constants as `__list(a, b, ...)` or
+//!   `__map(k, v, ...)`, which bound the values it holds counted whole (`[x, x]` nested forty
+//!   deep is a trillion values to print or compare);
 //! - the template's own text as `{{ 'text' }}`: the text minijinja's parser kept, after
 //!   `trim_blocks`, `lstrip_blocks` and the tags' `-`/`+` did their work, so that nothing is
 //!   left for whitespace control to change, and what a template writes, to its output or into a
@@ -95,7 +98,8 @@ pub(super) fn guard_operations(source: String) -> Result<String, String> {
 }
 
 /// The operations of a (rewritten) template still outside the guard: text, `~`, `+`, `*`,
-/// slices, and assignments to an attribute whose value is not `__assign(...)`.
+/// slices, list and map literals of other than constants, and assignments to an attribute
+/// whose value is not `__assign(...)`.
 fn unguarded(tree: &ast::Stmt<'_>) -> usize {
     let mut left = 0;
     walk_stmts(tree, &mut |stmt| {
@@ -107,10 +111,23 @@ fn unguarded(tree: &ast::Stmt<'_>) -> usize {
             }
             _ => false,
         });
+        // Assignment targets (`a, b` of `{% for a, b in ... %}`) are names, not lists built.
+        let targets: Vec<&ast::Expr<'_>> = match stmt {
+            ast::Stmt::ForLoop(l) => vec![&l.target],
+            ast::Stmt::Set(s) => vec![&s.target],
+            ast::Stmt::SetBlock(s) => vec![&s.target],
+            ast::Stmt::WithBlock(w) => w.assignments.iter().map(|(t, _)| t).collect(),
+            _ => Vec::new(),
+        };
         stmt_exprs(stmt, &mut |e| {
+            if targets.iter().any(|t| std::ptr::eq(*t, e)) {
+                return;
+            }
             walk_expr(e, &mut |e| {
                 left += usize::from(match e {
                     ast::Expr::Slice(_) => true,
+                    ast::Expr::List(l) => !constant_list(l),
+                    ast::Expr::Map(m) => !constant_map(m),
                     ast::Expr::BinOp(b) => matches!(
                         b.op,
                         ast::BinOpKind::Add | ast::BinOpKind::Concat | ast::BinOpKind::Mul
@@ -121,6 +138,19 @@ fn unguarded(tree: &ast::Stmt<'_>) -> usize {
         });
     });
     left
+}
+
+/// A list literal of constants only: it cannot hold a value many times over.
+fn constant_list(l: &ast::List<'_>) -> bool {
+    l.items.iter().all(|e| matches!(e, ast::Expr::Const(_)))
+}
+
+/// A map literal of constants only.
+fn constant_map(m: &ast::Map<'_>) -> bool {
+    m.keys
+        .iter()
+        .chain(&m.values)
+        .all(|e| matches!(e, ast::Expr::Const(_)))
 }
 
 /// A call of one of the guarded functions: its name and positional arguments.
@@ -533,6 +563,35 @@ impl Printer {
         Ok(())
     }
 
+    fn list<'e, 's: 'e>(&mut self, items: impl Iterator<Item = &'e ast::Expr<'s>>) -> Printed {
+        self.push("[");
+        for (i, item) in items.enumerate() {
+            if i > 0 {
+                self.push(", ");
+            }
+            self.expr(item)?;
+        }
+        self.push("]");
+        Ok(())
+    }
+
+    fn map<'e, 's: 'e>(
+        &mut self,
+        pairs: impl Iterator<Item = (&'e ast::Expr<'s>, &'e ast::Expr<'s>)>,
+    ) -> Printed {
+        self.push("{");
+        for (i, (k, v)) in pairs.enumerate() {
+            if i > 0 {
+                self.push(", ");
+            }
+            self.expr(k)?;
+            self.push(": ");
+            self.expr(v)?;
+        }
+        self.push("}");
+        Ok(())
+    }
+
     fn expr(&mut self, expr: &ast::Expr<'_>) -> Printed {
         self.pad_to_line(expr.span().start_line);
         if self.mode == Mode::Canonical {
@@ -543,6 +602,10 @@ impl Printer {
                     (names::MUL, [a, b]) => self.binop("*", a, b),
                     (names::SLICE, [v, a, b, c]) => self.slice(v, [Some(a), Some(b), Some(c)]),
                     (names::ASSIGN, [_, v]) => self.expr(v),
+                    (names::LIST, items) => self.list(items.iter().copied()),
+                    (names::MAP, items) if items.len() % 2 == 0 => {
+                        self.map(items.chunks(2).map(|kv| (kv[0], kv[1])))
+                    }
                     _ => Err(format!("a call of `{name}` the rewrite did not write")),
                 };
             }
@@ -657,28 +720,21 @@ impl Printer {
                 self.call(&c.expr, &c.args)?;
                 self.push(")");
             }
-            ast::Expr::List(l) => {
-                self.push("[");
-                for (i, item) in l.items.iter().enumerate() {
-                    if i > 0 {
-                        self.push(", ");
-                    }
-                    self.expr(item)?;
-                }
-                self.push("]");
+            ast::Expr::List(l) if self.mode == Mode::Guard && !constant_list(l) => {
+                let items: Vec<_> = l.items.iter().map(Some).collect();
+                self.guarded(names::LIST, &items)?;
             }
-            ast::Expr::Map(m) => {
-                self.push("{");
-                for (i, (k, v)) in m.keys.iter().zip(&m.values).enumerate() {
-                    if i > 0 {
-                        self.push(", ");
-                    }
-                    self.expr(k)?;
-                    self.push(": ");
-                    self.expr(v)?;
-                }
-                self.push("}");
+            ast::Expr::List(l) => self.list(l.items.iter())?,
+            ast::Expr::Map(m) if self.mode == Mode::Guard && !constant_map(m) => {
+                let items: Vec<_> = m
+                    .keys
+                    .iter()
+                    .zip(&m.values)
+                    .flat_map(|(k, v)| [Some(k), Some(v)])
+                    .collect();
+                self.guarded(names::MAP, &items)?;
             }
+            ast::Expr::Map(m) => self.map(m.keys.iter().zip(&m.values))?,
         }
         Ok(())
     }

@@ -4,7 +4,7 @@
 use minijinja::value::ValueKind;
 use minijinja::{Error, ErrorKind, State, Value};
 
-use super::budget::{charge, charge_value};
+use super::budget::{charge, charge_value, check_tree};
 use super::python::{int_arg, py_args, py_repr_string, py_type, required, str_arg, type_error};
 
 /// Python's whitespace (`str.isspace`, what `str.split()` and `str.strip()` remove).
@@ -201,6 +201,7 @@ pub(super) fn py_method(
         _ => Err(Error::from(ErrorKind::UnknownMethod)),
     }?;
     charge_value(&out)?;
+    check_tree(&out)?;
     Ok(out)
 }
 
