@@ -2,8 +2,9 @@
 
 use std::path::Path;
 
+use gguf_fsutil::{write_atomic, WriteMode};
+
 use crate::error::{Error, Result};
-use crate::fsutil::{write_atomic, WriteMode};
 use crate::mmap::MappedGguf;
 use crate::writer::{GgufBuilder, OwnedValue};
 
@@ -42,7 +43,7 @@ impl Edit {
 ///
 /// The new file goes to a temporary file beside `output` and is renamed into place only when
 /// complete, so a failure at any point leaves `output` as it was; `mode` says whether `output`
-/// may exist (see [`crate::fsutil`]: a replaced file keeps its mode and owner, a symbolic link
+/// may exist (see [`gguf_fsutil`]: a replaced file keeps its mode and owner, a symbolic link
 /// is followed, a read-only file needs `force`). `output` may be `input` itself, with
 /// [`WriteMode::Replace`] (an in-place edit). Tensor data is copied unchanged, laid out as
 /// llama.cpp expects. `progress` is called with (bytes of tensor data copied, total).
@@ -60,7 +61,9 @@ pub fn edit_metadata(
         edit.apply(&mut builder).map_err(|e| e.in_file(input))?;
     }
     write_atomic(output, mode, |out| {
-        builder.write_from(file, out, progress)?;
-        Ok(())
+        builder
+            .write_from(file, out, progress)
+            .map(drop)
+            .map_err(|e| e.in_file(output))
     })
 }

@@ -264,44 +264,18 @@ pub enum Error {
     #[error("split set: {0}")]
     Split(String),
 
-    /// A write refused to put its output where something is in the way (see
-    /// [`crate::fsutil::WriteMode`]).
-    #[error("{} {reason}; refusing to write over it", path.display())]
-    Refused {
-        /// The destination, as the caller named it.
-        path: PathBuf,
-        /// What is in the way.
-        reason: Refusal,
-    },
-}
-
-/// Why a write refused its destination.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum Refusal {
-    /// Something is there and the write was to create a new file.
-    #[error("already exists")]
-    Exists,
-    /// A regular file without its owner's write permission, and the write did not force it.
-    #[error("is read-only")]
-    ReadOnly,
-    /// Not a regular file (a FIFO, socket, device or directory): never replaced. The text
-    /// names the kind ("a FIFO").
-    #[error("is {0}, not a regular file")]
-    NotRegular(&'static str),
-    /// A symbolic link whose target does not exist.
-    #[error("is a symbolic link to a file that does not exist")]
-    DanglingSymlink,
-    /// The same file as one the command reads.
-    #[error("is an input of this command")]
-    Input,
+    /// Writing the file failed, or its destination was refused (see
+    /// [`gguf_fsutil::WriteMode`] and [`gguf_fsutil::refuse_inputs`]).
+    #[error(transparent)]
+    Fs(#[from] gguf_fsutil::Error),
 }
 
 impl Error {
     /// Wraps `self` with the file it came from, unless it already names one.
     pub fn in_file(self, path: impl Into<PathBuf>) -> Error {
         match self {
-            Error::File { .. } | Error::Refused { .. } => self,
+            Error::File { .. } => self,
+            Error::Fs(ref e) if e.path().is_some() => self,
             other => Error::File {
                 path: path.into(),
                 error: Box::new(other),

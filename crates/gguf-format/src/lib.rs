@@ -9,7 +9,8 @@
 //!   the number of keys and tensors the data can actually hold.
 //! * [`GgufBuilder`] and [`TensorWriter`] write files streaming, tensor by tensor, in the layout
 //!   llama.cpp's loader requires; [`edit::edit_metadata`] rewrites metadata atomically;
-//!   [`split`] reads, writes and merges multi-part files like `gguf-split`.
+//!   [`split`] reads, writes and merges multi-part files like `gguf-split`. Files are written
+//!   through `gguf_fsutil` (temporary file and rename, refused destinations).
 //!
 //! ```
 //! # let bytes = gguf_format::testing::tiny_file();
@@ -26,11 +27,11 @@
 
 pub mod edit;
 mod error;
-pub mod fsutil;
 pub mod keys;
 mod mmap;
 mod reader;
 pub mod split;
+pub mod tensor_names;
 mod types;
 mod value;
 mod writer;
@@ -38,8 +39,7 @@ mod writer;
 #[doc(hidden)]
 pub mod testing;
 
-pub use error::{Error, Refusal, Result};
-pub use fsutil::open_regular;
+pub use error::{Error, Result};
 pub use mmap::{MappedBytes, MappedGguf};
 pub use reader::{GgufFile, KeyValue, TensorInfo, DEFAULT_ALIGNMENT, MAGIC, MAX_ARRAY_DEPTH};
 pub use types::{GgmlType, TypeIdError};

@@ -39,7 +39,7 @@ impl MappedGguf {
     }
 
     fn open_inner(path: &Path) -> Result<MappedGguf> {
-        let handle = crate::fsutil::open_regular(path)?;
+        let handle = gguf_fsutil::open_regular(path)?;
         // SAFETY: the map is read-only and private to this process. Another process that
         // truncates or rewrites the file while it is mapped would change bytes under us; that is
         // the documented caveat of every mmap-based model loader (llama.cpp's included), and
@@ -117,7 +117,7 @@ impl MappedBytes {
     pub fn open(path: impl AsRef<Path>) -> Result<MappedBytes> {
         let path = path.as_ref();
         let open = || -> Result<Mmap> {
-            let handle = crate::fsutil::open_regular(path)?;
+            let handle = gguf_fsutil::open_regular(path)?;
             // SAFETY: read-only and private, with the caveat `MappedGguf::open` states: another
             // process rewriting the file while it is mapped would change bytes under us.
             Ok(unsafe { Mmap::map(&handle)? })

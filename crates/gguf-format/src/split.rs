@@ -9,8 +9,9 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use gguf_fsutil::{check_destination, refuse_inputs, write_atomic, StagedFiles, WriteMode};
+
 use crate::error::{Error, Result};
-use crate::fsutil::{check_destination, refuse_inputs, write_atomic, StagedFiles, WriteMode};
 use crate::keys;
 use crate::mmap::MappedGguf;
 use crate::reader::{GgufFile, TensorInfo};
@@ -234,7 +235,7 @@ fn is_split_key(key: &str) -> bool {
 /// Refuses `path` if it is one of `inputs` or exists at all.
 fn refuse_existing(path: &Path, inputs: &[&Path]) -> Result<()> {
     refuse_inputs(path, inputs)?;
-    check_destination(path, WriteMode::CreateNew)
+    Ok(check_destination(path, WriteMode::CreateNew)?)
 }
 
 /// Writes `input` as a split set named from `output_prefix`; returns the paths written.
@@ -281,15 +282,18 @@ pub fn write_split(
             )?;
         }
         staged.stage(path, WriteMode::CreateNew, |out| {
-            let mut w = builder.write(out)?;
-            for &t in tensor_ids {
-                let info = &file.tensors()[t];
-                w.write_tensor(file.tensor_data(info))?;
-                done += info.size;
-                progress(done, total);
-            }
-            w.finish()?;
-            Ok(())
+            let write = || -> Result<()> {
+                let mut w = builder.write(out)?;
+                for &t in tensor_ids {
+                    let info = &file.tensors()[t];
+                    w.write_tensor(file.tensor_data(info))?;
+                    done += info.size;
+                    progress(done, total);
+                }
+                w.finish()?;
+                Ok(())
+            };
+            write().map_err(|e| e.in_file(path))
         })?;
     }
     staged.commit()?;
@@ -327,14 +331,17 @@ pub fn merge(first_part: &Path, output: &Path, progress: &mut dyn FnMut(u64, u64
     }
     let total: u64 = set.tensors().map(|(_, t)| t.size).sum();
     write_atomic(output, WriteMode::CreateNew, |out| {
-        let mut w = builder.write(out)?;
-        let mut done = 0;
-        for (p, info) in set.tensors() {
-            w.write_tensor(set.parts()[p].file().tensor_data(info))?;
-            done += info.size;
-            progress(done, total);
-        }
-        w.finish()?;
-        Ok(())
+        let write = || -> Result<()> {
+            let mut w = builder.write(out)?;
+            let mut done = 0;
+            for (p, info) in set.tensors() {
+                w.write_tensor(set.parts()[p].file().tensor_data(info))?;
+                done += info.size;
+                progress(done, total);
+            }
+            w.finish()?;
+            Ok(())
+        };
+        write().map_err(|e| e.in_file(output))
     })
 }

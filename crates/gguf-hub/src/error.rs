@@ -27,7 +27,7 @@ pub enum HubError {
         dest: PathBuf,
         /// Why.
         #[source]
-        source: gguf_format::Error,
+        source: gguf_fsutil::Error,
     },
 
     /// Python could not be started.

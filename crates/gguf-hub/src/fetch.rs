@@ -7,7 +7,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use gguf_format::fsutil::TempDir;
+use gguf_fsutil::TempDir;
 use sha2::{Digest, Sha256};
 
 use crate::cache::has_size;
@@ -88,8 +88,8 @@ impl fmt::Display for PullEvent<'_> {
 /// path. With `verify_existing`, a cached copy is hashed again before it is trusted.
 ///
 /// Downloads and the extracted model live in a registered working directory beside the
-/// cached file ([`gguf_format::fsutil::TempDir`]): removed when done, on SIGINT/SIGTERM when
-/// the program runs `gguf_format::fsutil::remove_temp_files` then, or (if the process is
+/// cached file ([`gguf_fsutil::TempDir`]): removed when done, on SIGINT/SIGTERM when
+/// the program runs `gguf_fsutil::remove_temp_files` then, or (if the process is
 /// killed) by the next pull. The cache only ever receives a verified file, by a rename.
 pub fn pull(
     model: &KnownModel,

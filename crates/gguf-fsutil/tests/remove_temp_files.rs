@@ -1,6 +1,6 @@
-//! `fsutil::remove_temp_files`, in a process of its own: it ends all writing in the process.
+//! `remove_temp_files`, in a process of its own: it ends all writing in the process.
 
-use gguf_format::fsutil::{remove_temp_files, write_atomic, StagedFiles, TempDir, WriteMode};
+use gguf_fsutil::{remove_temp_files, write_atomic, Error, StagedFiles, TempDir, WriteMode};
 
 #[test]
 fn remove_temp_files_removes_them_and_stops_further_writes() {
@@ -10,7 +10,7 @@ fn remove_temp_files_removes_them_and_stops_further_writes() {
     staged
         .stage(&dest, WriteMode::CreateNew, |out| {
             std::io::Write::write_all(out, b"data")?;
-            Ok(())
+            Ok::<_, Error>(())
         })
         .unwrap();
     let work = TempDir::beside(&dir.path().join("model.gguf")).unwrap();
@@ -22,7 +22,7 @@ fn remove_temp_files_removes_them_and_stops_further_writes() {
     let err = staged.commit().unwrap_err();
     assert!(err.to_string().contains("interrupted"), "{err}");
     assert!(!dest.exists());
-    let err = write_atomic(&dest, WriteMode::CreateNew, |_| Ok(())).unwrap_err();
+    let err = write_atomic(&dest, WriteMode::CreateNew, |_| Ok::<_, Error>(())).unwrap_err();
     assert!(err.to_string().contains("interrupted"), "{err}");
     assert!(TempDir::beside(&dest).is_err());
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
