@@ -21,20 +21,18 @@ mod error;
 mod fp;
 mod grids;
 mod kernels;
-pub mod mixture;
-mod packed;
 mod pool;
 mod quant;
-pub mod vec;
 
 pub use dequant::{dequantize, dequantize_row};
 pub use error::{QuantError, Result};
 pub use gguf_format::GgmlType;
+pub use kernels::packed::PackedMatrix;
+pub use kernels::vec;
 pub use kernels::{
     check_isa, isa, matmul, matmul_on, matvec, matvec_on, quantize_activations, vec_dot,
     vec_dot_type, Isa,
 };
-pub use packed::PackedMatrix;
 pub use pool::ThreadPool;
 pub use quant::{quantize_row, quantize_rows, quantize_rows_imatrix};
 

@@ -1,6 +1,6 @@
 //! The compute kernels and their dispatch: fused dot products of a weight row (any ggml type)
 //! with an activation row quantized to the type ggml pairs with it ([`vec_dot_type`]), the
-//! activation quantizers, the float kernels of [`crate::vec`], and the mat-vec / mat-mat
+//! activation quantizers, the float kernels of [`vec`], and the mat-vec / mat-mat
 //! products built on them (`matmul`).
 //!
 //! - `scalar`: the portable dot kernels, ggml's generic C operation for operation; they are the
@@ -75,7 +75,7 @@ macro_rules! safe_wrapper {
     };
 }
 
-/// Defines an ISA module's `KERNELS`, its table of [`crate::vec`]'s kernels, from its
+/// Defines an ISA module's `KERNELS`, its table of [`vec`]'s kernels, from its
 /// `unsafe fn`s `$dot(n, a, b) -> f32`, `$mad(n, acc, x, s)`, `$scale(n, acc, s)` and
 /// `$swiglu(n, gate, up)`, `$gelu(n, x)`, `$geglu(n, gate, up)` and
 /// `$soft_max(n, x, max) -> f64` over `n` values behind each pointer, and
@@ -94,50 +94,51 @@ macro_rules! vec_kernels {
         $gemm:ident,
         $soft_max:ident
     ) => {
-        pub(super) const KERNELS: crate::vec::VecKernels = crate::vec::VecKernels {
-            dot_f16: |a, b| {
-                let n = a.len().min(b.len());
-                // SAFETY: the CPU has the instruction set (see above); both slices hold `n`
-                // values.
-                unsafe { $dot(n, a.as_ptr(), b.as_ptr()) }
-            },
-            mad_f16: |acc, x, s| {
-                let n = acc.len().min(x.len());
-                // SAFETY: as for `dot_f16`.
-                unsafe { $mad(n, acc.as_mut_ptr(), x.as_ptr(), s) }
-            },
-            scale_f16: |acc, s| {
-                // SAFETY: as for `dot_f16`; the slice holds `acc.len()` values.
-                unsafe { $scale(acc.len(), acc.as_mut_ptr(), s) }
-            },
-            swiglu: |gate, up| {
-                let n = gate.len().min(up.len());
-                // SAFETY: as for `dot_f16`.
-                unsafe { $swiglu(n, gate.as_mut_ptr(), up.as_ptr()) }
-            },
-            gelu: |x| {
-                // SAFETY: as for `dot_f16`; the slice holds `x.len()` values.
-                unsafe { $gelu(x.len(), x.as_mut_ptr()) }
-            },
-            geglu: |gate, up| {
-                let n = gate.len().min(up.len());
-                // SAFETY: as for `dot_f16`.
-                unsafe { $geglu(n, gate.as_mut_ptr(), up.as_ptr()) }
-            },
-            gemm_f32: |c, a, b, m, k, n| {
-                crate::vec::check_gemm(c, a, b, m, k, n);
-                // SAFETY: as for `dot_f16`; the check above makes the slices hold `m * n`,
-                // `m * k` and `k * n` values.
-                unsafe { $gemm(m, k, n, c.as_mut_ptr(), a.as_ptr(), b.as_ptr()) }
-            },
-            soft_max_f32: |x, max| {
-                // SAFETY: as for `dot_f16`; the slice holds `x.len()` values.
-                unsafe { $soft_max(x.len(), x.as_mut_ptr(), max) }
-            },
-            mad_f16_rows: None,
-            dot_f16_rows: None,
-            exp_f32: |x| x.iter_mut().for_each(|v| *v = v.exp()),
-        };
+        pub(super) const KERNELS: crate::kernels::vec::VecKernels =
+            crate::kernels::vec::VecKernels {
+                dot_f16: |a, b| {
+                    let n = a.len().min(b.len());
+                    // SAFETY: the CPU has the instruction set (see above); both slices hold `n`
+                    // values.
+                    unsafe { $dot(n, a.as_ptr(), b.as_ptr()) }
+                },
+                mad_f16: |acc, x, s| {
+                    let n = acc.len().min(x.len());
+                    // SAFETY: as for `dot_f16`.
+                    unsafe { $mad(n, acc.as_mut_ptr(), x.as_ptr(), s) }
+                },
+                scale_f16: |acc, s| {
+                    // SAFETY: as for `dot_f16`; the slice holds `acc.len()` values.
+                    unsafe { $scale(acc.len(), acc.as_mut_ptr(), s) }
+                },
+                swiglu: |gate, up| {
+                    let n = gate.len().min(up.len());
+                    // SAFETY: as for `dot_f16`.
+                    unsafe { $swiglu(n, gate.as_mut_ptr(), up.as_ptr()) }
+                },
+                gelu: |x| {
+                    // SAFETY: as for `dot_f16`; the slice holds `x.len()` values.
+                    unsafe { $gelu(x.len(), x.as_mut_ptr()) }
+                },
+                geglu: |gate, up| {
+                    let n = gate.len().min(up.len());
+                    // SAFETY: as for `dot_f16`.
+                    unsafe { $geglu(n, gate.as_mut_ptr(), up.as_ptr()) }
+                },
+                gemm_f32: |c, a, b, m, k, n| {
+                    crate::kernels::vec::check_gemm(c, a, b, m, k, n);
+                    // SAFETY: as for `dot_f16`; the check above makes the slices hold `m * n`,
+                    // `m * k` and `k * n` values.
+                    unsafe { $gemm(m, k, n, c.as_mut_ptr(), a.as_ptr(), b.as_ptr()) }
+                },
+                soft_max_f32: |x, max| {
+                    // SAFETY: as for `dot_f16`; the slice holds `x.len()` values.
+                    unsafe { $soft_max(x.len(), x.as_mut_ptr(), max) }
+                },
+                mad_f16_rows: None,
+                dot_f16_rows: None,
+                exp_f32: |x| x.iter_mut().for_each(|v| *v = v.exp()),
+            };
     };
 }
 
@@ -147,6 +148,7 @@ mod activations;
 mod kq_gemm;
 mod lanes;
 mod matmul;
+pub(crate) mod packed;
 pub(crate) mod packed_scalar;
 #[cfg(test)]
 mod packed_tests;
@@ -155,6 +157,7 @@ mod scalar;
 mod scalar_tests;
 #[cfg(test)]
 mod simd_tests;
+pub mod vec;
 #[cfg(target_arch = "x86_64")]
 mod x86_64;
 
@@ -162,8 +165,8 @@ use std::ffi::OsString;
 use std::sync::OnceLock;
 
 use crate::error::{QuantError, Result};
+use crate::kernels::vec::VecKernels;
 use crate::quant::QuantFn;
-use crate::vec::VecKernels;
 use crate::{check_lengths, GgmlType};
 
 pub use matmul::{matmul, matmul_on, matvec, matvec_on};
@@ -187,7 +190,7 @@ pub(crate) type RowsFn = fn(n: usize, w: &[u8], row_bytes: usize, a: &[u8], out:
 pub(crate) type GemmFn =
     fn(n: usize, w: &[u8], row_bytes: usize, a: &[u8], act_row: usize, out: &mut [&mut [f32]]);
 
-/// The products of a packed layout (`crate::packed`): `out.len() / 8` groups of eight
+/// The products of a packed layout (`crate::kernels::packed`): `out.len() / 8` groups of eight
 /// interleaved weight rows (`w`, the groups' tiles one after another, `n` elements per row)
 /// against one activation row `a` (Q8_K blocks), in llama.cpp's GEMV order for the layout.
 pub(crate) type PackedGemvFn = fn(n: usize, w: &[u8], a: &[u8], out: &mut [f32]);
@@ -220,10 +223,10 @@ pub(crate) struct IsaKernels {
     /// The quantizer of an activation type, as llama.cpp's matrix products quantize on this
     /// ISA, if the ISA has one (else the reference quantizer runs).
     pub(crate) quantize: fn(GgmlType) -> Option<QuantFn>,
-    /// The float kernels of [`crate::vec`], if the ISA has them.
+    /// The float kernels of [`vec`], if the ISA has them.
     pub(crate) vec: Option<VecKernels>,
     /// The products on the packed layout of a weight type, if the ISA has them (llama.cpp
-    /// repacks that type on this ISA); `crate::packed` packs only when it does.
+    /// repacks that type on this ISA); `crate::kernels::packed` packs only when it does.
     pub(crate) packed: fn(GgmlType) -> Option<PackedKernels>,
 }
 

@@ -1,4 +1,4 @@
-//! Scalar twins of the packed-layout kernels (`crate::packed`), in llama.cpp's orders: the
+//! Scalar twins of the packed-layout kernels (`crate::kernels::packed`), in llama.cpp's orders: the
 //! SIMD kernels must equal them bit for bit (`packed_tests`). They read the same tiles.
 //!
 //! For Q4_K, llama.cpp's repacked kernels (`ggml_gemv_q4_K_8x8_q8_K`,
@@ -14,7 +14,9 @@
 
 use crate::blocks::{BlockQ8K, QK_K};
 use crate::fp::f16_to_f32;
-use crate::packed::{Q4K_X8_D, Q4K_X8_DMIN, Q4K_X8_MINS, Q4K_X8_QS, Q4K_X8_SCALES, Q4K_X8_TILE};
+use crate::kernels::packed::{
+    Q4K_X8_D, Q4K_X8_DMIN, Q4K_X8_MINS, Q4K_X8_QS, Q4K_X8_SCALES, Q4K_X8_TILE,
+};
 
 use super::PackedKernels;
 

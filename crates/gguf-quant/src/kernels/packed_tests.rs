@@ -4,7 +4,7 @@
 
 use super::simd_tests::{assert_within_reordering_bound, weights, Rng};
 use super::{packed_scalar, simd, Isa, PackedKernels};
-use crate::packed::{pack_q4_k, PackedMatrix};
+use crate::kernels::packed::{pack_q4_k, PackedMatrix};
 use crate::GgmlType;
 
 /// The packed types and their scalar twins.

@@ -1,7 +1,7 @@
 //! NEON kernels, by concern:
 //! - `legacy`: dot products of Q8_0, Q4_0, Q4_1;
 //! - `kquants`: Q4_K, Q6_K;
-//! - `vec`: the float kernels of [`crate::vec`], bit for bit as their scalar twins;
+//! - `vec`: the float kernels of [`crate::kernels::vec`], bit for bit as their scalar twins;
 //! - `common`: what the dot products share.
 //!
 //! Every other type, the activation quantizers and the several-rows products run the scalar

@@ -1,9 +1,8 @@
-//! NEON twins of the float kernels of [`crate::vec`]: the f16 dot product, multiply-add and
-//! scale of attention over an f16 KV cache, SwiGLU with ggml's vectorised `expf`, GELU and
-//! GeGLU through ggml's f16 GELU table, and the f32 product and softmax of tiled flash
-//! attention. Each
-//! performs the scalar twin's float operations in the scalar twin's order (which is ggml's AVX2
-//! order: eight-lane accumulators become two vectors of four), so the results are the same
+//! NEON twins of the float kernels of [`crate::kernels::vec`]: the f16 dot product, multiply-add
+//! and scale of attention over an f16 KV cache, SwiGLU with ggml's vectorised `expf`, GELU and
+//! GeGLU through ggml's f16 GELU table, and the f32 product and softmax of tiled flash attention.
+//! Each performs the scalar twin's float operations in the scalar twin's order (which is ggml's
+//! AVX2 order: eight-lane accumulators become two vectors of four), so the results are the same
 //! bits (tested by `kernels::simd_tests`).
 //!
 //! f16 values convert with `fcvtl`/`fcvtn`, base aarch64 instructions, through inline assembly:
@@ -14,7 +13,7 @@ use std::arch::asm;
 
 use half::f16;
 
-use crate::vec::{geglu_one, gelu_one, gelu_table, GELU_TABLE_LEN};
+use crate::kernels::vec::{geglu_one, gelu_one, gelu_table, GELU_TABLE_LEN};
 
 vec_kernels!(
     dot_f16_neon,

@@ -4,10 +4,10 @@
 //! - `kquants`: Q2_K, Q3_K, Q4_K, Q5_K, Q6_K;
 //! - `kq_gemm`: the prompt products (GEMM) of the K-quants and IQ4_XS, in llama.cpp's tiled order;
 //! - `iq`: IQ4_NL, IQ4_XS;
-//! - `vec`: the F16 dot product and the float kernels of [`crate::vec`];
+//! - `vec`: the F16 dot product and the float kernels of [`crate::kernels::vec`];
 //! - `gemm`: the batched products of the legacy types and IQ4_NL, tiled;
 //! - `activations`: ggml's x86 activation quantizers (Q8_0, Q8_1; Q8_K);
-//! - `packed`: the GEMV and GEMM of the row-interleaved Q4_K layout (`crate::packed`);
+//! - `packed`: the GEMV and GEMM of the row-interleaved Q4_K layout (`crate::kernels::packed`);
 //! - `common`: what the kernels share.
 //!
 //! Integer parts are exact, as in the scalar kernels; the float accumulation of the dot

@@ -1,7 +1,7 @@
-//! AVX2 products on the row-interleaved Q4_K layout (`crate::packed`): each 32-bit lane of a
-//! vector is one of the eight rows of a tile, as in ggml's `ggml_gemv_q4_K_8x8_q8_K` and
-//! `ggml_gemm_q4_K_8x8_q8_K`, whose float orders these follow (see `packed_scalar`, the
-//! twins they equal bit for bit).
+//! AVX2 products on the row-interleaved Q4_K layout (`crate::kernels::packed`): each 32-bit lane of
+//! a vector is one of the eight rows of a tile, as in ggml's `ggml_gemv_q4_K_8x8_q8_K` and
+//! `ggml_gemm_q4_K_8x8_q8_K`, whose float orders these follow (see `packed_scalar`, the twins they
+//! equal bit for bit).
 //!
 //! Per 64-value group `g` of a super-block: each 32-byte load of nibbles holds four bytes of
 //! each row; `maddubs` against the four matching activation bytes (broadcast) gives each row
@@ -13,7 +13,9 @@
 use std::arch::x86_64::*;
 
 use crate::blocks::{BlockQ8K, QK_K};
-use crate::packed::{Q4K_X8_D, Q4K_X8_DMIN, Q4K_X8_MINS, Q4K_X8_QS, Q4K_X8_SCALES, Q4K_X8_TILE};
+use crate::kernels::packed::{
+    Q4K_X8_D, Q4K_X8_DMIN, Q4K_X8_MINS, Q4K_X8_QS, Q4K_X8_SCALES, Q4K_X8_TILE,
+};
 
 /// Bytes of a Q8_K block.
 const A_SIZE: usize = size_of::<BlockQ8K>();

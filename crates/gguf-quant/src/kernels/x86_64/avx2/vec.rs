@@ -1,15 +1,14 @@
-//! AVX2 float kernels: the F16 weight dot product, and the kernels of [`crate::vec`] (the f16
-//! dot product, multiply-add and scale of attention over an f16 KV cache, SwiGLU with ggml's
-//! vectorised `expf`, GELU and GeGLU through ggml's f16 GELU table, the f32 product and the
-//! softmax of tiled flash attention), each in ggml's AVX2 order, bit for bit as the scalar
-//! twins in `vec`.
+//! AVX2 float kernels: the F16 weight dot product, and the kernels of [`crate::kernels::vec`] (the
+//! f16 dot product, multiply-add and scale of attention over an f16 KV cache, SwiGLU with ggml's
+//! vectorised `expf`, GELU and GeGLU through ggml's f16 GELU table, the f32 product and the softmax
+//! of tiled flash attention), each in ggml's AVX2 order, bit for bit as the scalar twins in `vec`.
 
 use std::arch::x86_64::*;
 
 use half::f16;
 
 use super::common::{f16_at, hsum};
-use crate::vec::{geglu_one, gelu_one, gelu_table, GELU_TABLE_LEN};
+use crate::kernels::vec::{geglu_one, gelu_one, gelu_table, GELU_TABLE_LEN};
 
 safe_wrapper!(f16_f16, f16_f16_avx2, F16);
 
@@ -24,10 +23,10 @@ vec_kernels!(
     soft_max_f32_avx2
 );
 
-/// The table of this module's `crate::vec` kernels: `KERNELS` with the batched attention
+/// The table of this module's `crate::kernels::vec` kernels: `KERNELS` with the batched attention
 /// kernels.
-pub(super) fn kernels() -> crate::vec::VecKernels {
-    crate::vec::VecKernels {
+pub(super) fn kernels() -> crate::kernels::vec::VecKernels {
+    crate::kernels::vec::VecKernels {
         dot_f16_rows: Some(|out, rows, stride, queries, heads| {
             // SAFETY: the CPU has AVX2, FMA and F16C (this table is handed out only after
             // `available()`); `vec::dot_f16_rows` checked that `queries` holds `heads`

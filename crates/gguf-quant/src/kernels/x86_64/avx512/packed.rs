@@ -1,14 +1,16 @@
-//! AVX-512 products on the row-interleaved Q4_K layout (`crate::packed`): the AVX2 kernel's
-//! operations (`avx2::packed`, ggml's `q4_K_8x8` order) on two groups of eight rows at once,
-//! the first group in the low 256 bits of each vector and the second in the high. Each 32-bit
-//! lane is still one row and sees the same operations in the same order, so the results are
-//! the AVX2 kernel's bit for bit; a last odd group runs on the AVX2 kernel.
+//! AVX-512 products on the row-interleaved Q4_K layout (`crate::kernels::packed`): the AVX2
+//! kernel's operations (`avx2::packed`, ggml's `q4_K_8x8` order) on two groups of eight rows at
+//! once, the first group in the low 256 bits of each vector and the second in the high. Each 32-bit
+//! lane is still one row and sees the same operations in the same order, so the results are the
+//! AVX2 kernel's bit for bit; a last odd group runs on the AVX2 kernel.
 
 use std::arch::x86_64::*;
 
 use super::avx2::packed as narrow;
 use crate::blocks::{BlockQ8K, QK_K};
-use crate::packed::{Q4K_X8_D, Q4K_X8_DMIN, Q4K_X8_MINS, Q4K_X8_QS, Q4K_X8_SCALES, Q4K_X8_TILE};
+use crate::kernels::packed::{
+    Q4K_X8_D, Q4K_X8_DMIN, Q4K_X8_MINS, Q4K_X8_QS, Q4K_X8_SCALES, Q4K_X8_TILE,
+};
 
 /// Bytes of a Q8_K block.
 const A_SIZE: usize = size_of::<BlockQ8K>();

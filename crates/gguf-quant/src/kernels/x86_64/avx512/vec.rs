@@ -1,9 +1,8 @@
-//! AVX-512 versions of two of [`crate::vec`]'s kernels, the ones attention runs once per cached
-//! token: the f16 dot product (query · key) and the f16 multiply-add (value rows into the
-//! output). Both give AVX2's bits (`avx2::vec`, ggml's AVX2 order): the dot product keeps
-//! AVX2's four eight-lane accumulators as two 512-bit ones (accumulators 0 and 1 side by side,
-//! then 2 and 3) and reduces them in AVX2's order; the multiply-add is lane-wise, so its width
-//! does not show.
+//! AVX-512 versions of two of [`crate::kernels::vec`]'s kernels, the ones attention runs once per
+//! cached token: the f16 dot product (query · key) and the f16 multiply-add (value rows into the
+//! output). Both give AVX2's bits (`avx2::vec`, ggml's AVX2 order): the dot product keeps AVX2's
+//! four eight-lane accumulators as two 512-bit ones (accumulators 0 and 1 side by side, then 2 and
+//! 3) and reduces them in AVX2's order; the multiply-add is lane-wise, so its width does not show.
 
 use std::arch::x86_64::*;
 
@@ -11,7 +10,7 @@ use half::f16;
 
 use super::super::avx2::vec::{dot_f16_finish, glibc_expf, mad_rows_chunk, F16Lanes};
 use super::gemm::low_high;
-use crate::vec::VecKernels;
+use crate::kernels::vec::VecKernels;
 
 /// AVX2's table `base` with this module's kernels in place of its f16 dot product and
 /// multiply-add.
@@ -66,7 +65,7 @@ pub(super) fn kernels(base: VecKernels) -> VecKernels {
             unsafe { exp_f32_avx512(x.len(), x.as_mut_ptr()) }
         },
         gemm_f32: |c, a, b, m, k, n| {
-            crate::vec::check_gemm(c, a, b, m, k, n);
+            crate::kernels::vec::check_gemm(c, a, b, m, k, n);
             // SAFETY: as above; the check makes the slices hold `m * n`, `m * k` and `k * n`
             // values.
             unsafe { gemm_f32_avx512(m, k, n, c.as_mut_ptr(), a.as_ptr(), b.as_ptr()) }

@@ -6,7 +6,7 @@
 //! This module holds the scalar twins, which give the same bits as the SIMD versions, and the
 //! safe dispatch: the SIMD versions live with their instruction set's other kernels
 //! (`kernels::x86_64::avx2::vec`, `kernels::aarch64::neon::vec`), are chosen once, like the dot
-//! products, and are tested bit for bit against the twins (`kernels::simd_tests`).
+//! products, and are tested bit for bit against the twins (`kernels::simd_tests::vec_kernels`).
 
 use std::sync::OnceLock;
 
@@ -72,7 +72,7 @@ pub(crate) const SCALAR: VecKernels = VecKernels {
 fn kernels() -> &'static VecKernels {
     static KERNELS: OnceLock<VecKernels> = OnceLock::new();
     KERNELS.get_or_init(|| {
-        crate::kernels::simd(crate::isa())
+        super::simd(super::isa())
             .and_then(|k| k.vec)
             .unwrap_or(SCALAR)
     })
