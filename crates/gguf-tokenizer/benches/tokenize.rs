@@ -55,7 +55,12 @@ fn bench(c: &mut Criterion) {
             t.elapsed().as_secs_f64() * 1e3
         );
         group.bench_function(name, |b| {
-            b.iter(|| tokenizer.encode(std::hint::black_box(&text), true, true))
+            b.iter(|| {
+                tokenizer.encode(
+                    std::hint::black_box(&text),
+                    gguf_tokenizer::EncodeOptions::ADD_AND_PARSE_SPECIAL,
+                )
+            })
         });
     }
     group.finish();

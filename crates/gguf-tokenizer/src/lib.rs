@@ -5,8 +5,9 @@
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let model = gguf_format::GgufFile::open("model.gguf")?;
 //! let tokenizer = gguf_tokenizer::Tokenizer::from_gguf(model.file())?;
-//! let ids = tokenizer.encode(b"Hello world", true, true);
-//! assert_eq!(tokenizer.decode(&ids, true, false), b"Hello world");
+//! use gguf_tokenizer::{DecodeOptions, EncodeOptions};
+//! let ids = tokenizer.encode(b"Hello world", EncodeOptions::ADD_AND_PARSE_SPECIAL);
+//! assert_eq!(tokenizer.decode(&ids, DecodeOptions::REMOVE_SPECIAL), b"Hello world");
 //! # Ok(()) }
 //! ```
 // Tokenization needs no `unsafe`; forbidding it keeps it that way.
@@ -16,8 +17,10 @@ mod bpe;
 pub mod chat;
 pub mod chat_builtin;
 mod error;
-mod hf_json;
+pub mod hf_json;
+pub mod pre_regexes;
 mod pretok;
+pub mod pystr;
 mod special;
 mod spm;
 mod stream;
@@ -29,6 +32,74 @@ mod wpm;
 pub use error::{Result, TokenizerError};
 pub use stream::StreamDecoder;
 pub use vocab::{ModelKind, SpecialIds, TokenType};
+
+/// How [`Tokenizer::encode`] treats special tokens: llama.cpp's `add_special` and
+/// `parse_special`. The constants name the four combinations; `Default` is [`Self::PLAIN`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct EncodeOptions {
+    /// Adds BOS/EOS as the file's metadata asks. WordPiece (`bert`) models, as in llama.cpp,
+    /// add BOS and SEP whenever it is set.
+    pub add_special: bool,
+    /// Turns control-token texts in the input into their ids (user-defined tokens are always
+    /// matched).
+    pub parse_special: bool,
+}
+
+impl EncodeOptions {
+    /// Neither: no BOS/EOS added, control-token texts stay text.
+    pub const PLAIN: EncodeOptions = EncodeOptions {
+        add_special: false,
+        parse_special: false,
+    };
+    /// BOS/EOS added, control-token texts stay text (`llama-tokenize --no-parse-special`).
+    pub const ADD_SPECIAL: EncodeOptions = EncodeOptions {
+        add_special: true,
+        parse_special: false,
+    };
+    /// No BOS/EOS added, control-token texts become their ids (`llama-tokenize --no-bos`).
+    pub const PARSE_SPECIAL: EncodeOptions = EncodeOptions {
+        add_special: false,
+        parse_special: true,
+    };
+    /// Both, as a prompt is tokenized (`llama-tokenize`'s defaults).
+    pub const ADD_AND_PARSE_SPECIAL: EncodeOptions = EncodeOptions {
+        add_special: true,
+        parse_special: true,
+    };
+}
+
+/// How [`Tokenizer::decode`] treats special tokens: llama.cpp's `remove_special` and
+/// `unparse_special`. The constants name the four combinations; `Default` is [`Self::PLAIN`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct DecodeOptions {
+    /// Drops a leading BOS and a trailing EOS that the model adds itself.
+    pub remove_special: bool,
+    /// Renders control tokens' texts (else they give nothing).
+    pub unparse_special: bool,
+}
+
+impl DecodeOptions {
+    /// Neither: every token kept, control tokens give nothing.
+    pub const PLAIN: DecodeOptions = DecodeOptions {
+        remove_special: false,
+        unparse_special: false,
+    };
+    /// The BOS/EOS the model adds dropped, control tokens give nothing.
+    pub const REMOVE_SPECIAL: DecodeOptions = DecodeOptions {
+        remove_special: true,
+        unparse_special: false,
+    };
+    /// Every token kept, control tokens as their texts.
+    pub const UNPARSE_SPECIAL: DecodeOptions = DecodeOptions {
+        remove_special: false,
+        unparse_special: true,
+    };
+    /// The BOS/EOS the model adds dropped, other control tokens as their texts.
+    pub const REMOVE_AND_UNPARSE_SPECIAL: DecodeOptions = DecodeOptions {
+        remove_special: true,
+        unparse_special: true,
+    };
+}
 
 use gguf_format::GgufFile;
 
@@ -127,7 +198,7 @@ impl Tokenizer {
     ///     "vocab": {"[UNK]": 0, "hello": 1, "##s": 2}},
     ///     "pre_tokenizer": {"type": "BertPreTokenizer"}}"###;
     /// let tok = gguf_tokenizer::Tokenizer::from_huggingface_json(json)?;
-    /// assert_eq!(tok.encode(b"hellos", false, false), [1, 2]);
+    /// assert_eq!(tok.encode(b"hellos", gguf_tokenizer::EncodeOptions::PLAIN), [1, 2]);
     /// # Ok::<(), gguf_tokenizer::TokenizerError>(())
     /// ```
     pub fn from_huggingface_json(json: &str) -> Result<Tokenizer> {
@@ -237,11 +308,13 @@ impl Tokenizer {
         self.vocab.id(text)
     }
 
-    /// Tokenizes `text` as `llama_tokenize` does. `add_special` adds BOS/EOS as the file's
-    /// metadata asks; `parse_special` turns control-token texts in the input into their ids
-    /// (user-defined tokens are always matched). Any bytes are accepted. WordPiece (`bert`)
-    /// models, as in llama.cpp, add BOS and SEP whenever `add_special` is set.
-    pub fn encode(&self, text: &[u8], add_special: bool, parse_special: bool) -> Vec<u32> {
+    /// Tokenizes `text` as `llama_tokenize` does, with special tokens as `options` says
+    /// ([`EncodeOptions`]). Any bytes are accepted.
+    pub fn encode(&self, text: &[u8], options: EncodeOptions) -> Vec<u32> {
+        let EncodeOptions {
+            add_special,
+            parse_special,
+        } = options;
         let vocab = &self.vocab;
         let mut out = Vec::with_capacity(text.len() / 3 + 2);
         if add_special && (vocab.add_bos || vocab.kind == ModelKind::Wpm) {
@@ -350,11 +423,14 @@ impl Tokenizer {
         }
     }
 
-    /// The text of `ids`, as llama.cpp's `llama_detokenize`: `remove_special` drops a leading
-    /// BOS and a trailing EOS that the model adds itself; `unparse_special` renders control
-    /// tokens' texts. When the model adds a space prefix, the first piece loses one leading
-    /// space (unless a BOS was removed).
-    pub fn decode(&self, ids: &[u32], remove_special: bool, unparse_special: bool) -> Vec<u8> {
+    /// The text of `ids`, as llama.cpp's `llama_detokenize`, with special tokens as `options`
+    /// says ([`DecodeOptions`]). When the model adds a space prefix, the first piece loses one
+    /// leading space (unless a BOS was removed).
+    pub fn decode(&self, ids: &[u32], options: DecodeOptions) -> Vec<u8> {
+        let DecodeOptions {
+            remove_special,
+            unparse_special,
+        } = options;
         let vocab = &self.vocab;
         let mut ids = ids;
         let mut remove_space = vocab.add_space_prefix;

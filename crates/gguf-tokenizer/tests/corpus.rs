@@ -48,7 +48,13 @@ fn check_model(name: &str) {
                 continue;
             };
             checked += 1;
-            let got = tokenizer.encode(&text, add_special, parse_special);
+            let got = tokenizer.encode(
+                &text,
+                gguf_tokenizer::EncodeOptions {
+                    add_special,
+                    parse_special,
+                },
+            );
             if got != expected {
                 let first = got.iter().zip(&expected).position(|(a, b)| a != b);
                 failures.push(format!(
@@ -59,8 +65,8 @@ fn check_model(name: &str) {
             }
         }
         if std::str::from_utf8(&text).is_ok() {
-            let ids = tokenizer.encode(&text, false, true);
-            let back = tokenizer.decode(&ids, false, true);
+            let ids = tokenizer.encode(&text, gguf_tokenizer::EncodeOptions::PARSE_SPECIAL);
+            let back = tokenizer.decode(&ids, gguf_tokenizer::DecodeOptions::UNPARSE_SPECIAL);
             // SmolLM2's decoder tidies " ," and friends (llama.cpp's clean_spaces) unless the
             // model turns it off; both real models keep the text as it was.
             assert_eq!(

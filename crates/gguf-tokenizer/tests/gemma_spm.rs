@@ -146,21 +146,25 @@ fn gemma3_ids_equal_llama_cpp() {
     let tokenizer = Tokenizer::from_gguf(mapped.file()).unwrap();
     for &(text, default, no_parse_special, no_bos) in CASES {
         let bytes = text.as_bytes();
-        assert_eq!(tokenizer.encode(bytes, true, true), default, "{text:?}");
         assert_eq!(
-            tokenizer.encode(bytes, true, false),
+            tokenizer.encode(bytes, gguf_tokenizer::EncodeOptions::ADD_AND_PARSE_SPECIAL),
+            default,
+            "{text:?}"
+        );
+        assert_eq!(
+            tokenizer.encode(bytes, gguf_tokenizer::EncodeOptions::ADD_SPECIAL),
             no_parse_special,
             "{text:?} literal"
         );
         assert_eq!(
-            tokenizer.encode(bytes, false, true),
+            tokenizer.encode(bytes, gguf_tokenizer::EncodeOptions::PARSE_SPECIAL),
             no_bos,
             "{text:?} without BOS"
         );
         // Round trip: rendering control tokens gives the input back exactly.
-        let ids = tokenizer.encode(bytes, false, true);
+        let ids = tokenizer.encode(bytes, gguf_tokenizer::EncodeOptions::PARSE_SPECIAL);
         assert_eq!(
-            tokenizer.decode(&ids, false, true),
+            tokenizer.decode(&ids, gguf_tokenizer::DecodeOptions::UNPARSE_SPECIAL),
             bytes,
             "{text:?} round trip"
         );
@@ -186,9 +190,16 @@ fn invalid_utf8_and_nul_tokenize_as_llama_cpp_does() {
         (b"", &[]),
     ];
     for (input, expected) in cases {
-        assert_eq!(tokenizer.encode(input, false, true), expected, "{input:?}");
+        assert_eq!(
+            tokenizer.encode(input, gguf_tokenizer::EncodeOptions::PARSE_SPECIAL),
+            expected,
+            "{input:?}"
+        );
     }
     // Valid text with NUL bytes survives a round trip.
-    let ids = tokenizer.encode(b"\0\0nul\0", false, true);
-    assert_eq!(tokenizer.decode(&ids, false, true), b"\0\0nul\0");
+    let ids = tokenizer.encode(b"\0\0nul\0", gguf_tokenizer::EncodeOptions::PARSE_SPECIAL);
+    assert_eq!(
+        tokenizer.decode(&ids, gguf_tokenizer::DecodeOptions::UNPARSE_SPECIAL),
+        b"\0\0nul\0"
+    );
 }

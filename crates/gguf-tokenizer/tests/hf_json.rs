@@ -107,7 +107,13 @@ fn ids_match_hugging_face_tokenizers() {
                 ("no_parse_special", true, false),
             ] {
                 let want = ids(&sample[mode]);
-                let got = tok.encode(text.as_bytes(), add_special, parse_special);
+                let got = tok.encode(
+                    text.as_bytes(),
+                    gguf_tokenizer::EncodeOptions {
+                        add_special,
+                        parse_special,
+                    },
+                );
                 checked += 1;
                 if got != want {
                     let at = got.iter().zip(&want).take_while(|(a, b)| a == b).count();
@@ -143,7 +149,10 @@ fn decode_round_trips() {
             if name == "gpt2" && text.contains("<mask>") {
                 continue;
             }
-            let ids = tok.encode(text.as_bytes(), false, true);
+            let ids = tok.encode(
+                text.as_bytes(),
+                gguf_tokenizer::EncodeOptions::PARSE_SPECIAL,
+            );
             // llama2 prepends `▁` to every piece between added tokens (its normalizer runs on
             // each), so text next to an added token gains a space, in `tokenizers` too.
             let added = |&id: &u32| {
@@ -155,7 +164,7 @@ fn decode_round_trips() {
             if name == "llama2" && ids.iter().any(added) {
                 continue;
             }
-            let back = tok.decode(&ids, false, true);
+            let back = tok.decode(&ids, gguf_tokenizer::DecodeOptions::UNPARSE_SPECIAL);
             assert_eq!(
                 String::from_utf8_lossy(&back),
                 text,
@@ -179,11 +188,14 @@ fn decode_matches_hugging_face() {
         let normalized_added = tok.token_id(b"ABC XYZ");
         for (key, sample) in r["samples"].as_object().unwrap() {
             let text = sample_text(key, &inputs);
-            let ids = tok.encode(text.as_bytes(), false, true);
+            let ids = tok.encode(
+                text.as_bytes(),
+                gguf_tokenizer::EncodeOptions::PARSE_SPECIAL,
+            );
             if name == "llama2" && ids.iter().any(|&id| Some(id) == normalized_added) {
                 continue;
             }
-            let got = tok.decode(&ids, false, true);
+            let got = tok.decode(&ids, gguf_tokenizer::DecodeOptions::UNPARSE_SPECIAL);
             let want = sample["decoded"].as_str().unwrap();
             if got != want.as_bytes() {
                 failures.push(format!(
@@ -205,11 +217,17 @@ fn vocabulary_and_roles() {
     let bos = llama3.token_id(b"<|begin_of_text|>").unwrap();
     assert_eq!(llama3.special_ids().bos, Some(bos));
     assert!(llama3.adds_bos());
-    assert_eq!(llama3.encode(b"", true, true), vec![bos]);
+    assert_eq!(
+        llama3.encode(b"", gguf_tokenizer::EncodeOptions::ADD_AND_PARSE_SPECIAL),
+        vec![bos]
+    );
     assert!(llama3.is_control(bos));
     let eot = llama3.token_id(b"<|eot_id|>").unwrap();
     assert!(llama3.is_end_of_generation(eot));
-    assert_eq!(llama3.decode(&[bos], true, false), b"");
+    assert_eq!(
+        llama3.decode(&[bos], gguf_tokenizer::DecodeOptions::REMOVE_SPECIAL),
+        b""
+    );
 
     assert_eq!(load("gpt2").pre_tokenizer(), "gpt-2");
     assert_eq!(load("qwen2").pre_tokenizer(), "qwen2");
@@ -218,8 +236,8 @@ fn vocabulary_and_roles() {
     let gpt2 = load("gpt2");
     assert!(!gpt2.adds_bos());
     assert_eq!(
-        gpt2.encode(b"hi", true, true),
-        gpt2.encode(b"hi", false, true)
+        gpt2.encode(b"hi", gguf_tokenizer::EncodeOptions::ADD_AND_PARSE_SPECIAL),
+        gpt2.encode(b"hi", gguf_tokenizer::EncodeOptions::PARSE_SPECIAL)
     );
     let tool = gpt2.token_id(b"<|tool|>").unwrap();
     assert!(!gpt2.is_control(tool));
@@ -239,7 +257,10 @@ fn vocabulary_and_roles() {
 
     let metaspace = load("metaspace");
     assert!(metaspace.adds_bos());
-    let hello = metaspace.encode(b"Hello", true, true);
+    let hello = metaspace.encode(
+        b"Hello",
+        gguf_tokenizer::EncodeOptions::ADD_AND_PARSE_SPECIAL,
+    );
     assert_eq!(hello.first(), Some(&1));
     assert_eq!(hello.last(), Some(&2));
 
@@ -247,12 +268,15 @@ fn vocabulary_and_roles() {
     assert_eq!(bert.kind(), ModelKind::Wpm);
     let cls = bert.token_id(b"[CLS]").unwrap();
     let sep = bert.token_id(b"[SEP]").unwrap();
-    let ids = bert.encode(b"Hello world", true, true);
+    let ids = bert.encode(
+        b"Hello world",
+        gguf_tokenizer::EncodeOptions::ADD_AND_PARSE_SPECIAL,
+    );
     assert_eq!((ids[0], *ids.last().unwrap()), (cls, sep));
     // WordPiece texts are stored in llama.cpp's layout.
     assert!(bert.token_id("\u{2581}hello".as_bytes()).is_some());
     assert_eq!(
-        bert.decode(&ids[1..ids.len() - 1], false, false),
+        bert.decode(&ids[1..ids.len() - 1], gguf_tokenizer::DecodeOptions::PLAIN),
         b"hello world"
     );
 }
@@ -299,9 +323,18 @@ fn a_tiny_tokenizer_json_works() {
     let bytelevel =
         r#"{"type":"ByteLevel","add_prefix_space":false,"trim_offsets":true,"use_regex":true}"#;
     let tok = try_load(&tiny_bpe("null", bytelevel, "")).unwrap();
-    assert_eq!(tok.encode(b"ab ab<s>", false, true), vec![3, 5, 0]);
-    assert_eq!(tok.encode(b"ab ab<s>", false, false), vec![3, 5]);
-    assert_eq!(tok.decode(&[3, 5], false, false), b"ab ab");
+    assert_eq!(
+        tok.encode(b"ab ab<s>", gguf_tokenizer::EncodeOptions::PARSE_SPECIAL),
+        vec![3, 5, 0]
+    );
+    assert_eq!(
+        tok.encode(b"ab ab<s>", gguf_tokenizer::EncodeOptions::PLAIN),
+        vec![3, 5]
+    );
+    assert_eq!(
+        tok.decode(&[3, 5], gguf_tokenizer::DecodeOptions::PLAIN),
+        b"ab ab"
+    );
     assert!(tok.warnings().is_empty(), "{:?}", tok.warnings());
 }
 

@@ -65,5 +65,5 @@ fn a_malformed_first_merge_fails_before_the_rest_is_read_into_memory() {
     let json = huge_merges(r##""#version: 0.2""##);
     Tokenizer::check_huggingface_json(&json).unwrap();
     let tok = Tokenizer::from_huggingface_json(&json).unwrap();
-    assert_eq!(tok.encode(b"ab", false, false), [2]);
+    assert_eq!(tok.encode(b"ab", gguf_tokenizer::EncodeOptions::PLAIN), [2]);
 }

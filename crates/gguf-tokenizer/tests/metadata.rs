@@ -53,7 +53,10 @@ fn byte_level_bpe_merges_by_rank() {
     assert!(tok.warnings().is_empty());
     let id = |t: &str| tok.token_id(t.as_bytes()).unwrap();
     assert_eq!(
-        tok.encode(b"hello world<|end|>", true, true),
+        tok.encode(
+            b"hello world<|end|>",
+            gguf_tokenizer::EncodeOptions::ADD_AND_PARSE_SPECIAL
+        ),
         [
             id("hello"),
             id("Ġw"),
@@ -65,9 +68,12 @@ fn byte_level_bpe_merges_by_rank() {
         ]
     );
     // Literal special text with parse_special off; the decoder restores it byte for byte.
-    let ids = tok.encode(b"hello world<|end|>", false, false);
+    let ids = tok.encode(b"hello world<|end|>", gguf_tokenizer::EncodeOptions::PLAIN);
     assert!(!ids.contains(&id("<|end|>")));
-    assert_eq!(tok.decode(&ids, false, false), b"hello world<|end|>");
+    assert_eq!(
+        tok.decode(&ids, gguf_tokenizer::DecodeOptions::PLAIN),
+        b"hello world<|end|>"
+    );
     assert!(tok.is_end_of_generation(id("<|end|>")));
 }
 
@@ -79,7 +85,9 @@ fn unknown_or_missing_pre_tokenizer_is_a_warning() {
         let tok = Tokenizer::from_gguf(&file).unwrap();
         assert_eq!(tok.warnings().len(), 1, "{pre:?}");
         assert!(tok.warnings()[0].contains(needle), "{:?}", tok.warnings());
-        assert!(!tok.encode(b"hello", false, false).is_empty());
+        assert!(!tok
+            .encode(b"hello", gguf_tokenizer::EncodeOptions::PLAIN)
+            .is_empty());
     }
 }
 
@@ -123,7 +131,10 @@ fn long_runs_stay_linear() {
         vec![b' '; 200_000],
         b"<|end|>".repeat(20_000),
     ] {
-        let ids = tok.encode(&input, false, true);
-        assert_eq!(tok.decode(&ids, false, true), input);
+        let ids = tok.encode(&input, gguf_tokenizer::EncodeOptions::PARSE_SPECIAL);
+        assert_eq!(
+            tok.decode(&ids, gguf_tokenizer::DecodeOptions::UNPARSE_SPECIAL),
+            input
+        );
     }
 }

@@ -94,7 +94,13 @@ fn check(fixture: &str, kind: ModelKind) {
                 continue;
             };
             compared += 1;
-            let got = tokenizer.encode(&text, add_special, parse_special);
+            let got = tokenizer.encode(
+                &text,
+                gguf_tokenizer::EncodeOptions {
+                    add_special,
+                    parse_special,
+                },
+            );
             if got != expected {
                 failures.push(format!(
                     "{key} {mode}:\n   ours {got:?}\n  llama {expected:?}"
@@ -111,7 +117,13 @@ fn check(fixture: &str, kind: ModelKind) {
                     "both" => (true, true),
                     other => panic!("unknown decode flags {other}"),
                 };
-                let got = tokenizer.decode(&default_ids, remove_special, unparse_special);
+                let got = tokenizer.decode(
+                    &default_ids,
+                    gguf_tokenizer::DecodeOptions {
+                        remove_special,
+                        unparse_special,
+                    },
+                );
                 let want = text_value(want);
                 if got != want {
                     failures.push(format!(
@@ -164,17 +176,32 @@ fn bert_adds_cls_and_sep() {
         (Some(101), Some(100), Some(102), Some(0))
     );
     assert!(t.adds_bos() && t.adds_sep());
-    let ids = t.encode(b"hello world", true, true);
+    let ids = t.encode(
+        b"hello world",
+        gguf_tokenizer::EncodeOptions::ADD_AND_PARSE_SPECIAL,
+    );
     assert_eq!(ids.first(), Some(&101));
     assert_eq!(ids.last(), Some(&102));
-    assert_eq!(t.encode(b"", true, true), [101, 102]);
-    assert_eq!(t.encode(b"", false, true), Vec::<u32>::new());
+    assert_eq!(
+        t.encode(b"", gguf_tokenizer::EncodeOptions::ADD_AND_PARSE_SPECIAL),
+        [101, 102]
+    );
+    assert_eq!(
+        t.encode(b"", gguf_tokenizer::EncodeOptions::PARSE_SPECIAL),
+        Vec::<u32>::new()
+    );
     // Decoding: the pieces' `▁` are spaces, nothing strips the first one (no space prefix),
     // and llama.cpp's clean-up joins " ," and " !".
-    assert_eq!(t.decode(&ids, true, false), b" hello world");
-    let ids = t.encode(b"Hello, World! It's un-playable.", false, true);
     assert_eq!(
-        t.decode(&ids, false, false),
+        t.decode(&ids, gguf_tokenizer::DecodeOptions::REMOVE_SPECIAL),
+        b" hello world"
+    );
+    let ids = t.encode(
+        b"Hello, World! It's un-playable.",
+        gguf_tokenizer::EncodeOptions::PARSE_SPECIAL,
+    );
+    assert_eq!(
+        t.decode(&ids, gguf_tokenizer::DecodeOptions::PLAIN),
         b" hello, world! it's un - playable."
     );
 }
@@ -202,14 +229,29 @@ fn t5_adds_eos_only() {
     assert!(!t.adds_bos());
     // llama-tokenize passes add_special = add_bos (false): the reference has no EOS; the
     // library call with add_special = true appends it, as llama_tokenize does.
-    let plain = t.encode(b"hello world", false, true);
+    let plain = t.encode(b"hello world", gguf_tokenizer::EncodeOptions::PARSE_SPECIAL);
     let mut with_eos = plain.clone();
     with_eos.push(1);
-    assert_eq!(t.encode(b"hello world", true, true), with_eos);
-    assert_eq!(t.encode(b"", true, true), [1]);
+    assert_eq!(
+        t.encode(
+            b"hello world",
+            gguf_tokenizer::EncodeOptions::ADD_AND_PARSE_SPECIAL
+        ),
+        with_eos
+    );
+    assert_eq!(
+        t.encode(b"", gguf_tokenizer::EncodeOptions::ADD_AND_PARSE_SPECIAL),
+        [1]
+    );
     // Decoding drops the space the normaliser put in front, and the EOS when asked.
-    assert_eq!(t.decode(&with_eos, true, false), b"hello world");
-    assert_eq!(t.decode(&with_eos, false, true), b"hello world</s>");
+    assert_eq!(
+        t.decode(&with_eos, gguf_tokenizer::DecodeOptions::REMOVE_SPECIAL),
+        b"hello world"
+    );
+    assert_eq!(
+        t.decode(&with_eos, gguf_tokenizer::DecodeOptions::UNPARSE_SPECIAL),
+        b"hello world</s>"
+    );
 }
 
 #[test]
@@ -223,10 +265,13 @@ fn t5_round_trips_normalised_text() {
         "中文 日本 こんにちは",
         "Hello World: 100% (20) & <｜",
     ] {
-        let ids = t.encode(text.as_bytes(), false, true);
+        let ids = t.encode(
+            text.as_bytes(),
+            gguf_tokenizer::EncodeOptions::PARSE_SPECIAL,
+        );
         assert!(!ids.contains(&2), "{text}: {ids:?}");
         assert_eq!(
-            String::from_utf8(t.decode(&ids, false, false)).unwrap(),
+            String::from_utf8(t.decode(&ids, gguf_tokenizer::DecodeOptions::PLAIN)).unwrap(),
             text,
             "{ids:?}"
         );
@@ -234,11 +279,10 @@ fn t5_round_trips_normalised_text() {
     // What the charsmap and the whitespace rules change.
     let ids = t.encode(
         "  ＨＥＬＬＯ\u{3000}ｗｏｒｌｄ！\t\tﬁ ½  ".as_bytes(),
-        false,
-        true,
+        gguf_tokenizer::EncodeOptions::PARSE_SPECIAL,
     );
     assert_eq!(
-        String::from_utf8(t.decode(&ids, false, false)).unwrap(),
+        String::from_utf8(t.decode(&ids, gguf_tokenizer::DecodeOptions::PLAIN)).unwrap(),
         "HELLO world! fi 1\u{2044}2"
     );
 }
@@ -247,10 +291,13 @@ fn t5_round_trips_normalised_text() {
 fn t5_plain_round_trips_exactly() {
     let t = load("tokenizer-t5-plain");
     for text in ["hello world", "  two  spaces ", "café über", "a.b,c"] {
-        let ids = t.encode(text.as_bytes(), false, true);
+        let ids = t.encode(
+            text.as_bytes(),
+            gguf_tokenizer::EncodeOptions::PARSE_SPECIAL,
+        );
         assert!(!ids.contains(&2), "{text}: {ids:?}");
         assert_eq!(
-            String::from_utf8(t.decode(&ids, false, false)).unwrap(),
+            String::from_utf8(t.decode(&ids, gguf_tokenizer::DecodeOptions::PLAIN)).unwrap(),
             text
         );
     }
@@ -325,7 +372,7 @@ fn hostile_charsmaps_are_metadata_errors() {
             let bytes = t5_with(key, blob);
             let file = GgufFile::parse(&bytes).unwrap();
             if let Ok(t) = Tokenizer::from_gguf(&file) {
-                let _ = t.encode(text, true, true);
+                let _ = t.encode(text, gguf_tokenizer::EncodeOptions::ADD_AND_PARSE_SPECIAL);
             }
         }
     }
@@ -349,5 +396,11 @@ fn wordpiece_without_unknown_token_drops_unknown_words() {
     assert_eq!(t.kind(), ModelKind::Wpm);
     assert_eq!(t.special_ids().unk, None);
     // llama.cpp would emit -1 for "xyz"; nothing here.
-    assert_eq!(t.encode(b"Hi. xyz hii", true, true), [1, 4, 1, 3]);
+    assert_eq!(
+        t.encode(
+            b"Hi. xyz hii",
+            gguf_tokenizer::EncodeOptions::ADD_AND_PARSE_SPECIAL
+        ),
+        [1, 4, 1, 3]
+    );
 }

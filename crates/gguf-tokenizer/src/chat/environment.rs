@@ -9,11 +9,12 @@ use minijinja::{
 use super::budget::{add_charged_filter, add_guarded_operations, charge, DEFAULT_MAX_INSTRUCTIONS};
 use super::datetime::strftime_now;
 use super::filters::*;
-use super::methods::{py_capitalize, py_islower, py_isupper, py_method};
+use super::methods::py_method;
 use super::python::py_str;
 use super::source::{FOR_ITERABLE, WHITESPACE};
 use super::tojson::tojson;
 use super::Raised;
+use crate::pystr;
 
 /// The engine configured like `transformers`' `ImmutableSandboxedEnvironment`.
 pub(super) fn environment() -> Environment<'static> {
@@ -42,7 +43,7 @@ pub(super) fn environment() -> Environment<'static> {
         Value::from(jinja_title(&py_str(v)))
     });
     add_charged_filter(&mut env, "capitalize", |v: &Value| {
-        Value::from(py_capitalize(&py_str(v)))
+        Value::from(pystr::capitalize(&py_str(v)))
     });
     env.add_filter("length", length_filter);
     env.add_filter("count", length_filter);
@@ -82,8 +83,8 @@ pub(super) fn environment() -> Environment<'static> {
     env.add_test("number", |v: &Value| {
         matches!(v.kind(), ValueKind::Number | ValueKind::Bool)
     });
-    env.add_test("lower", |v: &Value| py_islower(&py_str(v)));
-    env.add_test("upper", |v: &Value| py_isupper(&py_str(v)));
+    env.add_test("lower", |v: &Value| pystr::islower(&py_str(v)));
+    env.add_test("upper", |v: &Value| pystr::isupper(&py_str(v)));
     env.add_function("raise_exception", raise_exception);
     env.add_function("strftime_now", strftime_now);
     env

@@ -7,11 +7,12 @@ use minijinja::{Environment, Error, ErrorKind, State, Value};
 use super::budget::add_charged_filter;
 
 use super::budget::{charge, charge_items};
-use super::methods::{py_isspace, replaced_len, splitlines};
+use super::methods::replaced_len;
 use super::python::{
     int_arg, number, py_args, py_repr_string, py_str, py_type, required, str_arg, type_error,
     Number,
 };
+use crate::pystr;
 
 // Filters whose Jinja2 versions convert with str()
 
@@ -57,13 +58,8 @@ pub(super) fn join_filter(value: &Value, args: &[Value]) -> Result<String, Error
 pub(super) fn trim_filter(value: &Value, args: &[Value]) -> Result<String, Error> {
     let [chars] = py_args("trim", args, ["chars"])?;
     let s = py_str(value);
-    Ok(match chars {
-        Some(chars) => {
-            let chars = py_str(&chars);
-            s.trim_matches(|c| chars.contains(c)).to_string()
-        }
-        None => s.trim_matches(py_isspace).to_string(),
-    })
+    let chars = chars.map(|c| py_str(&c));
+    Ok(pystr::strip(&s, chars.as_deref()).to_string())
 }
 
 /// Jinja2's `length`: `len()`, and 0 for undefined.
@@ -147,7 +143,7 @@ fn numeral(value: &Value) -> String {
     value
         .as_str()
         .unwrap_or_default()
-        .trim_matches(py_isspace)
+        .trim_matches(pystr::isspace)
         .replace('_', "")
 }
 
@@ -156,7 +152,7 @@ pub(super) fn jinja_title(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     let mut begin = true;
     for c in s.chars() {
-        if py_isspace(c) || matches!(c, '-' | '(' | '{' | '[' | '<') {
+        if pystr::isspace(c) || matches!(c, '-' | '(' | '{' | '[' | '<') {
             out.extend(c.to_uppercase());
             begin = true;
         } else if begin {
@@ -336,7 +332,7 @@ pub(super) fn indent_filter(value: &Value, args: &[Value]) -> Result<String, Err
     );
     let mut s = py_str(value);
     s.push('\n');
-    let lines = splitlines(&s, false);
+    let lines = pystr::splitlines(&s, false);
     charge(
         s.len().saturating_add(
             lines

@@ -6,156 +6,7 @@ use minijinja::{Error, ErrorKind, State, Value};
 
 use super::budget::{charge, charge_value, check_tree};
 use super::python::{int_arg, py_args, py_repr_string, py_type, required, str_arg, type_error};
-
-/// Python's whitespace (`str.isspace`, what `str.split()` and `str.strip()` remove).
-pub(super) fn py_isspace(c: char) -> bool {
-    c.is_whitespace() || ('\x1c'..='\x1f').contains(&c)
-}
-
-pub(super) fn py_cased(c: char) -> bool {
-    c.is_lowercase() || c.is_uppercase()
-}
-
-pub(super) fn py_islower(s: &str) -> bool {
-    s.chars().any(char::is_lowercase) && !s.chars().any(char::is_uppercase)
-}
-
-pub(super) fn py_isupper(s: &str) -> bool {
-    s.chars().any(char::is_uppercase) && !s.chars().any(char::is_lowercase)
-}
-
-pub(super) fn py_capitalize(s: &str) -> String {
-    let mut chars = s.chars();
-    match chars.next() {
-        Some(first) => first
-            .to_uppercase()
-            .chain(chars.flat_map(char::to_lowercase))
-            .collect(),
-        None => String::new(),
-    }
-}
-
-pub(super) fn py_title(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut prev_cased = false;
-    for c in s.chars() {
-        if prev_cased {
-            out.extend(c.to_lowercase());
-        } else {
-            out.extend(c.to_uppercase());
-        }
-        prev_cased = py_cased(c);
-    }
-    out
-}
-
-pub(super) fn py_istitle(s: &str) -> bool {
-    let (mut cased, mut prev_cased) = (false, false);
-    for c in s.chars() {
-        if c.is_uppercase() {
-            if prev_cased {
-                return false;
-            }
-            prev_cased = true;
-            cased = true;
-        } else if c.is_lowercase() {
-            if !prev_cased {
-                return false;
-            }
-            prev_cased = true;
-            cased = true;
-        } else {
-            prev_cased = false;
-        }
-    }
-    cased
-}
-
-/// Python's `str.splitlines(keepends)`: the lines of `s`, split at Python's line boundaries
-/// (`\r\n` as one), without their ends unless `keepends`; no empty last line after a final
-/// break. Chat templates call it, and the model-card reader of `gguf-convert` reads README
-/// files as Python does with it.
-///
-/// ```
-/// use gguf_tokenizer::chat::splitlines;
-///
-/// assert_eq!(splitlines("a\r\nb\u{2028}c\n", false), ["a", "b", "c"]);
-/// assert_eq!(splitlines("a\r\nb", true), ["a\r\n", "b"]);
-/// ```
-pub fn splitlines(s: &str, keepends: bool) -> Vec<&str> {
-    let mut lines = Vec::new();
-    let mut start = 0;
-    let mut iter = s.char_indices().peekable();
-    while let Some((i, c)) = iter.next() {
-        if py_line_break(c) {
-            let mut end = i + c.len_utf8();
-            if c == '\r' {
-                if let Some(&(j, '\n')) = iter.peek() {
-                    end = j + 1;
-                    iter.next();
-                }
-            }
-            lines.push(if keepends {
-                &s[start..end]
-            } else {
-                &s[start..i]
-            });
-            start = end;
-        }
-    }
-    if start < s.len() {
-        lines.push(&s[start..]);
-    }
-    lines
-}
-
-/// Python's line boundaries (`str.splitlines`).
-pub(super) fn py_line_break(c: char) -> bool {
-    matches!(
-        c,
-        '\n' | '\r'
-            | '\x0b'
-            | '\x0c'
-            | '\x1c'
-            | '\x1d'
-            | '\x1e'
-            | '\u{85}'
-            | '\u{2028}'
-            | '\u{2029}'
-    )
-}
-
-/// Python's `str.split()` and `str.rsplit()` without a separator: runs of whitespace
-/// separate words; with a `limit` of splits, counted from the left or the right, the rest of
-/// the text is the last (or first) part as it stands.
-fn split_whitespace(s: &str, limit: Option<usize>, from_right: bool) -> Vec<Value> {
-    let mut words: Vec<std::ops::Range<usize>> = Vec::new();
-    let mut start = None;
-    for (i, c) in s.char_indices() {
-        match (py_isspace(c), start) {
-            (true, Some(b)) => {
-                words.push(b..i);
-                start = None;
-            }
-            (false, None) => start = Some(i),
-            _ => {}
-        }
-    }
-    words.extend(start.map(|b| b..s.len()));
-    let text = |r: &std::ops::Range<usize>| Value::from(&s[r.clone()]);
-    let n = words.len();
-    match limit {
-        Some(k) if n > k && !from_right => words[..k]
-            .iter()
-            .map(text)
-            .chain(std::iter::once(Value::from(&s[words[k].start..])))
-            .collect(),
-        Some(k) if n > k => std::iter::once(Value::from(&s[..words[n - k - 1].end]))
-            .chain(words[n - k..].iter().map(text))
-            .collect(),
-        _ => words.iter().map(text).collect(),
-    }
-}
+use crate::pystr;
 
 /// The part of `s` a Python slice `[start:end]` of character indices selects, with the
 /// character index it starts at; `None` when `start` is past the end (Python then finds nothing).
@@ -228,33 +79,21 @@ pub(super) fn str_method(s: &str, method: &str, args: &[Value]) -> Result<Value,
         "upper" | "lower" | "casefold" | "swapcase" | "title" | "capitalize" => {
             py_args(method, args, [])?;
             Ok(Value::from(match method {
-                "upper" => s.to_uppercase(),
-                "lower" | "casefold" => s.to_lowercase(),
-                "title" => py_title(s),
-                "capitalize" => py_capitalize(s),
-                _ => s
-                    .chars()
-                    .flat_map(|c| -> Box<dyn Iterator<Item = char>> {
-                        if c.is_uppercase() {
-                            Box::new(c.to_lowercase())
-                        } else {
-                            Box::new(c.to_uppercase())
-                        }
-                    })
-                    .collect(),
+                "upper" => pystr::upper(s),
+                "lower" | "casefold" => pystr::lower(s),
+                "title" => pystr::title(s),
+                "capitalize" => pystr::capitalize(s),
+                _ => pystr::swapcase(s),
             }))
         }
         "strip" | "lstrip" | "rstrip" => {
             let [chars] = py_args(method, args, ["chars"])?;
             let chars = chars.map(|c| str_arg(method, &c)).transpose()?;
-            let matcher = |c: char| match &chars {
-                Some(set) => set.contains(c),
-                None => py_isspace(c),
-            };
+            let chars = chars.as_deref();
             Ok(Value::from(match method {
-                "strip" => s.trim_matches(matcher),
-                "lstrip" => s.trim_start_matches(matcher),
-                _ => s.trim_end_matches(matcher),
+                "strip" => pystr::strip(s, chars),
+                "lstrip" => pystr::lstrip(s, chars),
+                _ => pystr::rstrip(s, chars),
             }))
         }
         "split" | "rsplit" => {
@@ -263,35 +102,31 @@ pub(super) fn str_method(s: &str, method: &str, args: &[Value]) -> Result<Value,
                 Some(m) => int_arg(method, &m)?,
                 None => -1,
             };
+            // A negative maxsplit is Python's "no limit".
             let limit = usize::try_from(maxsplit).ok();
-            let parts: Vec<Value> = match sep {
+            let parts = match sep {
                 Some(sep) => {
                     let sep = str_arg(method, &sep)?;
                     if sep.is_empty() {
                         return Err(type_error("empty separator".into()));
                     }
-                    match (method, limit) {
-                        ("split", Some(n)) => {
-                            s.splitn(n + 1, sep.as_str()).map(Value::from).collect()
-                        }
-                        ("split", None) => s.split(sep.as_str()).map(Value::from).collect(),
-                        (_, Some(n)) => {
-                            let mut v: Vec<Value> =
-                                s.rsplitn(n + 1, sep.as_str()).map(Value::from).collect();
-                            v.reverse();
-                            v
-                        }
-                        (_, None) => s.split(sep.as_str()).map(Value::from).collect(),
+                    if method == "split" {
+                        pystr::split(s, &sep, limit)
+                    } else {
+                        pystr::rsplit(s, &sep, limit)
                     }
                 }
-                None => split_whitespace(s, limit, method == "rsplit"),
+                None if method == "split" => pystr::split_whitespace(s, limit),
+                None => pystr::rsplit_whitespace(s, limit),
             };
-            Ok(Value::from(parts))
+            Ok(Value::from(
+                parts.into_iter().map(Value::from).collect::<Vec<_>>(),
+            ))
         }
         "splitlines" => {
             let [keepends] = py_args(method, args, ["keepends"])?;
             let keepends = keepends.is_some_and(|k| k.is_true());
-            let lines: Vec<Value> = splitlines(s, keepends)
+            let lines: Vec<Value> = pystr::splitlines(s, keepends)
                 .into_iter()
                 .map(Value::from)
                 .collect();
@@ -479,10 +314,12 @@ pub(super) fn str_method(s: &str, method: &str, args: &[Value]) -> Result<Value,
         "format" => {
             minijinja::format_filter(minijinja::FormatStyle::StrFormat, s, args).map(Value::from)
         }
-        "isdigit" | "isnumeric" | "isdecimal" => predicate(&|c: char| c.is_numeric()),
-        "isalpha" => predicate(&|c: char| c.is_alphabetic()),
+        // Rust has no Numeric_Type: digits and numerics are approximated by categories N*.
+        "isdigit" | "isnumeric" => predicate(&|c: char| c.is_numeric()),
+        "isdecimal" => predicate(&pystr::isdecimal),
+        "isalpha" => predicate(&pystr::isalpha),
         "isalnum" => predicate(&|c: char| c.is_alphanumeric()),
-        "isspace" => predicate(&py_isspace),
+        "isspace" => predicate(&pystr::isspace),
         "isascii" => {
             py_args(method, args, [])?;
             Ok(Value::from(s.is_ascii()))
@@ -490,9 +327,9 @@ pub(super) fn str_method(s: &str, method: &str, args: &[Value]) -> Result<Value,
         "islower" | "isupper" | "istitle" => {
             py_args(method, args, [])?;
             Ok(Value::from(match method {
-                "islower" => py_islower(s),
-                "isupper" => py_isupper(s),
-                _ => py_istitle(s),
+                "islower" => pystr::islower(s),
+                "isupper" => pystr::isupper(s),
+                _ => pystr::istitle(s),
             }))
         }
         _ => Err(Error::from(ErrorKind::UnknownMethod)),

@@ -62,7 +62,6 @@ use datetime::ClockGuard;
 pub use datetime::DateTime;
 use environment::environment;
 use guard::{check_tag_sizes, guard_operations};
-pub use methods::splitlines;
 use python::py_repr_string;
 use source::{accept_generation_tags, guard_for_loops};
 

@@ -4,8 +4,8 @@
 //! llama.cpp does not read this key; the reference is Hugging Face's `tokenizers` library, whose
 //! pipeline is reproduced step by step:
 //!
-//! The layout follows `tokenizers`': [`added_vocabulary`], [`normalizers`], [`pre_tokenizers`],
-//! [`models`], [`processors`], on [`piece`]'s offset-keeping text; [`vocab`] lays the
+//! The layout follows `tokenizers`': `added_vocabulary`, `normalizers`, `pre_tokenizers`,
+//! `models`, `processors`, on `piece`'s offset-keeping text; `vocab` lays the
 //! vocabulary out as llama.cpp's for the crate's decoder. Unicode data: NFC/NFD from
 //! `unicode-normalization` and `\p{Mn}`/`\p{Nd}` from `unicode-properties`, as `tokenizers`
 //! takes them from the unicode-rs crates; the other categories are the crate's (llama.cpp's).
@@ -43,10 +43,11 @@ mod normalizers;
 mod piece;
 mod pre_tokenizers;
 mod processors;
+pub mod schema;
 mod vocab;
 
 use gguf_format::GgufFile;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::error::{Result, TokenizerError};
 use crate::special::SpecialMatcher;
@@ -110,29 +111,38 @@ pub(crate) fn check_structure(json: &str) -> Result<()> {
 pub(crate) fn from_json(json: &str, overrides: SpecialIds) -> Result<Tokenizer> {
     check_structure(json)?;
     let root: Value = serde_json::from_str(json).map_err(|e| err(format!("invalid JSON: {e}")))?;
-    let root = root
-        .as_object()
-        .ok_or_else(|| err("the JSON is not an object"))?;
+    let Value::Object(mut root) = root else {
+        return Err(err("the JSON is not an object"));
+    };
     let mut warnings = Vec::new();
+    // The decoder is not used (decoding is the crate's own, see `vocab`), so one that is not
+    // `tokenizers`' does not stop loading.
+    if let Some(decoder) = root.remove("decoder").filter(|v| !v.is_null()) {
+        if let Err(e) = schema::from_value::<schema::Decoder>(decoder) {
+            warnings.push(format!(
+                "{KEY}: `decoder` is not one that `tokenizers` reads ({e}); it is not used"
+            ));
+        }
+    }
+    let root: schema::TokenizerJson = schema::from_value(Value::Object(root)).map_err(err)?;
 
-    if let Some(t) = root.get("truncation").filter(|v| !v.is_null()) {
+    if let Some(t) = root.truncation.as_ref().filter(|v| !v.is_null()) {
         warnings.push(format!(
             "{KEY}: `truncation` ({t}) is ignored: encode returns every token"
         ));
     }
-    if let Some(p) = root.get("padding").filter(|v| !v.is_null()) {
+    if let Some(p) = root.padding.as_ref().filter(|v| !v.is_null()) {
         warnings.push(format!("{KEY}: `padding` ({p}) is ignored"));
     }
 
-    let model_json = obj(root.get("model").ok_or_else(|| err("no `model`"))?, "model")?;
-    let mut model = Model::parse(model_json)?;
-    let normalizer = match root.get("normalizer") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(v) => parse_normalizer(v)?,
+    let mut model = Model::parse(root.model)?;
+    let normalizer = match root.normalizer {
+        None => Vec::new(),
+        Some(n) => parse_normalizer(n)?,
     };
-    let pre = match root.get("pre_tokenizer") {
-        None | Some(Value::Null) => PreTokenizerSpec::default(),
-        Some(v) => PreTokenizerSpec::parse(v, &mut warnings)?,
+    let pre = match root.pre_tokenizer {
+        None => PreTokenizerSpec::default(),
+        Some(p) => PreTokenizerSpec::parse(p, &mut warnings)?,
     };
     if let Model::Bpe(bpe) = &mut model {
         bpe.byte_level = pre.byte_level;
@@ -144,61 +154,47 @@ pub(crate) fn from_json(json: &str, overrides: SpecialIds) -> Result<Tokenizer> 
     let model_size = model_ids.len() as u32;
     let mut added: Vec<AddedToken> = Vec::new();
     let mut added_by_content: FxHashMap<String, usize> = FxHashMap::default();
-    if let Some(list) = root.get("added_tokens").filter(|v| !v.is_null()) {
-        let list = list
-            .as_array()
-            .ok_or_else(|| err("`added_tokens` is not an array"))?;
-        let mut next_id = model_size;
-        for (i, entry) in list.iter().enumerate() {
-            let entry = obj(entry, &format!("added_tokens[{i}]"))?;
-            let content = str_field(entry, "content", &format!("added_tokens[{i}]"))?.to_string();
-            if content.is_empty() {
-                continue;
+    let mut next_id = model_size;
+    for entry in root.added_tokens.into_iter().flatten() {
+        if entry.content.is_empty() {
+            continue;
+        }
+        let special = entry.special.unwrap_or(false);
+        let token = AddedToken {
+            id: 0,
+            single_word: entry.single_word.unwrap_or(false),
+            lstrip: entry.lstrip.unwrap_or(false),
+            rstrip: entry.rstrip.unwrap_or(false),
+            normalized: entry.normalized.unwrap_or(!special),
+            special,
+            pattern: String::new(),
+            content: entry.content,
+        };
+        let id = if let Some(&k) = added_by_content.get(&token.content) {
+            added[k].id
+        } else if let Some(&id) = model_ids.get(token.content.as_str()) {
+            id
+        } else {
+            // `tokenizers` (loading adds all of them in one call): the vocabulary size,
+            // counting up.
+            let id = next_id;
+            next_id += 1;
+            id
+        };
+        if let Some(given) = entry.id {
+            if given != u64::from(id) {
+                warnings.push(format!(
+                    "{KEY}: added token `{}` has id {given} in the JSON but {id} as \
+                     `tokenizers` loads it; {id} is used",
+                    token.content
+                ));
             }
-            let flag = |name: &str, default: bool| -> Result<bool> {
-                match entry.get(name) {
-                    None | Some(Value::Null) => Ok(default),
-                    Some(Value::Bool(b)) => Ok(*b),
-                    Some(_) => Err(err(format!("added_tokens[{i}].{name} is not a boolean"))),
-                }
-            };
-            let special = flag("special", false)?;
-            let token = AddedToken {
-                id: 0,
-                single_word: flag("single_word", false)?,
-                lstrip: flag("lstrip", false)?,
-                rstrip: flag("rstrip", false)?,
-                normalized: flag("normalized", !special)?,
-                special,
-                pattern: String::new(),
-                content,
-            };
-            let id = if let Some(&k) = added_by_content.get(&token.content) {
-                added[k].id
-            } else if let Some(&id) = model_ids.get(token.content.as_str()) {
-                id
-            } else {
-                // `tokenizers` (loading adds all of them in one call): the vocabulary size,
-                // counting up.
-                let id = next_id;
-                next_id += 1;
-                id
-            };
-            if let Some(given) = entry.get("id").and_then(Value::as_u64) {
-                if given != u64::from(id) {
-                    warnings.push(format!(
-                        "{KEY}: added token `{}` has id {given} in the JSON but {id} as \
-                         `tokenizers` loads it; {id} is used",
-                        token.content
-                    ));
-                }
-            }
-            match added_by_content.get(&token.content) {
-                Some(&k) => added[k] = AddedToken { id, ..token },
-                None => {
-                    added_by_content.insert(token.content.clone(), added.len());
-                    added.push(AddedToken { id, ..token });
-                }
+        }
+        match added_by_content.get(&token.content) {
+            Some(&k) => added[k] = AddedToken { id, ..token },
+            None => {
+                added_by_content.insert(token.content.clone(), added.len());
+                added.push(AddedToken { id, ..token });
             }
         }
     }
@@ -212,9 +208,9 @@ pub(crate) fn from_json(json: &str, overrides: SpecialIds) -> Result<Tokenizer> 
         };
     }
 
-    let post = match root.get("post_processor") {
-        None | Some(Value::Null) => PostProcessor::default(),
-        Some(v) => PostProcessor::parse(v, &|text: &str| {
+    let post = match root.post_processor {
+        None => PostProcessor::default(),
+        Some(p) => PostProcessor::parse(p, &|text: &str| {
             added_by_content
                 .get(text)
                 .map(|&k| added[k].id)
@@ -253,38 +249,12 @@ pub(crate) fn from_json(json: &str, overrides: SpecialIds) -> Result<Tokenizer> 
 // ---------------------------------------------------------------------------------------------
 // JSON helpers
 
-fn obj<'a>(v: &'a Value, what: &str) -> Result<&'a Map<String, Value>> {
-    v.as_object()
-        .ok_or_else(|| err(format!("`{what}` is not an object")))
-}
-
-fn str_field<'a>(o: &'a Map<String, Value>, name: &str, what: &str) -> Result<&'a str> {
-    o.get(name)
-        .and_then(Value::as_str)
-        .ok_or_else(|| err(format!("`{what}.{name}` is missing or not a string")))
-}
-
-fn bool_field(o: &Map<String, Value>, name: &str, default: bool, what: &str) -> Result<bool> {
-    match o.get(name) {
-        None | Some(Value::Null) => Ok(default),
-        Some(Value::Bool(b)) => Ok(*b),
-        Some(_) => Err(err(format!("`{what}.{name}` is not a boolean"))),
-    }
-}
-
-fn type_of<'a>(o: &'a Map<String, Value>, what: &str) -> Result<&'a str> {
-    str_field(o, "type", what)
-}
-
 /// A single character given as a string (`Metaspace.replacement`, `CharDelimiterSplit`).
-fn one_char(o: &Map<String, Value>, name: &str, what: &str) -> Result<char> {
-    let s = str_field(o, name, what)?;
+fn one_char(s: &str, what: &str) -> Result<char> {
     let mut chars = s.chars();
     match (chars.next(), chars.next()) {
         (Some(c), None) => Ok(c),
-        _ => Err(err(format!(
-            "`{what}.{name}` must be one character, not {s:?}"
-        ))),
+        _ => Err(err(format!("`{what}` must be one character, not {s:?}"))),
     }
 }
 

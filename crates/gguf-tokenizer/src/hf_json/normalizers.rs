@@ -1,12 +1,12 @@
 //! Normalizers (`tokenizers`' `normalizers/`): NFC, NFD, Lowercase, Prepend, Replace with a
 //! string, Strip, StripAccents, BertNormalizer and Sequence.
 
-use serde_json::Value;
 use unicode_normalization::char::{canonical_combining_class, compose, decompose_canonical};
 use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
 
+use super::err;
 use super::piece::Piece;
-use super::{bool_field, err, obj, str_field, type_of};
+use super::schema::{self, Pattern};
 use crate::error::Result;
 use crate::unicode::{cpt_flags, is_chinese_char};
 
@@ -34,68 +34,53 @@ pub(super) enum Normalizer {
     },
 }
 
-pub(super) fn parse_normalizer(v: &Value) -> Result<Vec<Normalizer>> {
-    let o = obj(v, "normalizer")?;
-    let ty = type_of(o, "normalizer")?;
-    let what = format!("normalizer {ty}");
-    Ok(match ty {
-        "Sequence" => {
-            let list = o
-                .get("normalizers")
-                .and_then(Value::as_array)
-                .ok_or_else(|| err("`normalizer.normalizers` is missing"))?;
+/// The normalizer steps of the JSON's `normalizer` (a `Sequence` flattened).
+pub(super) fn parse_normalizer(n: schema::Normalizer) -> Result<Vec<Normalizer>> {
+    use schema::Normalizer as N;
+    Ok(match n {
+        N::Sequence(seq) => {
             let mut out = Vec::new();
-            for n in list {
+            for n in seq.normalizers {
                 out.extend(parse_normalizer(n)?);
             }
             out
         }
-        "NFC" => vec![Normalizer::Nfc],
-        "NFD" => vec![Normalizer::Nfd],
-        "Lowercase" => vec![Normalizer::Lowercase],
-        "StripAccents" => vec![Normalizer::StripAccents],
-        "Prepend" => vec![Normalizer::Prepend(
-            str_field(o, "prepend", &what)?.to_string(),
-        )],
-        "Strip" => vec![Normalizer::Strip {
-            left: bool_field(o, "strip_left", true, &what)?,
-            right: bool_field(o, "strip_right", true, &what)?,
+        N::Nfc => vec![Normalizer::Nfc],
+        N::Nfd => vec![Normalizer::Nfd],
+        N::Lowercase => vec![Normalizer::Lowercase],
+        N::StripAccents => vec![Normalizer::StripAccents],
+        N::Prepend(p) => vec![Normalizer::Prepend(p.prepend)],
+        N::Strip(s) => vec![Normalizer::Strip {
+            left: s.strip_left.unwrap_or(true),
+            right: s.strip_right.unwrap_or(true),
         }],
-        "Replace" => {
-            let pattern = obj(
-                o.get("pattern")
-                    .ok_or_else(|| err("Replace has no pattern"))?,
-                "Replace.pattern",
-            )?;
-            let content = str_field(o, "content", &what)?.to_string();
-            match (pattern.get("String"), pattern.get("Regex")) {
-                // An empty pattern matches nothing in `tokenizers`.
-                (Some(Value::String(s)), _) if s.is_empty() => Vec::new(),
-                (Some(Value::String(s)), _) => vec![Normalizer::Replace {
-                    pattern: s.clone(),
-                    content,
-                }],
-                (_, Some(Value::String(r))) => {
-                    return Err(err(format!(
-                        "normalizer Replace with a regex pattern ({r:?}) is not supported"
-                    )))
-                }
-                _ => return Err(err("normalizer Replace has no String or Regex pattern")),
+        N::Replace(r) => match r.pattern {
+            // An empty pattern matches nothing in `tokenizers`.
+            Pattern::String(s) if s.is_empty() => Vec::new(),
+            Pattern::String(pattern) => vec![Normalizer::Replace {
+                pattern,
+                content: r.content,
+            }],
+            Pattern::Regex(r) => {
+                return Err(err(format!(
+                    "normalizer Replace with a regex pattern ({r:?}) is not supported"
+                )))
             }
-        }
-        "BertNormalizer" => {
-            let lowercase = bool_field(o, "lowercase", true, &what)?;
+        },
+        N::Bert(b) => {
+            let lowercase = b.lowercase.unwrap_or(true);
             vec![Normalizer::Bert {
-                clean_text: bool_field(o, "clean_text", true, &what)?,
-                chinese_chars: bool_field(o, "handle_chinese_chars", true, &what)?,
-                strip_accents: bool_field(o, "strip_accents", lowercase, &what)?,
+                clean_text: b.clean_text.unwrap_or(true),
+                chinese_chars: b.handle_chinese_chars.unwrap_or(true),
+                strip_accents: b.strip_accents.unwrap_or(lowercase),
                 lowercase,
             }]
         }
-        other => {
+        other @ (N::Nfkc | N::Nfkd | N::Nmt | N::Precompiled(_) | N::ByteLevel) => {
             return Err(err(format!(
-                "normalizer `{other}` is not supported (supported: NFC, NFD, Lowercase, \
-                 Prepend, Replace with a string, Strip, StripAccents, BertNormalizer, Sequence)"
+                "normalizer `{}` is not supported (supported: NFC, NFD, Lowercase, \
+                 Prepend, Replace with a string, Strip, StripAccents, BertNormalizer, Sequence)",
+                other.type_name()
             )))
         }
     })

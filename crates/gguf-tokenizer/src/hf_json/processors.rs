@@ -1,9 +1,8 @@
 //! Post-processors (`tokenizers`' `processors/`): the tokens `add_special` puts around the ids
 //! (TemplateProcessing, BertProcessing, RobertaProcessing, ByteLevel, Sequence).
 
-use serde_json::Value;
-
-use super::{err, obj, type_of};
+use super::err;
+use super::schema::{self, SequenceId, TemplatePiece};
 use crate::error::Result;
 
 /// The tokens `add_special` puts around the ids.
@@ -14,98 +13,64 @@ pub(super) struct PostProcessor {
 }
 
 impl PostProcessor {
-    pub(super) fn parse(v: &Value, id_of: &dyn Fn(&str) -> Option<u32>) -> Result<PostProcessor> {
-        let o = obj(v, "post_processor")?;
-        let ty = type_of(o, "post_processor")?;
-        let token_pair = |name: &str| -> Result<u32> {
-            match o.get(name).and_then(Value::as_array).map(Vec::as_slice) {
-                Some([Value::String(_), id]) => id
-                    .as_u64()
-                    .and_then(|i| u32::try_from(i).ok())
-                    .ok_or_else(|| err(format!("post_processor {ty}.{name} has no token id"))),
-                _ => Err(err(format!("post_processor {ty}.{name} is not [text, id]"))),
-            }
+    pub(super) fn parse(
+        p: schema::PostProcessor,
+        id_of: &dyn Fn(&str) -> Option<u32>,
+    ) -> Result<PostProcessor> {
+        use schema::PostProcessor as P;
+        let ty = p.type_name();
+        let token_id = |name: &str, (_, id): (String, u64)| -> Result<u32> {
+            u32::try_from(id)
+                .map_err(|_| err(format!("post_processor {ty}.{name} has no token id")))
         };
-        Ok(match ty {
-            "ByteLevel" => PostProcessor::default(),
-            "BertProcessing" | "RobertaProcessing" => PostProcessor {
-                prefix: vec![token_pair("cls")?],
-                suffix: vec![token_pair("sep")?],
+        Ok(match p {
+            P::ByteLevel(_) => PostProcessor::default(),
+            P::Bert(schema::BertProcessing { sep, cls })
+            | P::Roberta(schema::RobertaProcessing { sep, cls, .. }) => PostProcessor {
+                prefix: vec![token_id("cls", cls)?],
+                suffix: vec![token_id("sep", sep)?],
             },
-            "Sequence" => {
-                let list = o
-                    .get("processors")
-                    .and_then(Value::as_array)
-                    .ok_or_else(|| err("`post_processor.processors` is missing"))?;
+            P::Sequence(seq) => {
                 let mut out = PostProcessor::default();
-                for p in list {
+                for p in seq.processors {
                     let inner = PostProcessor::parse(p, id_of)?;
                     out.prefix.splice(0..0, inner.prefix);
                     out.suffix.extend(inner.suffix);
                 }
                 out
             }
-            "TemplateProcessing" => {
-                let single = o
-                    .get("single")
-                    .and_then(Value::as_array)
-                    .ok_or_else(|| err("TemplateProcessing has no `single` template"))?;
-                let specials = o.get("special_tokens").and_then(Value::as_object);
+            P::Template(t) => {
                 let mut out = PostProcessor::default();
                 let mut seen_a = false;
-                for piece in single {
-                    let piece = obj(piece, "TemplateProcessing.single[]")?;
-                    if let Some(seq) = piece.get("Sequence") {
-                        if seq.get("id").and_then(Value::as_str) != Some("A") || seen_a {
-                            return Err(err(
-                                "TemplateProcessing `single` must hold sequence A once",
-                            ));
+                for piece in t.single {
+                    match piece {
+                        TemplatePiece::Sequence { id, .. } => {
+                            if id != SequenceId::A || seen_a {
+                                return Err(err(
+                                    "TemplateProcessing `single` must hold sequence A once",
+                                ));
+                            }
+                            seen_a = true;
                         }
-                        seen_a = true;
-                    } else if let Some(tok) = piece.get("SpecialToken") {
-                        let name = tok
-                            .get("id")
-                            .and_then(Value::as_str)
-                            .ok_or_else(|| err("TemplateProcessing special token has no id"))?;
-                        let ids: Vec<u32> = match specials.and_then(|s| s.get(name)) {
-                            Some(entry) => entry
-                                .get("ids")
-                                .and_then(Value::as_array)
-                                .ok_or_else(|| {
-                                    err(format!("TemplateProcessing `{name}` has no ids"))
-                                })?
-                                .iter()
-                                .map(|i| {
-                                    i.as_u64().and_then(|i| u32::try_from(i).ok()).ok_or_else(
-                                        || err(format!("TemplateProcessing `{name}`: bad id")),
-                                    )
-                                })
-                                .collect::<Result<_>>()?,
-                            None => vec![id_of(name).ok_or_else(|| {
-                                err(format!("TemplateProcessing token `{name}` is unknown"))
-                            })?],
-                        };
-                        if seen_a {
-                            out.suffix.extend(ids);
-                        } else {
-                            out.prefix.extend(ids);
+                        TemplatePiece::SpecialToken { id: name, .. } => {
+                            let ids: Vec<u32> = match t.special_tokens.get(&name) {
+                                Some(entry) => entry.ids.clone(),
+                                None => vec![id_of(&name).ok_or_else(|| {
+                                    err(format!("TemplateProcessing token `{name}` is unknown"))
+                                })?],
+                            };
+                            if seen_a {
+                                out.suffix.extend(ids);
+                            } else {
+                                out.prefix.extend(ids);
+                            }
                         }
-                    } else {
-                        return Err(err(
-                            "TemplateProcessing piece is neither Sequence nor SpecialToken",
-                        ));
                     }
                 }
                 if !seen_a {
                     return Err(err("TemplateProcessing `single` has no sequence A"));
                 }
                 out
-            }
-            other => {
-                return Err(err(format!(
-                    "post-processor `{other}` is not supported (supported: TemplateProcessing, \
-                     BertProcessing, RobertaProcessing, ByteLevel, Sequence)"
-                )))
             }
         })
     }

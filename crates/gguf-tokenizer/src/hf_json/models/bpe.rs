@@ -7,11 +7,12 @@ use std::collections::BinaryHeap;
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::parse_vocab_map;
 use crate::error::Result;
-use crate::hf_json::{bool_field, err};
+use crate::hf_json::err;
+use crate::hf_json::schema::{self, Merge};
 use rustc_hash::FxHashMap;
 
 /// What is wrong with a merge. `tokenizers` writes each as `"a b"` (two tokens separated by one
@@ -267,38 +268,34 @@ pub(in crate::hf_json) struct BpeHf {
 }
 
 impl BpeHf {
-    pub(in crate::hf_json) fn parse(o: &Map<String, Value>) -> Result<BpeHf> {
-        const WHAT: &str = "model";
-        match o.get("dropout") {
-            None | Some(Value::Null) => {}
-            Some(v) if v.as_f64() == Some(0.0) => {}
-            Some(v) => return Err(err(format!("BPE dropout ({v}) is not supported"))),
+    pub(in crate::hf_json) fn parse(bpe: schema::Bpe) -> Result<BpeHf> {
+        match bpe.dropout {
+            None | Some(0.0) => {}
+            Some(d) => return Err(err(format!("BPE dropout ({d}) is not supported"))),
         }
-        for key in ["continuing_subword_prefix", "end_of_word_suffix"] {
-            match o.get(key) {
-                None | Some(Value::Null) => {}
-                Some(Value::String(s)) if s.is_empty() => {}
-                Some(v) => return Err(err(format!("BPE `{key}` ({v}) is not supported"))),
+        for (key, value) in [
+            ("continuing_subword_prefix", &bpe.continuing_subword_prefix),
+            ("end_of_word_suffix", &bpe.end_of_word_suffix),
+        ] {
+            match value {
+                None => {}
+                Some(s) if s.is_empty() => {}
+                Some(s) => {
+                    let v = Value::from(s.as_str());
+                    return Err(err(format!("BPE `{key}` ({v}) is not supported")));
+                }
             }
         }
-        let vocab = parse_vocab_map(o)?;
-        let merges_json = o
-            .get("merges")
-            .and_then(Value::as_array)
-            .ok_or_else(|| err("`model.merges` is missing or not an array"))?;
-        let mut merges = FxHashMap::with_capacity_and_hasher(merges_json.len(), Default::default());
+        let vocab = parse_vocab_map(&bpe.vocab)?;
+        let mut merges = FxHashMap::with_capacity_and_hasher(bpe.merges.len(), Default::default());
         let mut rank = 0u32;
-        for (i, m) in merges_json.iter().enumerate() {
+        for (i, m) in bpe.merges.iter().enumerate() {
             let (a, b) = match m {
-                Value::String(s) => match merge_text(s).map_err(|bad| bad.error(i))? {
+                Merge::Text(s) => match merge_text(s).map_err(|bad| bad.error(i))? {
                     None => continue,
                     Some(pair) => pair,
                 },
-                Value::Array(pair) => match pair.as_slice() {
-                    [Value::String(a), Value::String(b)] => (a.as_str(), b.as_str()),
-                    _ => return Err(BadMerge::NotAPair.error(i)),
-                },
-                _ => return Err(BadMerge::NotAStringOrPair.error(i)),
+                Merge::Pair(a, b) => (a.as_str(), b.as_str()),
             };
             let id = |t: &str| {
                 vocab.get(t).copied().ok_or_else(|| {
@@ -311,24 +308,23 @@ impl BpeHf {
             merges.insert(pair, (rank, id(&format!("{a}{b}"))?));
             rank += 1;
         }
-        let unk = match o.get("unk_token") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(s)) => Some(
+        let unk = match &bpe.unk_token {
+            None => None,
+            Some(s) => Some(
                 vocab
                     .get(s.as_str())
                     .copied()
                     .ok_or_else(|| err(format!("BPE unk_token {s:?} is not in the vocabulary")))?,
             ),
-            Some(_) => return Err(err("BPE unk_token is not a string")),
         };
         let byte_ids = (0..=255u8)
             .map(|b| vocab.get(format!("<0x{b:02X}>").as_str()).copied())
             .collect();
         Ok(BpeHf {
             unk,
-            fuse_unk: bool_field(o, "fuse_unk", false, WHAT)?,
-            byte_fallback: bool_field(o, "byte_fallback", false, WHAT)?,
-            ignore_merges: bool_field(o, "ignore_merges", false, WHAT)?,
+            fuse_unk: bpe.fuse_unk.unwrap_or(false),
+            byte_fallback: bpe.byte_fallback.unwrap_or(false),
+            ignore_merges: bpe.ignore_merges.unwrap_or(false),
             byte_level: false,
             byte_ids,
             vocab,

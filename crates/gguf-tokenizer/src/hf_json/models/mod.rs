@@ -3,9 +3,8 @@
 pub(super) mod bpe;
 pub(super) mod wordpiece;
 
-use serde_json::{Map, Value};
-
 use super::err;
+use super::schema::{self, OrderedMap};
 use crate::error::Result;
 use rustc_hash::FxHashMap;
 
@@ -18,17 +17,13 @@ pub(super) enum Model {
     WordPiece(WordPieceHf),
 }
 
-pub(super) fn parse_vocab_map(o: &Map<String, Value>) -> Result<FxHashMap<String, u32>> {
-    let vocab = o
-        .get("vocab")
-        .and_then(Value::as_object)
-        .ok_or_else(|| err("`model.vocab` is missing or not an object"))?;
-    let mut map = FxHashMap::with_capacity_and_hasher(vocab.len(), Default::default());
+/// The model's vocabulary as a map, its ids checked: token ids, and each given once.
+pub(super) fn parse_vocab_map(vocab: &OrderedMap<u64>) -> Result<FxHashMap<String, u32>> {
+    let mut map = FxHashMap::with_capacity_and_hasher(vocab.0.len(), Default::default());
     let mut seen = FxHashMap::<u32, &str>::default();
-    for (text, id) in vocab {
-        let id = id
-            .as_u64()
-            .and_then(|i| u32::try_from(i).ok())
+    for (text, id) in &vocab.0 {
+        let id = u32::try_from(*id)
+            .ok()
             .filter(|&i| i < u32::MAX / 2)
             .ok_or_else(|| err(format!("`model.vocab` id of {text:?} is not a token id")))?;
         if let Some(other) = seen.insert(id, text) {
@@ -42,18 +37,13 @@ pub(super) fn parse_vocab_map(o: &Map<String, Value>) -> Result<FxHashMap<String
 }
 
 impl Model {
-    pub(super) fn parse(o: &Map<String, Value>) -> Result<Model> {
-        let ty = match o.get("type") {
-            Some(Value::String(s)) => s.as_str(),
-            None if o.contains_key("merges") => "BPE",
-            None if o.contains_key("max_input_chars_per_word") => "WordPiece",
-            _ => return Err(err("`model.type` is missing")),
-        };
-        match ty {
-            "BPE" => BpeHf::parse(o).map(Model::Bpe),
-            "WordPiece" => WordPieceHf::parse(o).map(Model::WordPiece),
-            other => Err(err(format!(
-                "model type `{other}` is not supported (supported: BPE, WordPiece)"
+    pub(super) fn parse(m: schema::Model) -> Result<Model> {
+        match m {
+            schema::Model::Bpe(bpe) => BpeHf::parse(bpe).map(Model::Bpe),
+            schema::Model::WordPiece(wp) => WordPieceHf::parse(wp).map(Model::WordPiece),
+            other @ (schema::Model::Unigram(_) | schema::Model::WordLevel(_)) => Err(err(format!(
+                "model type `{}` is not supported (supported: BPE, WordPiece)",
+                other.type_name()
             ))),
         }
     }

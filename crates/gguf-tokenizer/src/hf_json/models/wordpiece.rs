@@ -1,10 +1,9 @@
 //! `tokenizers`' WordPiece model, on the crate's greedy longest match ([`wpm::longest_pieces`]).
 
-use serde_json::{Map, Value};
-
 use super::parse_vocab_map;
 use crate::error::Result;
 use crate::hf_json::err;
+use crate::hf_json::schema;
 use crate::wpm;
 use rustc_hash::FxHashMap;
 
@@ -18,29 +17,21 @@ pub(in crate::hf_json) struct WordPieceHf {
 }
 
 impl WordPieceHf {
-    pub(in crate::hf_json) fn parse(o: &Map<String, Value>) -> Result<WordPieceHf> {
-        let vocab = parse_vocab_map(o)?;
-        let unk_text = match o.get("unk_token") {
-            None | Some(Value::Null) => "[UNK]",
-            Some(Value::String(s)) => s.as_str(),
-            Some(_) => return Err(err("WordPiece unk_token is not a string")),
-        };
+    pub(in crate::hf_json) fn parse(wp: schema::WordPiece) -> Result<WordPieceHf> {
+        let vocab = parse_vocab_map(&wp.vocab)?;
+        let unk_text = wp.unk_token.as_deref().unwrap_or("[UNK]");
         let unk = vocab.get(unk_text).copied().ok_or_else(|| {
             err(format!(
                 "WordPiece unk_token {unk_text:?} is not in the vocabulary"
             ))
         })?;
-        let prefix = match o.get("continuing_subword_prefix") {
-            None | Some(Value::Null) => "##".to_string(),
-            Some(Value::String(s)) => s.clone(),
-            Some(_) => return Err(err("WordPiece continuing_subword_prefix is not a string")),
-        };
-        let max_chars = match o.get("max_input_chars_per_word") {
-            None | Some(Value::Null) => 100,
-            Some(v) => v
-                .as_u64()
-                .and_then(|n| usize::try_from(n).ok())
-                .ok_or_else(|| err("WordPiece max_input_chars_per_word is not a number"))?,
+        let prefix = wp
+            .continuing_subword_prefix
+            .unwrap_or_else(|| "##".to_string());
+        let max_chars = match wp.max_input_chars_per_word {
+            None => 100,
+            Some(n) => usize::try_from(n)
+                .map_err(|_| err("WordPiece max_input_chars_per_word is not a number"))?,
         };
         Ok(WordPieceHf {
             vocab,

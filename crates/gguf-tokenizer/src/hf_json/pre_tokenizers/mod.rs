@@ -1,49 +1,21 @@
 //! Pre-tokenizers (`tokenizers`' `pre_tokenizers/`): the JSON's list parsed into steps, runs
-//! of regex splits mapped onto llama.cpp's pre-tokenizer types ([`llama_types`]), the other
+//! of regex splits mapped onto llama.cpp's pre-tokenizer types ([`crate::pre_regexes`]), the other
 //! splitters native ([`split`]).
 
-pub(in crate::hf_json) mod llama_types;
 pub(in crate::hf_json) mod split;
 
-use serde_json::{Map, Value};
-
-use super::{bool_field, err, obj, one_char, type_of, KEY};
+use super::schema::{self, Pattern};
+use super::{err, one_char, KEY};
 use crate::error::Result;
 use crate::pretok::PreTokenizer;
 use crate::unicode::cpt_flags;
 
-use llama_types::{canonical_regex, type_for_regexes};
+use crate::pre_regexes::{canonical_regex, name_for_regexes};
 
-/// `SplitDelimiterBehavior`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(in crate::hf_json) enum Behavior {
-    Removed,
-    Isolated,
-    MergedWithPrevious,
-    MergedWithNext,
-    Contiguous,
-}
-
-impl Behavior {
-    pub(in crate::hf_json) fn parse(
-        o: &Map<String, Value>,
-        default: Behavior,
-        what: &str,
-    ) -> Result<Behavior> {
-        Ok(match o.get("behavior") {
-            None | Some(Value::Null) => default,
-            Some(Value::String(s)) => match s.as_str() {
-                "Removed" => Behavior::Removed,
-                "Isolated" => Behavior::Isolated,
-                "MergedWithPrevious" => Behavior::MergedWithPrevious,
-                "MergedWithNext" => Behavior::MergedWithNext,
-                "Contiguous" => Behavior::Contiguous,
-                other => return Err(err(format!("`{what}.behavior` `{other}` is unknown"))),
-            },
-            Some(_) => return Err(err(format!("`{what}.behavior` is not a string"))),
-        })
-    }
-}
+/// `SplitDelimiterBehavior`, as the JSON has it.
+pub(in crate::hf_json) use schema::Behavior;
+/// `Metaspace`'s `prepend_scheme`, as the JSON has it.
+pub(in crate::hf_json) use schema::PrependScheme;
 
 /// What a character predicate selects, for the native splitters.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -66,13 +38,6 @@ impl CharClass {
             CharClass::Char(x) => c == *x,
         }
     }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(in crate::hf_json) enum PrependScheme {
-    First,
-    Never,
-    Always,
 }
 
 #[derive(Clone, Debug)]
@@ -121,12 +86,12 @@ pub(in crate::hf_json) const EXACT_TYPES: &[&str] =
 
 impl PreTokenizerSpec {
     pub(in crate::hf_json) fn parse(
-        v: &Value,
+        p: schema::PreTokenizer,
         warnings: &mut Vec<String>,
     ) -> Result<PreTokenizerSpec> {
         let mut raw = Vec::new();
         let mut byte_level = false;
-        flatten_pre(v, &mut raw, &mut byte_level)?;
+        flatten_pre(p, &mut raw, &mut byte_level)?;
         let mut spec = PreTokenizerSpec {
             byte_level,
             ..PreTokenizerSpec::default()
@@ -152,7 +117,7 @@ impl PreTokenizerSpec {
             // The longest run from here that is the regex list of a llama.cpp type.
             let found = (1..=regexes.len())
                 .rev()
-                .find_map(|n| type_for_regexes(&regexes[..n]).map(|name| (n, name)));
+                .find_map(|n| name_for_regexes(&regexes[..n]).map(|name| (n, name)));
             match found {
                 Some((n, name)) => {
                     let ty = PreTokenizer::from_name(name)
@@ -201,109 +166,85 @@ impl PreTokenizerSpec {
     }
 }
 
+/// The JSON's pre-tokenizer as a flat list of steps (`Sequence`s and `BertPreTokenizer`
+/// expanded), each `ByteLevel` regex and `Split` regex kept as its regex.
 pub(in crate::hf_json) fn flatten_pre(
-    v: &Value,
+    p: schema::PreTokenizer,
     out: &mut Vec<RawStep>,
     byte_level: &mut bool,
 ) -> Result<()> {
-    let o = obj(v, "pre_tokenizer")?;
-    let ty = type_of(o, "pre_tokenizer")?;
-    let what = format!("pre_tokenizer {ty}");
+    use schema::PreTokenizer as P;
+    let ty = p.type_name();
     if *byte_level {
         return Err(err(format!(
             "pre-tokenizer `{ty}` after ByteLevel is not supported (it would see byte-level text)"
         )));
     }
-    match ty {
-        "Sequence" => {
-            let list = o
-                .get("pretokenizers")
-                .and_then(Value::as_array)
-                .ok_or_else(|| err("`pre_tokenizer.pretokenizers` is missing"))?;
-            for p in list {
+    match p {
+        P::Sequence(seq) => {
+            for p in seq.pretokenizers {
                 flatten_pre(p, out, byte_level)?;
             }
         }
-        "ByteLevel" => {
-            if bool_field(o, "add_prefix_space", true, &what)? {
+        P::ByteLevel(b) => {
+            if b.add_prefix_space.unwrap_or(true) {
                 out.push(RawStep::Step(PreStep::PrefixSpace));
             }
-            if bool_field(o, "use_regex", true, &what)? {
+            if b.use_regex.unwrap_or(true) {
                 out.push(RawStep::Regex(GPT2_REGEX.to_string()));
             }
             *byte_level = true;
         }
-        "Split" => {
-            if bool_field(o, "invert", false, &what)? {
+        P::Split(split) => {
+            if split.invert.unwrap_or(false) {
                 return Err(err(
                     "pre-tokenizer Split with `invert: true` is not supported",
                 ));
             }
-            let behavior = Behavior::parse(o, Behavior::Removed, &what)?;
-            let pattern = obj(
-                o.get("pattern")
-                    .ok_or_else(|| err("Split has no pattern"))?,
-                "Split.pattern",
-            )?;
-            match (pattern.get("String"), pattern.get("Regex")) {
-                (Some(Value::String(s)), _) => {
-                    out.push(RawStep::Step(PreStep::Literal(s.clone(), behavior)))
-                }
-                (_, Some(Value::String(r))) => {
+            let behavior = split.behavior.unwrap_or(Behavior::Removed);
+            match split.pattern {
+                Pattern::String(s) => out.push(RawStep::Step(PreStep::Literal(s, behavior))),
+                Pattern::Regex(r) => {
                     if behavior != Behavior::Isolated {
                         return Err(err(format!(
                             "pre-tokenizer Split with a regex and behavior {behavior:?} is not \
                              supported (only Isolated, which llama.cpp's splitting is)"
                         )));
                     }
-                    out.push(RawStep::Regex(r.clone()));
+                    out.push(RawStep::Regex(r));
                 }
-                _ => return Err(err("pre-tokenizer Split has no String or Regex pattern")),
             }
         }
-        "Digits" => out.push(RawStep::Digits(bool_field(
-            o,
-            "individual_digits",
-            false,
-            &what,
-        )?)),
-        "Metaspace" => {
-            let replacement = one_char(o, "replacement", &what)?;
-            let prepend = match o.get("prepend_scheme") {
-                None | Some(Value::Null) => {
-                    if bool_field(o, "add_prefix_space", true, &what)? {
-                        PrependScheme::Always
-                    } else {
-                        PrependScheme::Never
-                    }
-                }
-                Some(Value::String(s)) => match s.as_str() {
-                    "first" => PrependScheme::First,
-                    "never" => PrependScheme::Never,
-                    "always" => PrependScheme::Always,
-                    other => return Err(err(format!("Metaspace prepend_scheme `{other}`"))),
-                },
-                Some(_) => return Err(err("Metaspace prepend_scheme is not a string")),
+        P::Digits(d) => out.push(RawStep::Digits(d.individual_digits.unwrap_or(false))),
+        P::Metaspace(m) => {
+            let replacement = one_char(&m.replacement, "pre_tokenizer Metaspace.replacement")?;
+            let prepend = match m.prepend_scheme {
+                None if m.add_prefix_space.unwrap_or(true) => PrependScheme::Always,
+                None => PrependScheme::Never,
+                Some(scheme) => scheme,
             };
             out.push(RawStep::Step(PreStep::Metaspace {
                 replacement,
                 prepend,
-                split: bool_field(o, "split", true, &what)?,
+                split: m.split.unwrap_or(true),
             }));
         }
-        "WhitespaceSplit" => out.push(RawStep::Step(PreStep::Chars(
+        P::WhitespaceSplit => out.push(RawStep::Step(PreStep::Chars(
             CharClass::Whitespace,
             Behavior::Removed,
         ))),
-        "CharDelimiterSplit" => out.push(RawStep::Step(PreStep::Chars(
-            CharClass::Char(one_char(o, "delimiter", &what)?),
+        P::CharDelimiterSplit(c) => out.push(RawStep::Step(PreStep::Chars(
+            CharClass::Char(one_char(
+                &c.delimiter,
+                "pre_tokenizer CharDelimiterSplit.delimiter",
+            )?),
             Behavior::Removed,
         ))),
-        "Punctuation" => out.push(RawStep::Step(PreStep::Chars(
+        P::Punctuation(p) => out.push(RawStep::Step(PreStep::Chars(
             CharClass::Punctuation,
-            Behavior::parse(o, Behavior::Isolated, &what)?,
+            p.behavior.unwrap_or(Behavior::Isolated),
         ))),
-        "BertPreTokenizer" => {
+        P::Bert => {
             out.push(RawStep::Step(PreStep::Chars(
                 CharClass::Whitespace,
                 Behavior::Removed,
@@ -313,9 +254,9 @@ pub(in crate::hf_json) fn flatten_pre(
                 Behavior::Isolated,
             )));
         }
-        other => {
+        P::Whitespace | P::UnicodeScripts | P::FixedLength(_) => {
             return Err(err(format!(
-                "pre-tokenizer `{other}` is not supported (supported: ByteLevel, Split, Digits, \
+                "pre-tokenizer `{ty}` is not supported (supported: ByteLevel, Split, Digits, \
                  Metaspace, WhitespaceSplit, CharDelimiterSplit, Punctuation, BertPreTokenizer, \
                  Sequence)"
             )))
@@ -339,9 +280,9 @@ pub(in crate::hf_json) mod tests {
             {"type":"Split","pattern":{"Regex":"[一-龥ࠀ-一가-퟿]+"},"behavior":"Isolated","invert":false},
             {"type":"Digits","individual_digits":true},
             {"type":"ByteLevel","add_prefix_space":false,"trim_offsets":true,"use_regex":false}]}"#;
-        let v: Value = serde_json::from_str(json).unwrap();
+        let p = schema::from_value(serde_json::from_str(json).unwrap()).unwrap();
         let mut warnings = Vec::new();
-        let spec = PreTokenizerSpec::parse(&v, &mut warnings).unwrap();
+        let spec = PreTokenizerSpec::parse(p, &mut warnings).unwrap();
         assert_eq!(spec.mapped_name, "deepseek-coder");
         assert!(spec.byte_level);
         assert_eq!(spec.steps.len(), 1);

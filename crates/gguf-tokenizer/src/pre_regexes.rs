@@ -1,22 +1,55 @@
-//! The regex lists of llama.cpp's pre-tokenizer types, which a run of `Split` regexes (and
-//! ByteLevel's GPT-2 regex) is matched against.
+//! llama.cpp's pre-tokenizer regexes, one table for the crate and its users: for each
+//! pre-tokenizer name (`tokenizer.ggml.pre`), the regex list llama.cpp splits with.
+//!
+//! The crate's `tokenizer.json` reader matches a run of `Split` regexes (and `ByteLevel`'s
+//! GPT-2 regex) against it ([`name_for_regexes`]) to pick the llama.cpp type that splits the
+//! same way; gguf-convert's exporter writes a type's list back as `Split` steps
+//! ([`regexes`], in `tokenizer.json`'s spelling: [`hugging_face_regex`]).
+//!
+//! ```
+//! use gguf_tokenizer::pre_regexes::{canonical_regex, hugging_face_regex, name_for_regexes, regexes};
+//! let llama3 = regexes("llama-bpe").unwrap();
+//! assert_eq!(name_for_regexes(&[canonical_regex(&hugging_face_regex(llama3[0]))]), Some("llama-bpe"));
+//! assert!(hugging_face_regex(llama3[0]).starts_with("(?i:'s|'t|'re|'ve|'m|'ll|'d)|"));
+//! ```
 
-/// A regex in the form the table below uses: `\r`/`\n` escapes for those characters, Llama 3's
+/// Llama 3's case-insensitive contractions as `tokenizer.json` files write them.
+const CONTRACTIONS_HF: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)";
+/// The same as llama.cpp spells them out (it has no `(?i:`).
+const CONTRACTIONS_LLAMA: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])";
+
+/// A regex in the form [`PRE_REGEXES`] uses: `\r`/`\n` escapes for those characters, Llama 3's
 /// case-insensitive contractions spelled out as llama.cpp does, and GPT-2's trailing `|\s+`
 /// (which changes no split) dropped.
-pub(in crate::hf_json) fn canonical_regex(r: &str) -> String {
-    let mut s = r.replace('\r', r"\r").replace('\n', r"\n").replace(
-        r"(?i:'s|'t|'re|'ve|'m|'ll|'d)",
-        r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])",
-    );
+pub fn canonical_regex(r: &str) -> String {
+    let mut s = r
+        .replace('\r', r"\r")
+        .replace('\n', r"\n")
+        .replace(CONTRACTIONS_HF, CONTRACTIONS_LLAMA);
     if s.starts_with(r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+") && s.ends_with(r"\s+(?!\S)|\s+") {
         s.truncate(s.len() - r"|\s+".len());
     }
     s
 }
 
-/// The llama.cpp pre-tokenizer name whose regex list is exactly `regexes` (canonical).
-pub(in crate::hf_json) fn type_for_regexes(regexes: &[String]) -> Option<&'static str> {
+/// A regex of [`PRE_REGEXES`] as Hugging Face's `tokenizer.json` files write it: Llama 3's
+/// contractions as `(?i:'s|'t|'re|'ve|'m|'ll|'d)`. [`canonical_regex`] of it is `r` again.
+pub fn hugging_face_regex(r: &str) -> String {
+    r.replace(CONTRACTIONS_LLAMA, CONTRACTIONS_HF)
+}
+
+/// The regex list llama.cpp splits with for pre-tokenizer `name` (a name of [`PRE_REGEXES`]),
+/// in [`canonical_regex`] form; `None` for other names.
+pub fn regexes(name: &str) -> Option<&'static [&'static str]> {
+    PRE_REGEXES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .and_then(|(_, lists)| lists.first().copied())
+}
+
+/// The llama.cpp pre-tokenizer name whose regex list is exactly `regexes` (in
+/// [`canonical_regex`] form), among [`PRE_REGEXES`]' lists.
+pub fn name_for_regexes(regexes: &[String]) -> Option<&'static str> {
     PRE_REGEXES.iter().find_map(|(name, alternatives)| {
         alternatives
             .iter()
@@ -31,12 +64,12 @@ pub(in crate::hf_json) fn type_for_regexes(regexes: &[String]) -> Option<&'stati
 // llama.cpp's regexes per pre-tokenizer type
 
 /// For each llama.cpp pre-tokenizer type (by one of its names), the regex lists that select it:
-/// the list `llm_tokenizer_bpe` gives the type (llama.cpp commit 0c1e57098,
-/// `src/llama-vocab.cpp`), and the original `tokenizer.json` list where llama.cpp records a
+/// first the list `llm_tokenizer_bpe` gives the type (llama.cpp commit 0c1e57098,
+/// `src/llama-vocab.cpp`), then the original `tokenizer.json` list where llama.cpp records a
 /// different one, in [`canonical_regex`] form. Types whose regex is llama.cpp's own device
 /// (kimi-k2's, afmoe's digits, gemma4's and whitespace's raw-UTF-8 splitting) are left out.
 #[rustfmt::skip]
-pub(in crate::hf_json) const PRE_REGEXES: &[(&str, &[&[&str]])] = &[
+pub const PRE_REGEXES: &[(&str, &[&[&str]])] = &[
     ("llama-bpe", &[
         &[
             r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
@@ -230,23 +263,26 @@ pub(in crate::hf_json) const PRE_REGEXES: &[(&str, &[&[&str]])] = &[
 ];
 
 #[cfg(test)]
-pub(in crate::hf_json) mod tests {
+mod tests {
     use super::*;
 
-    use super::super::GPT2_REGEX;
     use crate::pretok::PreTokenizer;
 
     #[test]
     fn hugging_face_regexes_map_onto_llama_cpp_types() {
         let llama3 = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
         assert_eq!(
-            type_for_regexes(&[canonical_regex(llama3)]),
+            name_for_regexes(&[canonical_regex(llama3)]),
             Some("llama-bpe")
         );
         assert_eq!(
-            type_for_regexes(&[canonical_regex(GPT2_REGEX)]),
-            Some("gpt-2")
+            regexes("llama-bpe")
+                .map(|l| hugging_face_regex(l[0]))
+                .as_deref(),
+            Some(llama3)
         );
+        let gpt2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+";
+        assert_eq!(name_for_regexes(&[canonical_regex(gpt2)]), Some("gpt-2"));
         let coder = [
             "[\r\n]",
             r"\s?\p{L}+",
@@ -255,10 +291,17 @@ pub(in crate::hf_json) mod tests {
             r"\p{N}",
         ];
         let coder: Vec<String> = coder.iter().map(|r| canonical_regex(r)).collect();
-        assert_eq!(type_for_regexes(&coder), Some("deepseek-coder"));
-        // Every table entry names a type llama.cpp knows.
-        for (name, _) in PRE_REGEXES {
+        assert_eq!(name_for_regexes(&coder), Some("deepseek-coder"));
+        // Every table entry names a type llama.cpp knows, and reads back from its
+        // Hugging Face spelling.
+        for (name, lists) in PRE_REGEXES {
             assert!(PreTokenizer::from_name(name).is_some(), "{name}");
+            for list in *lists {
+                for r in *list {
+                    assert_eq!(canonical_regex(&hugging_face_regex(r)), *r, "{name}");
+                }
+            }
         }
+        assert_eq!(regexes("no-such-type"), None);
     }
 }
