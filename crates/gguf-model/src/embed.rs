@@ -11,7 +11,7 @@
 //! let a = session.embed("A man is eating food.")?;
 //! let b = session.embed("A man is eating a piece of bread.")?;
 //! // L2-normalised (the default), so the dot product is the cosine similarity.
-//! let cosine: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
+//! let cosine: f32 = a.as_flat().iter().zip(b.as_flat()).map(|(x, y)| x * y).sum();
 //! assert!(cosine > 0.5);
 //! # Ok(()) }
 //! ```
@@ -19,6 +19,7 @@
 use gguf_quant::GgmlType;
 
 use crate::error::{ModelError, Result};
+use crate::EncodeOptions;
 use crate::Session;
 
 /// How the token embeddings of an input become its embedding: a model's `{arch}.pooling_type`
@@ -184,6 +185,66 @@ pub struct EmbeddingOptions {
     pub normalize: Normalize,
 }
 
+/// The embeddings of one input: one vector when pooled, or with [`Pooling::None`] one per
+/// token, each [`Embeddings::dim`] values.
+///
+/// ```
+/// use gguf_model::Embeddings;
+/// let e = Embeddings::from_rows(vec![1.0, 0.0, 0.0, 1.0], 2);
+/// assert_eq!((e.len(), e.dim()), (2, 2));
+/// assert_eq!(e.row(1), Some(&[0.0, 1.0][..]));
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct Embeddings {
+    values: Vec<f32>,
+    dim: usize,
+}
+
+impl Embeddings {
+    /// Rows of `dim` values held one after another in `values` (a last partial row is not
+    /// one: `dim` 0 or a length that is not a multiple of it keeps only whole rows).
+    pub fn from_rows(mut values: Vec<f32>, dim: usize) -> Embeddings {
+        let whole = values.len().checked_div(dim).unwrap_or(0) * dim;
+        values.truncate(whole);
+        Embeddings { values, dim }
+    }
+
+    /// The values of each vector.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// The number of vectors: 1 when pooled, else the input's tokens.
+    pub fn len(&self) -> usize {
+        self.values.len().checked_div(self.dim).unwrap_or(0)
+    }
+
+    /// Whether there is no vector.
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    /// Vector `i`.
+    pub fn row(&self, i: usize) -> Option<&[f32]> {
+        self.values.get(i * self.dim..(i + 1) * self.dim)
+    }
+
+    /// The vectors in order.
+    pub fn rows(&self) -> impl ExactSizeIterator<Item = &[f32]> {
+        self.values.chunks_exact(self.dim.max(1))
+    }
+
+    /// Every value, vector after vector.
+    pub fn as_flat(&self) -> &[f32] {
+        &self.values
+    }
+
+    /// Every value, vector after vector, without copying.
+    pub fn into_flat(self) -> Vec<f32> {
+        self.values
+    }
+}
+
 impl Session<'_> {
     /// The embedding of `text` with the model's pooling and L2 normalisation, as
     /// `llama-embedding` prints it: `text` tokenized with the file's special tokens added (BERT:
@@ -195,22 +256,25 @@ impl Session<'_> {
     /// let model = Model::load("all-MiniLM-L6-v2.f16.gguf")?;
     /// let mut session = model.session(SessionOptions::default())?;
     /// let v = session.embed("Café au lait")?;
-    /// assert_eq!(v.len(), model.hparams().n_embd); // 384
+    /// assert_eq!((v.len(), v.dim()), (1, model.hparams().n_embd)); // one vector of 384
     /// # Ok(()) }
     /// ```
-    pub fn embed(&mut self, text: &str) -> Result<Vec<f32>> {
+    pub fn embed(&mut self, text: &str) -> Result<Embeddings> {
         self.embed_with(text, &EmbeddingOptions::default())
     }
 
     /// As [`Session::embed`] with a choice of pooling and normalisation.
-    pub fn embed_with(&mut self, text: &str, options: &EmbeddingOptions) -> Result<Vec<f32>> {
-        let ids = self.model.tokenizer.encode(text.as_bytes(), true, true);
+    pub fn embed_with(&mut self, text: &str, options: &EmbeddingOptions) -> Result<Embeddings> {
+        let ids = self
+            .model
+            .tokenizer
+            .encode(text.as_bytes(), EncodeOptions::ADD_AND_PARSE_SPECIAL);
         self.embed_tokens_with(&ids, options)
     }
 
     /// The embedding of `tokens` (special tokens included as given) with the model's pooling
-    /// and L2 normalisation. With [`Pooling::None`] the result is every token's embedding, row
-    /// after row (`tokens.len() * n_embd` values), each normalised on its own.
+    /// and L2 normalisation: one vector, or with [`Pooling::None`] every token's, each
+    /// normalised on its own.
     ///
     /// An encoder (`attention.causal` false: BERT) takes the whole input in one pass from an
     /// empty context (the session's `n_batch` does not apply), so an input longer than the
@@ -219,7 +283,7 @@ impl Session<'_> {
     /// for an embedding context, and its embeddings are the rows after the final norm; the
     /// cache then holds the input, and [`Session::logits`] is empty. No tokens, an id outside
     /// the vocabulary and [`Pooling::Rank`] are errors.
-    pub fn embed_tokens(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
+    pub fn embed_tokens(&mut self, tokens: &[u32]) -> Result<Embeddings> {
         self.embed_tokens_with(tokens, &EmbeddingOptions::default())
     }
 
@@ -228,7 +292,7 @@ impl Session<'_> {
         &mut self,
         tokens: &[u32],
         options: &EmbeddingOptions,
-    ) -> Result<Vec<f32>> {
+    ) -> Result<Embeddings> {
         let pooling = options.pooling.unwrap_or(self.model.hparams().pooling);
         if pooling == Pooling::Rank {
             // Refused before anything is computed.
@@ -240,7 +304,7 @@ impl Session<'_> {
         for v in out.chunks_exact_mut(d) {
             options.normalize.apply(v);
         }
-        Ok(out)
+        Ok(Embeddings::from_rows(out, d))
     }
 
     /// Every token's last hidden state (`tokens.len()` rows of `n_embd`), from an empty cache.

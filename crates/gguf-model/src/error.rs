@@ -13,6 +13,9 @@ pub enum ModelError {
     /// The tokenizer could not be built or a template failed.
     #[error(transparent)]
     Tokenizer(#[from] gguf_tokenizer::TokenizerError),
+    /// Writing a file failed, or its destination was refused (a quantized model's output).
+    #[error(transparent)]
+    Fs(#[from] gguf_fsutil::Error),
     /// `general.architecture` names a model this crate does not run.
     #[error("{file}: architecture `{arch}` is not supported (supported: {})", crate::SUPPORTED.join(", "))]
     UnsupportedArchitecture {
@@ -66,9 +69,17 @@ pub enum ModelError {
         /// The position whose logits were NaN.
         position: usize,
     },
-    /// A request was malformed (an out-of-range token id, an empty prompt...).
+    /// A prompt without tokens.
+    #[error("the prompt has no tokens")]
+    EmptyPrompt,
+    /// A request was malformed (an out-of-range token id, a sequence out of range...).
     #[error("{0}")]
     Request(String),
+    /// The engine failed while running a [`crate::Batcher`] step for the request (a bug: a
+    /// panic in it, or an error of the forward pass that every sequence of the step shares),
+    /// and the request was abandoned; the batcher goes on with the others.
+    #[error("{0}")]
+    Engine(String),
     /// The memory a session needs (its KV cache) is more than the machine has available, or
     /// the system refused to allocate it.
     #[error("{what} would take {} of memory, but {}", crate::memory::human(*needed), match available {
@@ -82,6 +93,36 @@ pub enum ModelError {
         needed: u64,
         /// Bytes available, when the refusal came from the check before allocating.
         available: Option<u64>,
+    },
+    /// An importance matrix (`llama-imatrix`'s output) could not be read or is malformed.
+    #[error("{file}: {message}")]
+    Imatrix {
+        /// The matrix's file.
+        file: String,
+        /// What is wrong, as llama-quantize would refuse it.
+        message: String,
+    },
+    /// A model cannot be quantized as asked (a tensor already quantized, a type that needs an
+    /// importance matrix without one, a matrix made for another model, a part of a split
+    /// set...): refused before anything is written.
+    #[error("{file}: {message}")]
+    Quantize {
+        /// The model.
+        file: String,
+        /// What stops the quantization.
+        message: String,
+    },
+    /// llama-quantize's rules cannot give a tensor a type: no fallback type fits its row
+    /// length, or its layer cannot be told.
+    #[error("shape mismatch: {0}")]
+    QuantizeRule(String),
+    /// Quantizing a tensor's data failed while the file was written.
+    #[error("tensor '{tensor}': {error}")]
+    QuantizeTensor {
+        /// The tensor.
+        tensor: String,
+        /// What went wrong (not a `source()`: the message already includes it).
+        error: Box<ModelError>,
     },
 }
 

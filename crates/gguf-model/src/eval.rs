@@ -39,7 +39,7 @@ pub fn perplexity(
     let tokenizer = model.tokenizer();
     let n_ctx = session.n_ctx();
     let add_bos = tokenizer.adds_bos();
-    let tokens = tokenizer.encode(text, true, true);
+    let tokens = tokenizer.encode(text, gguf_tokenizer::EncodeOptions::ADD_AND_PARSE_SPECIAL);
     let mut n_chunk = tokens.len() / n_ctx;
     if max_chunks > 0 {
         n_chunk = n_chunk.min(max_chunks);

@@ -18,14 +18,18 @@ use crate::ops::{self, CacheValue, KvHead, QueryTile, Rope, Scores, Tiled, TILE_
 use crate::weights::{Matrix, Qkv};
 
 /// Buffers of one forward pass, reused across calls. Architectures use them as they need:
-/// `x` is the residual stream, the others hold intermediate rows.
+/// `residual` is the residual stream, the others hold intermediate rows.
 #[derive(Debug, Default)]
 pub(crate) struct Scratch {
-    pub x: Vec<f32>,
-    pub h: Vec<f32>,
-    pub q: Vec<f32>,
-    pub k: Vec<f32>,
-    pub v: Vec<f32>,
+    /// The residual stream: one row of `n_embd` values per token of the batch.
+    pub residual: Vec<f32>,
+    /// The rows of the current sublayer: its normed input, then its output before it is added
+    /// to the residual stream.
+    pub sublayer: Vec<f32>,
+    /// The query, key and value projections of the batch's rows.
+    pub queries: Vec<f32>,
+    pub keys: Vec<f32>,
+    pub values: Vec<f32>,
     pub attn: Vec<f32>,
     pub gate: Vec<f32>,
     pub up: Vec<f32>,
@@ -34,7 +38,7 @@ pub(crate) struct Scratch {
     pub rope: Vec<Vec<(f32, f32)>>,
     /// The normed rows whose logits are computed.
     pub row: Vec<f32>,
-    /// The rows of `x` whose logits are computed, when they are not one run of `x`.
+    /// The rows of `residual` whose logits are computed, when they are not one run of it.
     pub picked: Vec<f32>,
     /// One segment's attention output, when the batch has several.
     pub attn_segment: Vec<f32>,
@@ -137,7 +141,7 @@ impl Segment {
 pub(crate) struct Pass<'a> {
     pub ctx: Ctx<'a>,
     pub caches: &'a mut [KvCache],
-    pub s: &'a mut Scratch,
+    pub scratch: &'a mut Scratch,
     pub tokens: &'a [u32],
     pub segments: &'a [Segment],
     /// The context length of each sequence (Phi-3 picks its RoPE factors by it, as llama.cpp
@@ -202,7 +206,7 @@ pub(crate) struct SelfAttention<'a> {
 }
 
 impl SelfAttention<'_> {
-    /// From the normed rows in `s.h` to attention's output rows in `s.attn`, storing each
+    /// From the normed rows in `s.sublayer` to attention's output rows in `s.attn`, storing each
     /// segment's keys and values in layer `il` of its cache.
     pub fn run(
         &self,
@@ -213,20 +217,20 @@ impl SelfAttention<'_> {
         il: usize,
     ) -> Result<()> {
         let qkv = self.qkv;
-        ctx.matmul(&qkv.wq, &s.h, &mut s.q, &mut s.quant)?;
-        ctx.matmul(&qkv.wk, &s.h, &mut s.k, &mut s.quant)?;
-        ctx.matmul(&qkv.wv, &s.h, &mut s.v, &mut s.quant)?;
-        qkv.add_biases(&mut s.q, &mut s.k, &mut s.v);
+        ctx.matmul(&qkv.wq, &s.sublayer, &mut s.queries, &mut s.quant)?;
+        ctx.matmul(&qkv.wk, &s.sublayer, &mut s.keys, &mut s.quant)?;
+        ctx.matmul(&qkv.wv, &s.sublayer, &mut s.values, &mut s.quant)?;
+        qkv.add_biases(&mut s.queries, &mut s.keys, &mut s.values);
         if let Some((qn, kn)) = self.qk_norm {
-            rms_norm_each(&mut s.q, qn, self.eps);
-            rms_norm_each(&mut s.k, kn, self.eps);
+            rms_norm_each(&mut s.queries, qn, self.eps);
+            rms_norm_each(&mut s.keys, kn, self.eps);
         }
         let dk = self.heads.head_dim_k;
         let rope_cache = &s.rope[self.rope_cache];
-        apply_rope(self.rope, rope_cache, &mut s.q, dk);
-        apply_rope(self.rope, rope_cache, &mut s.k, dk);
+        apply_rope(self.rope, rope_cache, &mut s.queries, dk);
+        apply_rope(self.rope, rope_cache, &mut s.keys, dk);
         if let Some(scale) = self.query_scale {
-            ops::scale(&mut s.q, scale);
+            ops::scale(&mut s.queries, scale);
         }
         let Heads {
             n_head: hq,
@@ -247,11 +251,11 @@ impl SelfAttention<'_> {
             let rows = row..row + seg.len;
             let cache = &mut caches[seg.cache];
             let (k, v) = (
-                &s.k[rows.start * kw..rows.end * kw],
-                &s.v[rows.start * vw..rows.end * vw],
+                &s.keys[rows.start * kw..rows.end * kw],
+                &s.values[rows.start * vw..rows.end * vw],
             );
             cache.store(il, seg.pos0, k, v);
-            let q = &s.q[rows.start * qw..rows.end * qw];
+            let q = &s.queries[rows.start * qw..rows.end * qw];
             let out = if single {
                 &mut s.attn
             } else {
@@ -288,7 +292,7 @@ pub(crate) enum Gate {
     Gelu,
 }
 
-/// `down(act(gate(h)) * up(h))` from the normed rows in `s.h`, into `s.h`.
+/// `down(act(gate(h)) * up(h))` from the normed rows in `s.sublayer`, into `s.sublayer`.
 pub(crate) fn gated_ffn(
     ctx: &Ctx<'_>,
     s: &mut Scratch,
@@ -297,13 +301,13 @@ pub(crate) fn gated_ffn(
     down: &Matrix,
     act: Gate,
 ) -> Result<()> {
-    ctx.matmul(gate, &s.h, &mut s.gate, &mut s.quant)?;
-    ctx.matmul(up, &s.h, &mut s.up, &mut s.quant)?;
+    ctx.matmul(gate, &s.sublayer, &mut s.gate, &mut s.quant)?;
+    ctx.matmul(up, &s.sublayer, &mut s.up, &mut s.quant)?;
     match act {
         Gate::Silu => gguf_quant::vec::swiglu(&mut s.gate, &s.up),
         Gate::Gelu => ops::geglu(&mut s.gate, &s.up),
     }
-    ctx.matmul(down, &s.gate, &mut s.h, &mut s.quant)
+    ctx.matmul(down, &s.gate, &mut s.sublayer, &mut s.quant)
 }
 
 impl Scratch {
@@ -574,7 +578,7 @@ fn tiled_attention<T: CacheValue + Send + Sync>(
 
 /// With `embeddings` (see [`Pass::embeddings`]), copies the normed output `rows` to `out`
 /// and returns true: the pass ends there, without the output matrix.
-pub(crate) fn hidden_states(embeddings: bool, rows: &[f32], out: &mut Vec<f32>) -> bool {
+pub(crate) fn wrote_hidden_states(embeddings: bool, rows: &[f32], out: &mut Vec<f32>) -> bool {
     if embeddings {
         out.clear();
         out.extend_from_slice(rows);

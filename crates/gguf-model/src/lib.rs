@@ -21,41 +21,50 @@
 #![forbid(unsafe_code)]
 
 mod arch;
+mod batch;
 mod embed;
 mod error;
 mod eval;
 mod forward;
+mod generation;
 mod hparams;
 mod kv_cache;
 mod memory;
 mod ops;
 mod parallel;
+pub mod quantize;
 mod sampling;
+mod sequence;
+mod session;
 mod stops;
 mod weights;
 
 pub use arch::SUPPORTED;
-pub use embed::{EmbeddingOptions, Normalize, Pooling};
+pub use batch::{BatchStats, Batcher, Event, Finished, GenerateRequest, Output, RequestId};
+pub use embed::{EmbeddingOptions, Embeddings, Normalize, Pooling};
 pub use error::{ModelError, Result};
 pub use eval::{bench, perplexity, BenchKind, BenchTest, PerplexityResult, Throughput};
+pub use generation::{Completion, Generation};
 pub use gguf_quant::ThreadPool;
-pub use gguf_tokenizer::Tokenizer;
+/// The chat types the model's API takes ([`Session::chat`], [`Model::render_chat`]).
+pub use gguf_tokenizer::chat::{ChatMessage, ChatTemplate};
+pub use gguf_tokenizer::{DecodeOptions, EncodeOptions, Tokenizer};
 pub use hparams::{Hparams, RopeScaling};
 pub use kv_cache::KvType;
 pub use parallel::{ParallelSession, SeqInput};
 pub use sampling::{argmax, Sampler, SamplerConfig};
+pub use sequence::{GeneratedToken, LogprobEntry, StopReason, TokenLogprob};
+pub use session::Session;
 pub use stops::StopText;
 pub use weights::PlanTensor;
 
 use std::path::Path;
-use std::sync::Arc;
 
 use gguf_format::split::SplitSet;
-use gguf_tokenizer::chat::{ChatMessage, ChatTemplate, RenderLimits, RenderOptions};
+use gguf_tokenizer::chat::{RenderLimits, RenderOptions};
 use gguf_tokenizer::chat_builtin::{self, Origin};
 
 use arch::Architecture;
-use forward::{Ctx, Pass, Scratch, Segment};
 use kv_cache::KvCache;
 
 /// A loaded model: the mapped file (or every part of a split set), its architecture with its
@@ -161,31 +170,10 @@ pub fn session_threads(requested: usize) -> usize {
     }
 }
 
-/// The number of physical cores (logical CPUs on machines where that cannot be told).
+/// The number of physical cores (logical CPUs on machines where that cannot be told), at most
+/// the CPUs this process may use.
 pub fn physical_cores() -> usize {
-    let logical = std::thread::available_parallelism().map_or(1, |n| n.get());
-    #[cfg(target_os = "linux")]
-    if let Ok(info) = std::fs::read_to_string("/proc/cpuinfo") {
-        let mut cores = std::collections::HashSet::new();
-        let (mut phys, mut core) = (None, None);
-        for line in info.lines() {
-            if let Some(v) = line.strip_prefix("physical id") {
-                phys = v.trim_start_matches([' ', '\t', ':']).parse::<u32>().ok();
-            } else if let Some(v) = line.strip_prefix("core id") {
-                core = v.trim_start_matches([' ', '\t', ':']).parse::<u32>().ok();
-            } else if line.trim().is_empty() {
-                if let (Some(p), Some(c)) = (phys, core) {
-                    cores.insert((p, c));
-                }
-                phys = None;
-                core = None;
-            }
-        }
-        if !cores.is_empty() {
-            return cores.len().min(logical);
-        }
-    }
-    logical
+    num_cpus::get_physical().clamp(1, max_threads())
 }
 
 impl Model {
@@ -311,127 +299,14 @@ impl Model {
         Ok(())
     }
 
-    /// A session: a KV cache and buffers for generating with this model.
-    pub fn session(&self, options: SessionOptions) -> Result<Session<'_>> {
-        let pool = ThreadPool::new(session_threads(options.threads))?;
-        self.session_on(options, Arc::new(pool))
-    }
-
-    /// A session running on an existing thread pool (several sessions can share one).
-    pub fn session_on(
-        &self,
-        options: SessionOptions,
-        pool: Arc<ThreadPool>,
-    ) -> Result<Session<'_>> {
-        let hp = self.hparams();
-        let n_ctx = match options.n_ctx {
-            0 => self.default_n_ctx(),
-            n => n,
-        };
-        if n_ctx == 0 {
-            return Err(ModelError::Request(
-                "the context length must be positive".into(),
-            ));
+    /// Refuses tokens that cannot be evaluated after `cached` ones in a context of `n_ctx`
+    /// positions: more than fit ([`ModelError::ContextFull`]) or an id outside the vocabulary.
+    pub(crate) fn check_tokens(&self, cached: usize, tokens: &[u32], n_ctx: usize) -> Result<()> {
+        let needed = cached + tokens.len();
+        if needed > n_ctx {
+            return Err(ModelError::ContextFull { needed, n_ctx });
         }
-        self.check_n_ctx(n_ctx)?;
-        let n_batch = options.n_batch.max(1);
-        self.check_kv_memory(1, n_ctx, n_batch, options.kv_type)?;
-        Ok(Session {
-            model: self,
-            parts: self.set.parts().iter().map(|p| p.file().bytes()).collect(),
-            cache: KvCache::new(hp, n_ctx, n_batch, options.kv_type)?,
-            n_ctx,
-            n_batch,
-            tokens: Vec::new(),
-            scratch: Scratch::default(),
-            logits: Vec::new(),
-            pool,
-        })
-    }
-}
-
-/// A generated token.
-#[derive(Debug, Clone, PartialEq)]
-pub struct GeneratedToken {
-    /// Its id.
-    pub id: u32,
-    /// The text it completes (whole characters only; may be empty while a character spans
-    /// several tokens).
-    pub text: String,
-}
-
-/// A conversation with a model: the KV cache of the tokens so far, reused across calls when a
-/// new prompt starts with them.
-pub struct Session<'m> {
-    model: &'m Model,
-    /// The mapped bytes of each part of the model's file.
-    parts: Vec<&'m [u8]>,
-    cache: KvCache,
-    n_ctx: usize,
-    n_batch: usize,
-    /// Tokens whose keys and values are in the cache, in order.
-    tokens: Vec<u32>,
-    scratch: Scratch,
-    logits: Vec<f32>,
-    pool: Arc<ThreadPool>,
-}
-
-impl std::fmt::Debug for Session<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Session")
-            .field("n_ctx", &self.n_ctx)
-            .field("n_past", &self.tokens.len())
-            .finish()
-    }
-}
-
-impl<'m> Session<'m> {
-    /// The model.
-    pub fn model(&self) -> &'m Model {
-        self.model
-    }
-
-    /// Threads the session computes on.
-    pub fn threads(&self) -> usize {
-        self.pool.threads()
-    }
-
-    /// Context length.
-    pub fn n_ctx(&self) -> usize {
-        self.n_ctx
-    }
-
-    /// Tokens currently in the cache.
-    pub fn tokens(&self) -> &[u32] {
-        &self.tokens
-    }
-
-    /// Bytes held by the KV cache.
-    pub fn kv_cache_bytes(&self) -> usize {
-        self.cache.bytes()
-    }
-
-    /// Forgets every cached token.
-    pub fn clear(&mut self) {
-        self.tokens.clear();
-    }
-
-    /// The logits after the last evaluated token.
-    pub fn logits(&self) -> &[f32] {
-        &self.logits
-    }
-
-    /// Refuses, before anything is computed, tokens that would overflow the context or are
-    /// not in the vocabulary (rather than finding out after evaluating the batches before).
-    fn check_request(&self, tokens: &[u32]) -> Result<()> {
-        let needed = self.tokens.len() + tokens.len();
-        if needed > self.n_ctx {
-            return Err(ModelError::ContextFull {
-                needed,
-                n_ctx: self.n_ctx,
-            });
-        }
-        let n_vocab = self.model.hparams().n_vocab;
+        let n_vocab = self.hparams().n_vocab;
         if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= n_vocab) {
             return Err(ModelError::Request(format!(
                 "token id {bad} is out of range (the vocabulary has {n_vocab} tokens)"
@@ -440,139 +315,15 @@ impl<'m> Session<'m> {
         Ok(())
     }
 
-    /// Evaluates `tokens` after the cached ones (in batches of `n_batch`); afterwards
-    /// [`Session::logits`] holds the next-token logits.
-    pub fn eval(&mut self, tokens: &[u32]) -> Result<()> {
-        self.check_request(tokens)?;
-        for chunk in tokens.chunks(self.n_batch) {
-            self.run(chunk, false, false)?;
-        }
-        Ok(())
-    }
-
-    /// One batch through the model, after the cached tokens (checked by `check_request`), into
-    /// [`Session::logits`]: the logits (of each token with `all_logits`), or with `embeddings`
-    /// the hidden states they are computed from (see [`Pass::embeddings`]).
-    pub(crate) fn run(&mut self, chunk: &[u32], all_logits: bool, embeddings: bool) -> Result<()> {
-        self.model.arch.forward(&mut Pass {
-            ctx: Ctx {
-                pool: &self.pool,
-                parts: &self.parts,
-            },
-            caches: std::slice::from_mut(&mut self.cache),
-            s: &mut self.scratch,
-            tokens: chunk,
-            segments: &[Segment::one(self.tokens.len(), chunk.len())],
-            n_ctx: self.n_ctx,
-            all_logits,
-            embeddings,
-            logits: &mut self.logits,
-        })?;
-        self.tokens.extend_from_slice(chunk);
-        Ok(())
-    }
-
-    /// Evaluates `tokens` after the cached ones and returns the logits of every one of them
-    /// (`tokens.len()` rows of the vocabulary size), for scoring text (perplexity).
-    pub fn eval_all_logits(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
-        self.check_request(tokens)?;
-        let v = self.model.hparams().n_vocab;
-        let mut all = Vec::with_capacity(tokens.len() * v);
-        for chunk in tokens.chunks(self.n_batch) {
-            self.run(chunk, true, false)?;
-            all.extend_from_slice(&self.logits);
-        }
-        let n = self.logits.len();
-        if n >= v {
-            self.logits.drain(..n - v);
-        }
-        Ok(all)
-    }
-
-    /// Makes the cache hold exactly `prompt` and leaves its next-token logits in
-    /// [`Session::logits`], reusing the cached prefix shared with it.
-    pub fn prefill(&mut self, prompt: &[u32]) -> Result<()> {
+    /// The one check of a prompt before it starts a sequence of `n_ctx` positions: it has
+    /// tokens ([`ModelError::EmptyPrompt`]), they fit ([`ModelError::ContextFull`], `needed`
+    /// being the prompt's length) and are in the vocabulary. Sessions, the [`Batcher`], the
+    /// CLI and the server all refuse prompts with it, each wording the error for its users.
+    pub fn check_prompt(&self, prompt: &[u32], n_ctx: usize) -> Result<()> {
         if prompt.is_empty() {
-            return Err(ModelError::Request("the prompt has no tokens".into()));
+            return Err(ModelError::EmptyPrompt);
         }
-        let common = self
-            .tokens
-            .iter()
-            .zip(prompt)
-            .take_while(|(a, b)| a == b)
-            .count();
-        // At least the last prompt token is evaluated, for its logits.
-        let keep = common.min(prompt.len() - 1);
-        self.tokens.truncate(keep);
-        self.eval(&prompt[keep..])
-    }
-
-    /// Generates up to `max_tokens` tokens after the raw text `prompt` (tokenized with the
-    /// file's BOS settings, special-token text parsed), stopping at an end-of-generation token.
-    pub fn generate(
-        &mut self,
-        prompt: &str,
-        sampler: &SamplerConfig,
-        max_tokens: usize,
-    ) -> Result<Generation<'_, 'm>> {
-        let ids = self.model.tokenizer.encode(prompt.as_bytes(), true, true);
-        self.generate_from(&ids, sampler, max_tokens)
-    }
-
-    /// As [`Session::generate`] from prompt token ids.
-    pub fn generate_from(
-        &mut self,
-        prompt: &[u32],
-        sampler: &SamplerConfig,
-        max_tokens: usize,
-    ) -> Result<Generation<'_, 'm>> {
-        sampler.check()?;
-        self.prefill(prompt)?;
-        let tokenizer = &self.model.tokenizer;
-        Ok(Generation {
-            decoder: tokenizer.stream_decoder(false),
-            session: self,
-            sampler: Sampler::new(sampler.clone()),
-            remaining: max_tokens,
-            text: StopText::default(),
-            stop: None,
-            pending: None,
-        })
-    }
-
-    /// Renders `messages` with the model's chat template ([`Model::chat_template`] without a
-    /// choice: the file's, or the built-in its vocabulary calls for), with the assistant prompt
-    /// appended, and generates the reply.
-    pub fn chat(
-        &mut self,
-        messages: &[ChatMessage],
-        sampler: &SamplerConfig,
-        max_tokens: usize,
-    ) -> Result<Generation<'_, 'm>> {
-        let prompt = self.model.chat_prompt(messages, self.n_ctx)?;
-        self.generate_chat_prompt(&prompt, sampler, max_tokens)
-    }
-
-    /// As [`Session::chat`] with a given template (see [`Model::chat_template`]).
-    pub fn chat_with(
-        &mut self,
-        template: &ChatTemplate,
-        messages: &[ChatMessage],
-        sampler: &SamplerConfig,
-        max_tokens: usize,
-    ) -> Result<Generation<'_, 'm>> {
-        let prompt = self.model.render_chat(template, messages, self.n_ctx)?;
-        self.generate_chat_prompt(&prompt, sampler, max_tokens)
-    }
-
-    fn generate_chat_prompt(
-        &mut self,
-        prompt: &str,
-        sampler: &SamplerConfig,
-        max_tokens: usize,
-    ) -> Result<Generation<'_, 'm>> {
-        let ids = self.model.tokenize_chat_prompt(prompt);
-        self.generate_from(&ids, sampler, max_tokens)
+        self.check_tokens(0, prompt, n_ctx)
     }
 }
 
@@ -586,7 +337,13 @@ impl Model {
             .bos
             .and_then(|b| tokenizer.token_text(b))
             .is_some_and(|t| prompt.as_bytes().starts_with(t));
-        tokenizer.encode(prompt.as_bytes(), !starts_with_bos, true)
+        tokenizer.encode(
+            prompt.as_bytes(),
+            EncodeOptions {
+                add_special: !starts_with_bos,
+                parse_special: true,
+            },
+        )
     }
 
     /// The chat template for this model's conversations, and where it comes from:
@@ -637,111 +394,13 @@ impl Model {
     }
 }
 
-/// Why a [`Generation`] ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StopReason {
-    /// The model produced an end-of-generation token (not returned).
-    EndOfGeneration,
-    /// `max_tokens` tokens were generated.
-    MaxTokens,
-    /// The text reached one of the [`Generation::stop_at`] strings.
-    StopString,
-    /// The context is full: the last token returned could not be evaluated for another.
-    /// llama.cpp stops there too (it shifts the context only when asked to).
-    ContextFull,
-    /// An error was returned.
-    Error,
-}
-
-impl StopReason {
-    /// A short name for reports: `eog`, `length`, `stop`, `context_full`, `error`.
-    pub fn name(self) -> &'static str {
-        match self {
-            StopReason::EndOfGeneration => "eog",
-            StopReason::MaxTokens => "length",
-            StopReason::StopString => "stop",
-            StopReason::ContextFull => "context_full",
-            StopReason::Error => "error",
-        }
-    }
-}
-
-/// Tokens as they are generated: an iterator of `Result<GeneratedToken>`.
-pub struct Generation<'s, 'm> {
-    session: &'s mut Session<'m>,
-    sampler: Sampler,
-    decoder: gguf_tokenizer::StreamDecoder<'m>,
-    remaining: usize,
-    text: StopText,
-    stop: Option<StopReason>,
-    pending: Option<u32>,
-}
-
-impl Generation<'_, '_> {
-    /// Also stop once the generated text contains any of `stops` (the token that completes
-    /// one is still returned).
-    pub fn stop_at(mut self, stops: &[&str]) -> Self {
-        self.text = StopText::new(stops);
-        self
-    }
-
-    /// The text generated so far.
-    pub fn text(&self) -> &str {
-        self.text.text()
-    }
-
-    /// Why generation ended, once it has (`None` while tokens may still come).
-    pub fn stop_reason(&self) -> Option<StopReason> {
-        self.stop
-    }
-
-    fn end(&mut self, reason: StopReason) {
-        self.stop = Some(reason);
-    }
-}
-
-impl Iterator for Generation<'_, '_> {
-    type Item = Result<GeneratedToken>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.stop.is_some() {
-            return None;
-        }
-        if self.remaining == 0 {
-            self.end(StopReason::MaxTokens);
-            return None;
-        }
-        // The previous token is evaluated lazily, so the last one costs no forward pass.
-        if let Some(prev) = self.pending.take() {
-            if self.session.tokens.len() >= self.session.n_ctx {
-                self.end(StopReason::ContextFull);
-                return None;
-            }
-            if let Err(e) = self.session.eval(&[prev]) {
-                self.end(StopReason::Error);
-                return Some(Err(e));
-            }
-        }
-        let logits = &self.session.logits;
-        if logits.iter().any(|l| l.is_nan()) {
-            self.end(StopReason::Error);
-            return Some(Err(ModelError::NotANumber {
-                position: self.session.tokens.len(),
-            }));
-        }
-        let id = self.sampler.sample(logits, &self.session.tokens);
-        self.remaining -= 1;
-        let tokenizer = &self.session.model.tokenizer;
-        if tokenizer.is_end_of_generation(id) {
-            self.end(StopReason::EndOfGeneration);
-            return None;
-        }
-        let text = self.decoder.push(id);
-        self.text.push(&text);
-        if self.text.stopped() {
-            self.end(StopReason::StopString);
-        }
-        self.pending = Some(id);
-        Some(Ok(GeneratedToken { id, text }))
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_default_threads_are_the_physical_cores_within_the_cpus_allowed() {
+        let cores = super::physical_cores();
+        assert!((1..=super::max_threads()).contains(&cores), "{cores}");
+        assert_eq!(super::session_threads(0), cores);
+        assert_eq!(super::session_threads(usize::MAX), super::max_threads());
     }
 }

@@ -9,8 +9,9 @@
 //! # fn main() -> Result<(), gguf_model::ModelError> {
 //! let model = Model::load("SmolLM2-135M-Instruct.Q4_1.gguf")?;
 //! let mut batch = model.parallel_session(SessionOptions::default(), 2)?;
-//! let (a, b) = (model.tokenizer().encode(b"Hello", true, true), model.tokenizer().encode(b"Hi", true, true));
+//! let (a, b) = (model.tokenizer().encode(b"Hello", gguf_tokenizer::EncodeOptions::ADD_AND_PARSE_SPECIAL), model.tokenizer().encode(b"Hi", gguf_tokenizer::EncodeOptions::ADD_AND_PARSE_SPECIAL));
 //! batch.step(&[SeqInput::new(0, &a), SeqInput::new(1, &b)])?;
+//! // Logits by sequence id.
 //! let next_a = gguf_model::argmax(batch.logits(0).unwrap());
 //! let next_b = gguf_model::argmax(batch.logits(1).unwrap());
 //! batch.step(&[SeqInput::new(0, &[next_a]), SeqInput::new(1, &[next_b])])?;
@@ -62,7 +63,8 @@ pub struct ParallelSession<'m> {
     batch_tokens: Vec<u32>,
     segments: Vec<Segment>,
     logits: Vec<f32>,
-    /// For each input of the last step, its row of `logits`.
+    /// For each sequence, its row of `logits` after the last step (`None`: it asked for
+    /// none, or was not in the step).
     logit_rows: Vec<Option<usize>>,
     pool: Arc<ThreadPool>,
 }
@@ -134,7 +136,7 @@ impl Model {
             batch_tokens: Vec::new(),
             segments: Vec::new(),
             logits: Vec::new(),
-            logit_rows: Vec::new(),
+            logit_rows: vec![None; n_seq],
             pool,
         })
     }
@@ -195,7 +197,7 @@ impl<'m> ParallelSession<'m> {
         self.check(inputs)?;
         self.batch_tokens.clear();
         self.segments.clear();
-        self.logit_rows.clear();
+        self.logit_rows.fill(None);
         let mut rows = 0;
         for input in inputs {
             self.batch_tokens.extend_from_slice(input.tokens);
@@ -205,10 +207,10 @@ impl<'m> ParallelSession<'m> {
                 len: input.tokens.len(),
                 logits: input.logits,
             });
-            self.logit_rows.push(input.logits.then(|| {
+            self.logit_rows[input.seq] = input.logits.then(|| {
                 rows += 1;
                 rows - 1
-            }));
+            });
         }
         let result = self.model.arch.forward(&mut Pass {
             ctx: Ctx {
@@ -216,7 +218,7 @@ impl<'m> ParallelSession<'m> {
                 parts: &self.parts,
             },
             caches: &mut self.caches,
-            s: &mut self.scratch,
+            scratch: &mut self.scratch,
             tokens: &self.batch_tokens,
             segments: &self.segments,
             n_ctx: self.n_ctx,
@@ -225,7 +227,7 @@ impl<'m> ParallelSession<'m> {
             logits: &mut self.logits,
         });
         if let Err(e) = result {
-            self.logit_rows.clear();
+            self.logit_rows.fill(None);
             return Err(e);
         }
         for input in inputs {
@@ -241,7 +243,6 @@ impl<'m> ParallelSession<'m> {
             ));
         }
         let mut total = 0usize;
-        let n_vocab = self.model.hparams().n_vocab;
         for (i, input) in inputs.iter().enumerate() {
             let seq = input.seq;
             let Some(cached) = self.seqs.get(seq) else {
@@ -261,18 +262,8 @@ impl<'m> ParallelSession<'m> {
                     "the input of sequence {seq} has no tokens"
                 )));
             }
-            let needed = cached.len() + input.tokens.len();
-            if needed > self.n_ctx {
-                return Err(ModelError::ContextFull {
-                    needed,
-                    n_ctx: self.n_ctx,
-                });
-            }
-            if let Some(&bad) = input.tokens.iter().find(|&&t| t as usize >= n_vocab) {
-                return Err(ModelError::Request(format!(
-                    "token id {bad} is out of range (the vocabulary has {n_vocab} tokens)"
-                )));
-            }
+            self.model
+                .check_tokens(cached.len(), input.tokens, self.n_ctx)?;
             total += input.tokens.len();
         }
         if total > self.n_batch {
@@ -284,10 +275,10 @@ impl<'m> ParallelSession<'m> {
         Ok(())
     }
 
-    /// The next-token logits of input `input` of the last step (`None` if it asked for none,
-    /// or the step failed).
-    pub fn logits(&self, input: usize) -> Option<&[f32]> {
-        let row = (*self.logit_rows.get(input)?)?;
+    /// The next-token logits of sequence `seq` after the last step (`None` if it was not in
+    /// that step, asked for none, or the step failed).
+    pub fn logits(&self, seq: usize) -> Option<&[f32]> {
+        let row = (*self.logit_rows.get(seq)?)?;
         let v = self.model.hparams().n_vocab;
         self.logits.get(row * v..(row + 1) * v)
     }

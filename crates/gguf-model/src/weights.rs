@@ -5,6 +5,7 @@
 //! architecture lists its tensors through a [`Loader`], which reads them from a file or, for
 //! a check only, from the plan of a file not yet written ([`PlanTensor`]).
 
+use gguf_format::tensor_names::{self, TensorName as T};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -375,20 +376,20 @@ impl<'s> Loader<'s> {
         (q_out, k_out, v_out): (usize, usize, usize),
         biases: Biases,
     ) -> Result<Qkv> {
-        let t = |s: &str| format!("blk.{block}.{s}");
+        let t = |s: &str| tensor_names::block(block, s);
         let bias = |s: &str, n| match biases {
             Biases::Required => self.vector(&t(s), n).map(Some),
             Biases::Optional => self.optional_vector(&t(s), n),
         };
-        let fused = t("attn_qkv.weight");
+        let fused = T::AttnQkv.block_weight(block);
         if !self.has(&fused) {
             return Ok(Qkv {
-                wq: self.matrix(&t("attn_q.weight"), n_embd, q_out)?,
-                wk: self.matrix(&t("attn_k.weight"), n_embd, k_out)?,
-                wv: self.matrix(&t("attn_v.weight"), n_embd, v_out)?,
-                bq: bias("attn_q.bias", q_out)?,
-                bk: bias("attn_k.bias", k_out)?,
-                bv: bias("attn_v.bias", v_out)?,
+                wq: self.matrix(&T::AttnQ.block_weight(block), n_embd, q_out)?,
+                wk: self.matrix(&T::AttnK.block_weight(block), n_embd, k_out)?,
+                wv: self.matrix(&T::AttnV.block_weight(block), n_embd, v_out)?,
+                bq: bias(T::AttnQ.bias(), q_out)?,
+                bk: bias(T::AttnK.bias(), k_out)?,
+                bv: bias(T::AttnV.bias(), v_out)?,
             });
         }
         let total = q_out + k_out + v_out;
@@ -403,16 +404,16 @@ impl<'s> Loader<'s> {
             view(q_out, k_out)?,
             view(q_out + k_out, v_out)?,
         );
-        let (bq, bk, bv) = match self.optional_vector(&t("attn_qkv.bias"), total)? {
+        let (bq, bk, bv) = match self.optional_vector(&T::AttnQkv.block_bias(block), total)? {
             Some(b) => (
                 Some(b[..q_out].to_vec()),
                 Some(b[q_out..q_out + k_out].to_vec()),
                 Some(b[q_out + k_out..].to_vec()),
             ),
             None => match (
-                bias("attn_q.bias", q_out)?,
-                bias("attn_k.bias", k_out)?,
-                bias("attn_v.bias", v_out)?,
+                bias(T::AttnQ.bias(), q_out)?,
+                bias(T::AttnK.bias(), k_out)?,
+                bias(T::AttnV.bias(), v_out)?,
             ) {
                 (Some(q), Some(k), Some(v)) => (Some(q), Some(k), Some(v)),
                 _ => (None, None, None),

@@ -99,7 +99,10 @@ fn minilm_hyperparameters_and_token_ids_are_llama_cpps() {
     assert!(!hp.causal);
     assert_eq!(hp.pooling, Pooling::Mean);
     for r in references() {
-        let ids = model.tokenizer().encode(r.text.as_bytes(), true, true);
+        let ids = model.tokenizer().encode(
+            r.text.as_bytes(),
+            gguf_tokenizer::EncodeOptions::ADD_AND_PARSE_SPECIAL,
+        );
         assert_eq!(ids, r.ids, "{:?}", r.text);
     }
 }
@@ -111,7 +114,7 @@ fn minilm_embeddings_match_llama_cpp_and_sentence_transformers() {
     let mut session = model.session(session_options(0)).unwrap();
     let (mut min_llama, mut min_st, mut max_diff) = (1f64, 1f64, 0f32);
     for r in references() {
-        let v = session.embed(&r.text).unwrap();
+        let v = session.embed(&r.text).unwrap().into_flat();
         assert_eq!(v.len(), 384);
         let (c_llama, c_st) = (
             cosine(&v, &r.llama_cpp),
@@ -150,7 +153,10 @@ fn minilm_pooling_choices_agree_and_attention_sees_later_tokens() {
     let model = Model::load(&path).unwrap();
     let mut session = model.session(session_options(2)).unwrap();
     let text = "Café au lait — naïve résumé";
-    let ids = model.tokenizer().encode(text.as_bytes(), true, true);
+    let ids = model.tokenizer().encode(
+        text.as_bytes(),
+        gguf_tokenizer::EncodeOptions::ADD_AND_PARSE_SPECIAL,
+    );
     let d = model.hparams().n_embd;
     let raw = |pooling| EmbeddingOptions {
         pooling: Some(pooling),
@@ -158,31 +164,40 @@ fn minilm_pooling_choices_agree_and_attention_sees_later_tokens() {
     };
     let rows = session
         .embed_tokens_with(&ids, &raw(Pooling::None))
-        .unwrap();
+        .unwrap()
+        .into_flat();
     assert_eq!(rows.len(), ids.len() * d);
     let mut mean = Pooling::Mean.apply(&rows, d).unwrap();
     Normalize::L2.apply(&mut mean);
-    assert_eq!(session.embed(text).unwrap(), mean);
-    let cls = session.embed_tokens_with(&ids, &raw(Pooling::Cls)).unwrap();
+    assert_eq!(session.embed(text).unwrap().into_flat(), mean);
+    let cls = session
+        .embed_tokens_with(&ids, &raw(Pooling::Cls))
+        .unwrap()
+        .into_flat();
     assert_eq!(cls, rows[..d]);
     let last = session
         .embed_tokens_with(&ids, &raw(Pooling::Last))
-        .unwrap();
+        .unwrap()
+        .into_flat();
     assert_eq!(last, rows[rows.len() - d..]);
     // The same numbers on one thread, and after other inputs.
     let mut one = model.session(session_options(1)).unwrap();
-    one.embed("something else first").unwrap();
+    one.embed("something else first").unwrap().into_flat();
     assert_eq!(
-        one.embed_tokens_with(&ids, &raw(Pooling::None)).unwrap(),
+        one.embed_tokens_with(&ids, &raw(Pooling::None))
+            .unwrap()
+            .into_flat(),
         rows
     );
     // Bidirectional: changing the last word changes the [CLS] row.
-    let other = model
-        .tokenizer()
-        .encode(b"Cafe au lait - naive cafe", true, true);
+    let other = model.tokenizer().encode(
+        b"Cafe au lait - naive cafe",
+        gguf_tokenizer::EncodeOptions::ADD_AND_PARSE_SPECIAL,
+    );
     let cls_other = session
         .embed_tokens_with(&other, &raw(Pooling::Cls))
-        .unwrap();
+        .unwrap()
+        .into_flat();
     assert_ne!(cls, cls_other);
 }
 

@@ -53,7 +53,10 @@ fn greedy_completions_equal_llama_cpp() {
     let mut whole = 0;
     for r in results {
         let prompt = r["prompt"].as_str().unwrap();
-        let prompt_ids = model.tokenizer().encode(prompt.as_bytes(), true, true);
+        let prompt_ids = model.tokenizer().encode(
+            prompt.as_bytes(),
+            gguf_tokenizer::EncodeOptions::ADD_AND_PARSE_SPECIAL,
+        );
         assert_eq!(prompt_ids, ids(&r["prompt_ids"]), "{prompt:?}: prompt ids");
         let expected = ids(&r["generated_ids"]);
         let generated: Vec<u32> = session
@@ -103,9 +106,10 @@ fn first_logits_are_close_to_llama_cpp() {
             ..SessionOptions::default()
         })
         .unwrap();
-    let prompt = model
-        .tokenizer()
-        .encode(b"The capital of France is", true, true);
+    let prompt = model.tokenizer().encode(
+        b"The capital of France is",
+        gguf_tokenizer::EncodeOptions::ADD_AND_PARSE_SPECIAL,
+    );
     session.eval(&prompt).unwrap();
     let logits = session.logits();
     assert_eq!(logits.len(), expected.len());
@@ -428,7 +432,10 @@ fn gemma3_greedy_completions_equal_llama_cpp() {
     for r in results {
         let name = r["name"].as_str().unwrap();
         let prompt = r["prompt"].as_str().unwrap();
-        let prompt_ids = model.tokenizer().encode(prompt.as_bytes(), true, true);
+        let prompt_ids = model.tokenizer().encode(
+            prompt.as_bytes(),
+            gguf_tokenizer::EncodeOptions::ADD_AND_PARSE_SPECIAL,
+        );
         assert_eq!(prompt_ids, ids(&r["prompt_ids"]), "{name}: prompt ids");
         let expected = ids(&r["generated_ids"]);
         let until = r["top1_margin"]
@@ -561,9 +568,10 @@ fn gemma3_first_logits_are_close_to_llama_cpp() {
             ..SessionOptions::default()
         })
         .unwrap();
-    let prompt = model
-        .tokenizer()
-        .encode(b"The capital of France is", true, true);
+    let prompt = model.tokenizer().encode(
+        b"The capital of France is",
+        gguf_tokenizer::EncodeOptions::ADD_AND_PARSE_SPECIAL,
+    );
     session.eval(&prompt).unwrap();
     let logits = session.logits();
     assert_eq!(logits.len(), expected.len());
@@ -627,7 +635,9 @@ fn gemma3_perplexity_is_within_one_percent_of_llama_cpp() {
     let text = std::fs::read(data("ppl_text.txt")).unwrap();
     // The text is tokenized as llama-perplexity tokenizes it (BOS first).
     assert_eq!(
-        model.tokenizer().encode(&text, true, false),
+        model
+            .tokenizer()
+            .encode(&text, gguf_tokenizer::EncodeOptions::ADD_SPECIAL),
         ids(&tokens["tokens"])
     );
     let mut session = model

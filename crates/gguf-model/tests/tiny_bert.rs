@@ -5,7 +5,7 @@
 //! attention, pooling, thread counts, the tiled attention path). Runs everywhere: no real model.
 
 use gguf_format::{GgmlType, GgufBuilder, GgufFile};
-use gguf_model::{EmbeddingOptions, Model, Normalize, Pooling, SessionOptions};
+use gguf_model::{EmbeddingOptions, EncodeOptions, Model, Normalize, Pooling, SessionOptions};
 use gguf_test_support::{fixture_bytes, fnv1a64, Rng};
 
 const D: usize = 64;
@@ -135,7 +135,9 @@ fn tiny_bert_matches_llama_embedding() {
         .unwrap();
     for s in doc["sentences"].as_array().unwrap() {
         let text = s["text"].as_str().unwrap();
-        let ids = model.tokenizer().encode(text.as_bytes(), true, true);
+        let ids = model
+            .tokenizer()
+            .encode(text.as_bytes(), EncodeOptions::ADD_AND_PARSE_SPECIAL);
         assert_eq!(
             ids,
             gguf_test_support::token_ids(&s["llama_cpp_token_ids"]),
@@ -147,7 +149,7 @@ fn tiny_bert_matches_llama_embedding() {
             .iter()
             .map(|x| x.as_f64().unwrap() as f32)
             .collect();
-        let v = session.embed(text).unwrap();
+        let v = session.embed(text).unwrap().into_flat();
         let c = cosine(&v, &expected);
         let diff = v
             .iter()
@@ -186,18 +188,27 @@ fn tiny_bert_attends_both_ways_and_pools_its_rows() {
         "hello world",
         &"the play of the token is a test . ".repeat(9),
     ] {
-        let ids = model.tokenizer().encode(text.as_bytes(), true, true);
-        let rows = two.embed_tokens_with(&ids, &raw(Pooling::None)).unwrap();
+        let ids = model
+            .tokenizer()
+            .encode(text.as_bytes(), EncodeOptions::ADD_AND_PARSE_SPECIAL);
+        let rows = two
+            .embed_tokens_with(&ids, &raw(Pooling::None))
+            .unwrap()
+            .into_flat();
         assert_eq!(rows.len(), ids.len() * D);
         assert_eq!(
-            one.embed_tokens_with(&ids, &raw(Pooling::None)).unwrap(),
+            one.embed_tokens_with(&ids, &raw(Pooling::None))
+                .unwrap()
+                .into_flat(),
             rows
         );
         let mut mean = Pooling::Mean.apply(&rows, D).unwrap();
         Normalize::L2.apply(&mut mean);
-        assert_eq!(two.embed(text).unwrap(), mean);
+        assert_eq!(two.embed(text).unwrap().into_flat(), mean);
         assert_eq!(
-            two.embed_tokens_with(&ids, &raw(Pooling::Cls)).unwrap(),
+            two.embed_tokens_with(&ids, &raw(Pooling::Cls))
+                .unwrap()
+                .into_flat(),
             rows[..D]
         );
         // Changing the second-to-last token changes the first token's row: attention sees
@@ -207,11 +218,14 @@ fn tiny_bert_attends_both_ways_and_pools_its_rows() {
         changed[k] = if changed[k] == 185 { 186 } else { 185 };
         let other = two
             .embed_tokens_with(&changed, &raw(Pooling::None))
-            .unwrap();
+            .unwrap()
+            .into_flat();
         assert_ne!(other[..D], rows[..D]);
         // ... but not the token embeddings' count or the rows of an unchanged input.
         assert_eq!(
-            two.embed_tokens_with(&ids, &raw(Pooling::None)).unwrap(),
+            two.embed_tokens_with(&ids, &raw(Pooling::None))
+                .unwrap()
+                .into_flat(),
             rows
         );
     }
@@ -227,5 +241,5 @@ fn tiny_bert_attends_both_ways_and_pools_its_rows() {
         .embed("hello world hello world hello world hello")
         .is_err());
     assert!(small.embed_tokens(&[]).is_err());
-    assert_eq!(small.embed("hello").unwrap().len(), D);
+    assert_eq!(small.embed("hello").unwrap().into_flat().len(), D);
 }

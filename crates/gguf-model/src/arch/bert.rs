@@ -22,6 +22,7 @@ use crate::forward::{attention, layer_norm_rows, Heads, Mask, Pass, Segment};
 use crate::hparams::{Hparams, Reader};
 use crate::ops::{self, add_assign, add_bias, Scores};
 use crate::weights::{Biases, Loader, Matrix, Qkv};
+use gguf_format::tensor_names::TensorName as T;
 
 /// One block's tensors.
 struct Layer {
@@ -63,40 +64,39 @@ pub(super) fn load(l: &Loader<'_>, arch: &'static str) -> Result<Box<dyn Archite
     hp.causal = r.opt_bool("attention.causal")?.unwrap_or(true);
     check_heads(&r, &hp)?;
     let d = hp.n_embd;
-    hp.n_vocab = l.rows_of("token_embd.weight", d)?;
-    let token_embd = l.plain_matrix("token_embd.weight", d, hp.n_vocab)?;
-    let token_type = if l.has("token_types.weight") {
-        let types = l.rows_of("token_types.weight", d)?;
-        let table = l.plain_matrix("token_types.weight", d, types)?;
+    hp.n_vocab = l.rows_of(T::TokenEmbd.weight(), d)?;
+    let token_embd = l.plain_matrix(T::TokenEmbd.weight(), d, hp.n_vocab)?;
+    let token_type = if l.has(T::TokenTypes.weight()) {
+        let types = l.rows_of(T::TokenTypes.weight(), d)?;
+        let table = l.plain_matrix(T::TokenTypes.weight(), d, types)?;
         Some(l.matrix_row(&table, 0)?)
     } else {
         None
     };
-    let pos_embd = l.plain_matrix("position_embd.weight", d, hp.n_ctx_train)?;
+    let pos_embd = l.plain_matrix(T::PosEmbd.weight(), d, hp.n_ctx_train)?;
     let (kv_k, kv_v) = hp.kv_widths();
     let mut layers = Vec::with_capacity(hp.n_layer);
     for i in 0..hp.n_layer {
-        let t = |s: &str| format!("blk.{i}.{s}");
         layers.push(Layer {
             qkv: l.qkv(i, d, (d, kv_k, kv_v), Biases::Optional)?,
-            wo: l.matrix(&t("attn_output.weight"), d, d)?,
-            bo: l.optional_vector(&t("attn_output.bias"), d)?,
-            attn_out_norm: l.vector(&t("attn_output_norm.weight"), d)?,
-            attn_out_norm_b: l.vector(&t("attn_output_norm.bias"), d)?,
-            w_up: l.matrix(&t("ffn_up.weight"), d, hp.n_ff)?,
-            b_up: l.optional_vector(&t("ffn_up.bias"), hp.n_ff)?,
-            w_down: l.matrix(&t("ffn_down.weight"), hp.n_ff, d)?,
-            b_down: l.optional_vector(&t("ffn_down.bias"), d)?,
-            out_norm: l.vector(&t("layer_output_norm.weight"), d)?,
-            out_norm_b: l.vector(&t("layer_output_norm.bias"), d)?,
+            wo: l.matrix(&T::AttnOut.block_weight(i), d, d)?,
+            bo: l.optional_vector(&T::AttnOut.block_bias(i), d)?,
+            attn_out_norm: l.vector(&T::AttnOutNorm.block_weight(i), d)?,
+            attn_out_norm_b: l.vector(&T::AttnOutNorm.block_bias(i), d)?,
+            w_up: l.matrix(&T::FfnUp.block_weight(i), d, hp.n_ff)?,
+            b_up: l.optional_vector(&T::FfnUp.block_bias(i), hp.n_ff)?,
+            w_down: l.matrix(&T::FfnDown.block_weight(i), hp.n_ff, d)?,
+            b_down: l.optional_vector(&T::FfnDown.block_bias(i), d)?,
+            out_norm: l.vector(&T::LayerOutNorm.block_weight(i), d)?,
+            out_norm_b: l.vector(&T::LayerOutNorm.block_bias(i), d)?,
         });
     }
     Ok(Box::new(Bert {
         token_embd,
         token_type,
         pos_embd,
-        embd_norm: l.vector("token_embd_norm.weight", d)?,
-        embd_norm_b: l.vector("token_embd_norm.bias", d)?,
+        embd_norm: l.vector(T::TokenEmbdNorm.weight(), d)?,
+        embd_norm_b: l.vector(T::TokenEmbdNorm.bias(), d)?,
         layers,
         scores: Scores::new(1.0 / (hp.head_dim_k as f32).sqrt(), 0.0),
         hp,
@@ -120,7 +120,7 @@ impl Architecture for Bert {
         let Pass {
             ctx,
             caches,
-            s,
+            scratch: s,
             tokens,
             segments,
             embeddings,
@@ -152,27 +152,33 @@ impl Architecture for Bert {
             Mask::Full
         };
         // Token, type 0 and position embeddings, added in llama.cpp's order.
-        ctx.embed(&self.token_embd, tokens, &mut s.x)?;
+        ctx.embed(&self.token_embd, tokens, &mut s.residual)?;
         if let Some(row) = &self.token_type {
-            add_bias(&mut s.x, row);
+            add_bias(&mut s.residual, row);
         }
         let positions: Vec<u32> = (0..n as u32).collect();
-        ctx.embed(&self.pos_embd, &positions, &mut s.h)?;
-        add_assign(&mut s.x, &s.h);
-        layer_norm_rows(&s.x, &self.embd_norm, &self.embd_norm_b, eps, &mut s.h);
-        std::mem::swap(&mut s.x, &mut s.h);
+        ctx.embed(&self.pos_embd, &positions, &mut s.sublayer)?;
+        add_assign(&mut s.residual, &s.sublayer);
+        layer_norm_rows(
+            &s.residual,
+            &self.embd_norm,
+            &self.embd_norm_b,
+            eps,
+            &mut s.sublayer,
+        );
+        std::mem::swap(&mut s.residual, &mut s.sublayer);
         for (il, l) in self.layers.iter().enumerate() {
-            // Attention over the whole input; `x` is the block's input.
-            ctx.matmul(&l.qkv.wq, &s.x, &mut s.q, &mut s.quant)?;
-            ctx.matmul(&l.qkv.wk, &s.x, &mut s.k, &mut s.quant)?;
-            ctx.matmul(&l.qkv.wv, &s.x, &mut s.v, &mut s.quant)?;
-            l.qkv.add_biases(&mut s.q, &mut s.k, &mut s.v);
-            cache.store(il, 0, &s.k, &s.v);
+            // Attention over the whole input; `residual` is the block's input.
+            ctx.matmul(&l.qkv.wq, &s.residual, &mut s.queries, &mut s.quant)?;
+            ctx.matmul(&l.qkv.wk, &s.residual, &mut s.keys, &mut s.quant)?;
+            ctx.matmul(&l.qkv.wv, &s.residual, &mut s.values, &mut s.quant)?;
+            l.qkv.add_biases(&mut s.queries, &mut s.keys, &mut s.values);
+            cache.store(il, 0, &s.keys, &s.values);
             attention(
                 ctx.pool,
                 cache,
                 il,
-                &s.q,
+                &s.queries,
                 0,
                 Heads::of(hp),
                 mask,
@@ -180,21 +186,33 @@ impl Architecture for Bert {
                 &mut s.attn_threads,
                 &mut s.attn,
             );
-            ctx.matmul(&l.wo, &s.attn, &mut s.h, &mut s.quant)?;
-            add_optional_bias(&mut s.h, &l.bo);
+            ctx.matmul(&l.wo, &s.attn, &mut s.sublayer, &mut s.quant)?;
+            add_optional_bias(&mut s.sublayer, &l.bo);
             // Post-norm: (attention + input), normed, feeds the feed-forward and its residual.
-            add_assign(&mut s.h, &s.x);
-            layer_norm_rows(&s.h, &l.attn_out_norm, &l.attn_out_norm_b, eps, &mut s.x);
-            ctx.matmul(&l.w_up, &s.x, &mut s.up, &mut s.quant)?;
+            add_assign(&mut s.sublayer, &s.residual);
+            layer_norm_rows(
+                &s.sublayer,
+                &l.attn_out_norm,
+                &l.attn_out_norm_b,
+                eps,
+                &mut s.residual,
+            );
+            ctx.matmul(&l.w_up, &s.residual, &mut s.up, &mut s.quant)?;
             add_optional_bias(&mut s.up, &l.b_up);
             ops::gelu(&mut s.up);
-            ctx.matmul(&l.w_down, &s.up, &mut s.h, &mut s.quant)?;
-            add_optional_bias(&mut s.h, &l.b_down);
-            add_assign(&mut s.h, &s.x);
-            layer_norm_rows(&s.h, &l.out_norm, &l.out_norm_b, eps, &mut s.x);
+            ctx.matmul(&l.w_down, &s.up, &mut s.sublayer, &mut s.quant)?;
+            add_optional_bias(&mut s.sublayer, &l.b_down);
+            add_assign(&mut s.sublayer, &s.residual);
+            layer_norm_rows(
+                &s.sublayer,
+                &l.out_norm,
+                &l.out_norm_b,
+                eps,
+                &mut s.residual,
+            );
         }
         out.clear();
-        out.extend_from_slice(&s.x[..n * hp.n_embd]);
+        out.extend_from_slice(&s.residual[..n * hp.n_embd]);
         Ok(())
     }
 }

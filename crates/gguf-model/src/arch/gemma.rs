@@ -15,12 +15,13 @@
 //! Queries are scaled before attention (`1/sqrt(head_dim)`, or `1/sqrt(n_embd / n_head)` for
 //! the 27B models, as llama.cpp picks by layer count), then rounded to f16 by flash attention.
 
+use gguf_format::tensor_names::{self, TensorName as T};
 use gguf_format::Value;
 
 use super::Architecture;
 use crate::error::Result;
 use crate::forward::{
-    gated_ffn, hidden_states, output_rows, rms_norm_each, rms_norm_rows, Gate, Heads, Pass,
+    gated_ffn, output_rows, rms_norm_each, rms_norm_rows, wrote_hidden_states, Gate, Heads, Pass,
     SelfAttention,
 };
 use crate::hparams::{Hparams, Reader, RopeScaling};
@@ -136,8 +137,8 @@ pub(super) fn load(l: &Loader<'_>, arch: &'static str) -> Result<Box<dyn Archite
         1.0 / (hp.head_dim_k as f32).sqrt()
     };
 
-    hp.n_vocab = l.rows_of("token_embd.weight", hp.n_embd)?;
-    let token_embd = l.plain_matrix("token_embd.weight", hp.n_embd, hp.n_vocab)?;
+    hp.n_vocab = l.rows_of(T::TokenEmbd.weight(), hp.n_embd)?;
+    let token_embd = l.plain_matrix(T::TokenEmbd.weight(), hp.n_embd, hp.n_vocab)?;
     let (q_out, k_out, v_out) = (
         hp.n_head * hp.head_dim_k,
         hp.n_head_kv * hp.head_dim_k,
@@ -147,29 +148,29 @@ pub(super) fn load(l: &Loader<'_>, arch: &'static str) -> Result<Box<dyn Archite
     let qk_norm = generation == Generation::Gemma3;
     let mut layers = Vec::with_capacity(hp.n_layer);
     for i in 0..hp.n_layer {
-        let t = |s: &str| format!("blk.{i}.{s}");
+        let t = |s: &str| tensor_names::block(i, s);
         let norm = |needed: bool, s: &str, n| needed.then(|| l.vector(&t(s), n)).transpose();
         layers.push(Layer {
-            attn_norm: l.vector(&t("attn_norm.weight"), hp.n_embd)?,
+            attn_norm: l.vector(&T::AttnNorm.block_weight(i), hp.n_embd)?,
             qkv: l.qkv(i, hp.n_embd, (q_out, k_out, v_out), Biases::Optional)?,
-            wo: l.matrix(&t("attn_output.weight"), q_out, hp.n_embd)?,
-            q_norm: norm(qk_norm, "attn_q_norm.weight", hp.head_dim_k)?,
-            k_norm: norm(qk_norm, "attn_k_norm.weight", hp.head_dim_k)?,
-            post_attn_norm: norm(post_norms, "post_attention_norm.weight", hp.n_embd)?,
-            ffn_norm: l.vector(&t("ffn_norm.weight"), hp.n_embd)?,
-            w_gate: l.matrix(&t("ffn_gate.weight"), hp.n_embd, hp.n_ff)?,
-            w_up: l.matrix(&t("ffn_up.weight"), hp.n_embd, hp.n_ff)?,
-            w_down: l.matrix(&t("ffn_down.weight"), hp.n_ff, hp.n_embd)?,
-            post_ffn_norm: norm(post_norms, "post_ffw_norm.weight", hp.n_embd)?,
+            wo: l.matrix(&T::AttnOut.block_weight(i), q_out, hp.n_embd)?,
+            q_norm: norm(qk_norm, T::AttnQNorm.weight(), hp.head_dim_k)?,
+            k_norm: norm(qk_norm, T::AttnKNorm.weight(), hp.head_dim_k)?,
+            post_attn_norm: norm(post_norms, T::AttnPostNorm.weight(), hp.n_embd)?,
+            ffn_norm: l.vector(&T::FfnNorm.block_weight(i), hp.n_embd)?,
+            w_gate: l.matrix(&T::FfnGate.block_weight(i), hp.n_embd, hp.n_ff)?,
+            w_up: l.matrix(&T::FfnUp.block_weight(i), hp.n_embd, hp.n_ff)?,
+            w_down: l.matrix(&T::FfnDown.block_weight(i), hp.n_ff, hp.n_embd)?,
+            post_ffn_norm: norm(post_norms, T::FfnPostNorm.weight(), hp.n_embd)?,
         });
     }
     // Gemma ties the output to the embeddings; Gemma 3 may carry its own.
     let output = match generation {
-        Generation::Gemma3 => l.optional_matrix("output.weight", hp.n_embd, hp.n_vocab)?,
+        Generation::Gemma3 => l.optional_matrix(T::Output.weight(), hp.n_embd, hp.n_vocab)?,
         _ => None,
     }
     .map_or_else(|| l.packed(token_embd.clone()), Ok)?;
-    let output_norm = l.vector("output_norm.weight", hp.n_embd)?;
+    let output_norm = l.vector(T::OutputNorm.weight(), hp.n_embd)?;
 
     let global = Rope::for_model(
         hp.n_rot,
@@ -220,7 +221,7 @@ impl Architecture for Gemma {
         let Pass {
             ctx,
             caches,
-            s,
+            scratch: s,
             tokens,
             segments,
             all_logits,
@@ -230,15 +231,15 @@ impl Architecture for Gemma {
         } = pass;
         let (eps, d) = (hp.norm_eps, hp.n_embd);
         let heads = Heads::of(hp);
-        ctx.embed(&self.token_embd, tokens, &mut s.x)?;
-        ops::scale(&mut s.x, (d as f32).sqrt());
+        ctx.embed(&self.token_embd, tokens, &mut s.residual)?;
+        ops::scale(&mut s.residual, (d as f32).sqrt());
         s.fill_rope(&self.ropes, segments);
         let scores = Scores::new(1.0, self.attn_softcap);
         for (il, l) in self.layers.iter().enumerate() {
             let window = hp.layer_windows[il];
             // Global layers use the first RoPE setup, sliding-window ones the second.
             let r = usize::from(window.is_some());
-            rms_norm_rows(&s.x, &l.attn_norm, eps, &mut s.h);
+            rms_norm_rows(&s.residual, &l.attn_norm, eps, &mut s.sublayer);
             SelfAttention {
                 qkv: &l.qkv,
                 qk_norm: l.q_norm.as_deref().zip(l.k_norm.as_deref()),
@@ -251,21 +252,21 @@ impl Architecture for Gemma {
                 scores,
             }
             .run(ctx, caches, segments, s, il)?;
-            ctx.matmul(&l.wo, &s.attn, &mut s.h, &mut s.quant)?;
+            ctx.matmul(&l.wo, &s.attn, &mut s.sublayer, &mut s.quant)?;
             if let Some(w) = &l.post_attn_norm {
-                rms_norm_each(&mut s.h, w, eps);
+                rms_norm_each(&mut s.sublayer, w, eps);
             }
-            add_assign(&mut s.x, &s.h);
-            rms_norm_rows(&s.x, &l.ffn_norm, eps, &mut s.h);
+            add_assign(&mut s.residual, &s.sublayer);
+            rms_norm_rows(&s.residual, &l.ffn_norm, eps, &mut s.sublayer);
             gated_ffn(ctx, s, &l.w_gate, &l.w_up, &l.w_down, Gate::Gelu)?;
             if let Some(w) = &l.post_ffn_norm {
-                rms_norm_each(&mut s.h, w, eps);
+                rms_norm_each(&mut s.sublayer, w, eps);
             }
-            add_assign(&mut s.x, &s.h);
+            add_assign(&mut s.residual, &s.sublayer);
         }
-        let rows = output_rows(&s.x, d, segments, *all_logits, &mut s.picked);
+        let rows = output_rows(&s.residual, d, segments, *all_logits, &mut s.picked);
         rms_norm_rows(rows, &self.output_norm, eps, &mut s.row);
-        if hidden_states(*embeddings, &s.row, logits) {
+        if wrote_hidden_states(*embeddings, &s.row, logits) {
             return Ok(());
         }
         ctx.matmul(&self.output, &s.row, logits, &mut s.quant)?;

@@ -7,11 +7,12 @@
 use super::Architecture;
 use crate::error::Result;
 use crate::forward::{
-    gated_ffn, hidden_states, output_rows, rms_norm_rows, Gate, Heads, Pass, SelfAttention,
+    gated_ffn, output_rows, rms_norm_rows, wrote_hidden_states, Gate, Heads, Pass, SelfAttention,
 };
 use crate::hparams::{Hparams, Reader};
 use crate::ops::{add_assign, Rope, Scores};
 use crate::weights::{Biases, Loader, Matrix, Qkv};
+use gguf_format::tensor_names::{self, TensorName as T};
 
 /// What sets the family's members apart.
 #[derive(Debug, Clone, Copy)]
@@ -96,8 +97,8 @@ pub(super) fn load(l: &Loader<'_>, arch: &'static str) -> Result<Box<dyn Archite
         hp.sliding_window = r.sliding_window()?;
         hp.layer_windows = vec![hp.sliding_window; hp.n_layer];
     }
-    hp.n_vocab = l.rows_of("token_embd.weight", hp.n_embd)?;
-    let token_embd = l.plain_matrix("token_embd.weight", hp.n_embd, hp.n_vocab)?;
+    hp.n_vocab = l.rows_of(T::TokenEmbd.weight(), hp.n_embd)?;
+    let token_embd = l.plain_matrix(T::TokenEmbd.weight(), hp.n_embd, hp.n_vocab)?;
     let (q_out, k_out, v_out) = (
         hp.n_head * hp.head_dim_k,
         hp.n_head_kv * hp.head_dim_k,
@@ -105,7 +106,7 @@ pub(super) fn load(l: &Loader<'_>, arch: &'static str) -> Result<Box<dyn Archite
     );
     let mut layers = Vec::with_capacity(hp.n_layer);
     for i in 0..hp.n_layer {
-        let t = |s: &str| format!("blk.{i}.{s}");
+        let t = |s: &str| tensor_names::block(i, s);
         let biases = if variant.qkv_bias {
             Biases::Required
         } else {
@@ -118,26 +119,26 @@ pub(super) fn load(l: &Loader<'_>, arch: &'static str) -> Result<Box<dyn Archite
                 .transpose()
         };
         layers.push(Layer {
-            attn_norm: l.vector(&t("attn_norm.weight"), hp.n_embd)?,
+            attn_norm: l.vector(&T::AttnNorm.block_weight(i), hp.n_embd)?,
             qkv: l.qkv(i, hp.n_embd, (q_out, k_out, v_out), biases)?,
             wo: l.matrix(
-                &t("attn_output.weight"),
+                &T::AttnOut.block_weight(i),
                 hp.n_head * hp.head_dim_v,
                 hp.n_embd,
             )?,
-            q_norm: norm("attn_q_norm.weight")?,
-            k_norm: norm("attn_k_norm.weight")?,
-            ffn_norm: l.vector(&t("ffn_norm.weight"), hp.n_embd)?,
-            w_gate: l.matrix(&t("ffn_gate.weight"), hp.n_embd, hp.n_ff)?,
-            w_up: l.matrix(&t("ffn_up.weight"), hp.n_embd, hp.n_ff)?,
-            w_down: l.matrix(&t("ffn_down.weight"), hp.n_ff, hp.n_embd)?,
+            q_norm: norm(T::AttnQNorm.weight())?,
+            k_norm: norm(T::AttnKNorm.weight())?,
+            ffn_norm: l.vector(&T::FfnNorm.block_weight(i), hp.n_embd)?,
+            w_gate: l.matrix(&T::FfnGate.block_weight(i), hp.n_embd, hp.n_ff)?,
+            w_up: l.matrix(&T::FfnUp.block_weight(i), hp.n_embd, hp.n_ff)?,
+            w_down: l.matrix(&T::FfnDown.block_weight(i), hp.n_ff, hp.n_embd)?,
         });
     }
     let output = l
-        .optional_matrix("output.weight", hp.n_embd, hp.n_vocab)?
+        .optional_matrix(T::Output.weight(), hp.n_embd, hp.n_vocab)?
         .map_or_else(|| l.packed(token_embd.clone()), Ok)?;
-    let output_norm = l.vector("output_norm.weight", hp.n_embd)?;
-    let rope_freqs = l.rope_factors("rope_freqs.weight", hp.n_rot / 2)?;
+    let output_norm = l.vector(T::OutputNorm.weight(), hp.n_embd)?;
+    let rope_freqs = l.rope_factors(T::RopeFreqs.weight(), hp.n_rot / 2)?;
     let rope = Rope::for_model(
         hp.n_rot,
         variant.neox,
@@ -168,7 +169,7 @@ impl Architecture for Llama {
         let Pass {
             ctx,
             caches,
-            s,
+            scratch: s,
             tokens,
             segments,
             all_logits,
@@ -178,10 +179,10 @@ impl Architecture for Llama {
         } = pass;
         let eps = hp.norm_eps;
         let heads = Heads::of(hp);
-        ctx.embed(&self.token_embd, tokens, &mut s.x)?;
+        ctx.embed(&self.token_embd, tokens, &mut s.residual)?;
         s.fill_rope_with_factors(&self.rope, self.rope_freqs.as_deref(), segments);
         for (il, l) in self.layers.iter().enumerate() {
-            rms_norm_rows(&s.x, &l.attn_norm, eps, &mut s.h);
+            rms_norm_rows(&s.residual, &l.attn_norm, eps, &mut s.sublayer);
             SelfAttention {
                 qkv: &l.qkv,
                 qk_norm: l.q_norm.as_deref().zip(l.k_norm.as_deref()),
@@ -194,16 +195,16 @@ impl Architecture for Llama {
                 scores: self.scores,
             }
             .run(ctx, caches, segments, s, il)?;
-            ctx.matmul(&l.wo, &s.attn, &mut s.h, &mut s.quant)?;
-            add_assign(&mut s.x, &s.h);
-            rms_norm_rows(&s.x, &l.ffn_norm, eps, &mut s.h);
+            ctx.matmul(&l.wo, &s.attn, &mut s.sublayer, &mut s.quant)?;
+            add_assign(&mut s.residual, &s.sublayer);
+            rms_norm_rows(&s.residual, &l.ffn_norm, eps, &mut s.sublayer);
             gated_ffn(ctx, s, &l.w_gate, &l.w_up, &l.w_down, Gate::Silu)?;
-            add_assign(&mut s.x, &s.h);
+            add_assign(&mut s.residual, &s.sublayer);
         }
         let d = hp.n_embd;
-        let rows = output_rows(&s.x, d, segments, *all_logits, &mut s.picked);
+        let rows = output_rows(&s.residual, d, segments, *all_logits, &mut s.picked);
         rms_norm_rows(rows, &self.output_norm, eps, &mut s.row);
-        if hidden_states(*embeddings, &s.row, logits) {
+        if wrote_hidden_states(*embeddings, &s.row, logits) {
             return Ok(());
         }
         ctx.matmul(&self.output, &s.row, logits, &mut s.quant)?;

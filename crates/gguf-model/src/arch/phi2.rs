@@ -9,10 +9,13 @@
 
 use super::Architecture;
 use crate::error::Result;
-use crate::forward::{hidden_states, layer_norm_rows, output_rows, Heads, Pass, SelfAttention};
+use crate::forward::{
+    layer_norm_rows, output_rows, wrote_hidden_states, Heads, Pass, SelfAttention,
+};
 use crate::hparams::{Hparams, Reader};
 use crate::ops::{self, add_assign, add_bias, Rope, Scores};
 use crate::weights::{Biases, Loader, Matrix, Qkv};
+use gguf_format::tensor_names::TensorName as T;
 
 /// One block's tensors.
 struct Layer {
@@ -68,28 +71,27 @@ pub(super) fn load(l: &Loader<'_>, arch: &'static str) -> Result<Box<dyn Archite
     let mut hp = r.common("attention.layer_norm_epsilon")?;
     check_heads(&r, &hp)?;
     let d = hp.n_embd;
-    hp.n_vocab = l.rows_of("token_embd.weight", d)?;
-    let token_embd = l.plain_matrix("token_embd.weight", d, hp.n_vocab)?;
+    hp.n_vocab = l.rows_of(T::TokenEmbd.weight(), d)?;
+    let token_embd = l.plain_matrix(T::TokenEmbd.weight(), d, hp.n_vocab)?;
     let (kv_k, kv_v) = hp.kv_widths();
     let mut layers = Vec::with_capacity(hp.n_layer);
     for i in 0..hp.n_layer {
-        let t = |s: &str| format!("blk.{i}.{s}");
         layers.push(Layer {
-            attn_norm: l.vector(&t("attn_norm.weight"), d)?,
-            attn_norm_b: l.vector(&t("attn_norm.bias"), d)?,
+            attn_norm: l.vector(&T::AttnNorm.block_weight(i), d)?,
+            attn_norm_b: l.vector(&T::AttnNorm.block_bias(i), d)?,
             qkv: l.qkv(i, d, (d, kv_k, kv_v), Biases::Optional)?,
-            wo: l.matrix(&t("attn_output.weight"), d, d)?,
-            bo: l.vector(&t("attn_output.bias"), d)?,
-            w_up: l.matrix(&t("ffn_up.weight"), d, hp.n_ff)?,
-            b_up: l.vector(&t("ffn_up.bias"), hp.n_ff)?,
-            w_down: l.matrix(&t("ffn_down.weight"), hp.n_ff, d)?,
-            b_down: l.vector(&t("ffn_down.bias"), d)?,
+            wo: l.matrix(&T::AttnOut.block_weight(i), d, d)?,
+            bo: l.vector(&T::AttnOut.block_bias(i), d)?,
+            w_up: l.matrix(&T::FfnUp.block_weight(i), d, hp.n_ff)?,
+            b_up: l.vector(&T::FfnUp.block_bias(i), hp.n_ff)?,
+            w_down: l.matrix(&T::FfnDown.block_weight(i), hp.n_ff, d)?,
+            b_down: l.vector(&T::FfnDown.block_bias(i), d)?,
         });
     }
-    let output_norm = l.vector("output_norm.weight", d)?;
-    let output_norm_b = l.vector("output_norm.bias", d)?;
-    let output = l.matrix("output.weight", d, hp.n_vocab)?;
-    let output_b = l.vector("output.bias", hp.n_vocab)?;
+    let output_norm = l.vector(T::OutputNorm.weight(), d)?;
+    let output_norm_b = l.vector(T::OutputNorm.bias(), d)?;
+    let output = l.matrix(T::Output.weight(), d, hp.n_vocab)?;
+    let output_b = l.vector(T::Output.bias(), hp.n_vocab)?;
     let rope = Rope::for_model(
         hp.n_rot,
         true,
@@ -121,7 +123,7 @@ impl Architecture for Phi2 {
         let Pass {
             ctx,
             caches,
-            s,
+            scratch: s,
             tokens,
             segments,
             all_logits,
@@ -133,11 +135,17 @@ impl Architecture for Phi2 {
         let heads = Heads::of(hp);
         // The query is scaled beforehand, so attention's own scale is 1.
         let scores = Scores::new(1.0, 0.0);
-        ctx.embed(&self.token_embd, tokens, &mut s.x)?;
+        ctx.embed(&self.token_embd, tokens, &mut s.residual)?;
         s.fill_rope(std::slice::from_ref(&self.rope), segments);
         for (il, l) in self.layers.iter().enumerate() {
-            // `h` feeds both attention and the feed-forward network.
-            layer_norm_rows(&s.x, &l.attn_norm, &l.attn_norm_b, eps, &mut s.h);
+            // `sublayer` feeds both attention and the feed-forward network.
+            layer_norm_rows(
+                &s.residual,
+                &l.attn_norm,
+                &l.attn_norm_b,
+                eps,
+                &mut s.sublayer,
+            );
             SelfAttention {
                 qkv: &l.qkv,
                 qk_norm: None,
@@ -150,19 +158,19 @@ impl Architecture for Phi2 {
                 scores,
             }
             .run(ctx, caches, segments, s, il)?;
-            // Attention's output goes to `q` (no longer needed), the feed-forward's to `v`.
-            ctx.matmul(&l.wo, &s.attn, &mut s.q, &mut s.quant)?;
-            add_bias(&mut s.q, &l.bo);
-            ctx.matmul(&l.w_up, &s.h, &mut s.up, &mut s.quant)?;
+            // Attention's output goes to `queries` (no longer needed), the feed-forward's to `values`.
+            ctx.matmul(&l.wo, &s.attn, &mut s.queries, &mut s.quant)?;
+            add_bias(&mut s.queries, &l.bo);
+            ctx.matmul(&l.w_up, &s.sublayer, &mut s.up, &mut s.quant)?;
             add_bias(&mut s.up, &l.b_up);
             ops::gelu(&mut s.up);
-            ctx.matmul(&l.w_down, &s.up, &mut s.v, &mut s.quant)?;
-            add_bias(&mut s.v, &l.b_down);
+            ctx.matmul(&l.w_down, &s.up, &mut s.values, &mut s.quant)?;
+            add_bias(&mut s.values, &l.b_down);
             // (attention + feed-forward) + input, in llama.cpp's order.
-            add_assign(&mut s.q, &s.v);
-            add_assign(&mut s.x, &s.q);
+            add_assign(&mut s.queries, &s.values);
+            add_assign(&mut s.residual, &s.queries);
         }
-        let rows = output_rows(&s.x, d, segments, *all_logits, &mut s.picked);
+        let rows = output_rows(&s.residual, d, segments, *all_logits, &mut s.picked);
         layer_norm_rows(
             rows,
             &self.output_norm,
@@ -170,7 +178,7 @@ impl Architecture for Phi2 {
             eps,
             &mut s.row,
         );
-        if hidden_states(*embeddings, &s.row, logits) {
+        if wrote_hidden_states(*embeddings, &s.row, logits) {
             return Ok(());
         }
         ctx.matmul(&self.output, &s.row, logits, &mut s.quant)?;

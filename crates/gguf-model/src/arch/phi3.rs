@@ -17,11 +17,12 @@ use super::phi2::check_heads;
 use super::Architecture;
 use crate::error::{ModelError, Result};
 use crate::forward::{
-    gated_ffn, hidden_states, output_rows, rms_norm_rows, Gate, Heads, Pass, SelfAttention,
+    gated_ffn, output_rows, rms_norm_rows, wrote_hidden_states, Gate, Heads, Pass, SelfAttention,
 };
 use crate::hparams::{Hparams, Reader};
 use crate::ops::{add_assign, add_bias, Rope, Scores};
 use crate::weights::{Biases, Loader, Matrix, Qkv};
+use gguf_format::tensor_names::TensorName as T;
 
 /// llama.cpp rounds every context up to a multiple of this (`GGML_PAD(n_ctx, 256)`) before it
 /// compares it with the original context to pick the RoPE factors.
@@ -72,13 +73,12 @@ pub(super) fn load(l: &Loader<'_>, arch: &'static str) -> Result<Box<dyn Archite
     let attn_factor = r.positive_or("rope.scaling.attn_factor", 1.0)?;
 
     let (d, ff) = (hp.n_embd, hp.n_ff);
-    hp.n_vocab = l.rows_of("token_embd.weight", d)?;
-    let token_embd = l.plain_matrix("token_embd.weight", d, hp.n_vocab)?;
+    hp.n_vocab = l.rows_of(T::TokenEmbd.weight(), d)?;
+    let token_embd = l.plain_matrix(T::TokenEmbd.weight(), d, hp.n_vocab)?;
     let (kv_k, kv_v) = hp.kv_widths();
     let mut layers = Vec::with_capacity(hp.n_layer);
     for i in 0..hp.n_layer {
-        let t = |s: &str| format!("blk.{i}.{s}");
-        let up_name = t("ffn_up.weight");
+        let up_name = T::FfnUp.block_weight(i);
         let gate_up = l.matrix(&up_name, d, 2 * ff)?;
         // Both in range: the shape check made `gate_up` 2 * ff rows tall.
         let half = |first| {
@@ -92,22 +92,22 @@ pub(super) fn load(l: &Loader<'_>, arch: &'static str) -> Result<Box<dyn Archite
                 })
         };
         layers.push(Layer {
-            attn_norm: l.vector(&t("attn_norm.weight"), d)?,
+            attn_norm: l.vector(&T::AttnNorm.block_weight(i), d)?,
             qkv: l.qkv(i, d, (d, kv_k, kv_v), Biases::Optional)?,
-            wo: l.matrix(&t("attn_output.weight"), d, d)?,
-            ffn_norm: l.vector(&t("ffn_norm.weight"), d)?,
+            wo: l.matrix(&T::AttnOut.block_weight(i), d, d)?,
+            ffn_norm: l.vector(&T::FfnNorm.block_weight(i), d)?,
             w_gate: half(0)?,
             w_up: half(ff)?,
-            w_down: l.matrix(&t("ffn_down.weight"), ff, d)?,
+            w_down: l.matrix(&T::FfnDown.block_weight(i), ff, d)?,
         });
     }
-    let output_norm = l.vector("output_norm.weight", d)?;
+    let output_norm = l.vector(T::OutputNorm.weight(), d)?;
     let output = l
-        .optional_matrix("output.weight", d, hp.n_vocab)?
+        .optional_matrix(T::Output.weight(), d, hp.n_vocab)?
         .map_or_else(|| l.packed(token_embd.clone()), Ok)?;
-    let output_b = l.optional_vector("output.bias", hp.n_vocab)?;
-    let factors_long = l.rope_factors("rope_factors_long.weight", hp.n_rot / 2)?;
-    let factors_short = l.rope_factors("rope_factors_short.weight", hp.n_rot / 2)?;
+    let output_b = l.optional_vector(T::Output.bias(), hp.n_vocab)?;
+    let factors_long = l.rope_factors(T::RopeFactorsLong.weight(), hp.n_rot / 2)?;
+    let factors_short = l.rope_factors(T::RopeFactorsShort.weight(), hp.n_rot / 2)?;
     let mut rope = Rope::for_model(
         hp.n_rot,
         true,
@@ -156,7 +156,7 @@ impl Architecture for Phi3 {
         let Pass {
             ctx,
             caches,
-            s,
+            scratch: s,
             tokens,
             segments,
             n_ctx,
@@ -168,10 +168,10 @@ impl Architecture for Phi3 {
         let heads = Heads::of(hp);
         // The query is scaled beforehand, so attention's own scale is 1.
         let scores = Scores::new(1.0, 0.0);
-        ctx.embed(&self.token_embd, tokens, &mut s.x)?;
+        ctx.embed(&self.token_embd, tokens, &mut s.residual)?;
         s.fill_rope_with_factors(&self.rope, self.factors(*n_ctx), segments);
         for (il, l) in self.layers.iter().enumerate() {
-            rms_norm_rows(&s.x, &l.attn_norm, eps, &mut s.h);
+            rms_norm_rows(&s.residual, &l.attn_norm, eps, &mut s.sublayer);
             SelfAttention {
                 qkv: &l.qkv,
                 qk_norm: None,
@@ -184,15 +184,15 @@ impl Architecture for Phi3 {
                 scores,
             }
             .run(ctx, caches, segments, s, il)?;
-            ctx.matmul(&l.wo, &s.attn, &mut s.h, &mut s.quant)?;
-            add_assign(&mut s.x, &s.h);
-            rms_norm_rows(&s.x, &l.ffn_norm, eps, &mut s.h);
+            ctx.matmul(&l.wo, &s.attn, &mut s.sublayer, &mut s.quant)?;
+            add_assign(&mut s.residual, &s.sublayer);
+            rms_norm_rows(&s.residual, &l.ffn_norm, eps, &mut s.sublayer);
             gated_ffn(ctx, s, &l.w_gate, &l.w_up, &l.w_down, Gate::Silu)?;
-            add_assign(&mut s.x, &s.h);
+            add_assign(&mut s.residual, &s.sublayer);
         }
-        let rows = output_rows(&s.x, d, segments, *all_logits, &mut s.picked);
+        let rows = output_rows(&s.residual, d, segments, *all_logits, &mut s.picked);
         rms_norm_rows(rows, &self.output_norm, eps, &mut s.row);
-        if hidden_states(*embeddings, &s.row, logits) {
+        if wrote_hidden_states(*embeddings, &s.row, logits) {
             return Ok(());
         }
         ctx.matmul(&self.output, &s.row, logits, &mut s.quant)?;
