@@ -2,6 +2,7 @@
 //! anything is written: a conversion whose file would not load is an error naming the key or
 //! tensor (and where in the input it comes from), not a file that fails later.
 
+use gguf_format::tensor_names;
 use gguf_format::{GgufBuilder, GgufFile};
 use gguf_model::{ModelError, PlanTensor};
 
@@ -103,7 +104,11 @@ fn origin(
 
 /// The block of a tensor named `blk.N.*`.
 fn block_of(name: &str) -> Option<usize> {
-    name.strip_prefix("blk.")?.split('.').next()?.parse().ok()
+    name.strip_prefix(tensor_names::BLOCK_PREFIX)?
+        .split('.')
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// Whether `message` names `name` as a whole (not as the start of a longer key, as

@@ -52,6 +52,11 @@ pub enum Error {
     /// Writing the GGUF output failed.
     #[error(transparent)]
     Format(#[from] gguf_format::Error),
+
+    /// Writing an output file failed, or its destination was refused (an input of the
+    /// conversion, a file in the way): gguf-fsutil's error.
+    #[error(transparent)]
+    Fs(#[from] gguf_fsutil::Error),
 }
 
 /// This crate's result type.

@@ -128,8 +128,20 @@ fn assert_same_tokenizer(file: &GgufFile, export: &Export) {
     for text in TEXTS {
         for add_special in [true, false] {
             assert_eq!(
-                hf.encode(text.as_bytes(), add_special, true),
-                ours.encode(text.as_bytes(), add_special, true),
+                hf.encode(
+                    text.as_bytes(),
+                    gguf_tokenizer::EncodeOptions {
+                        add_special,
+                        parse_special: true
+                    }
+                ),
+                ours.encode(
+                    text.as_bytes(),
+                    gguf_tokenizer::EncodeOptions {
+                        add_special,
+                        parse_special: true
+                    }
+                ),
                 "{text:?} (add_special {add_special})"
             );
         }
@@ -913,8 +925,20 @@ fn minilm_comes_back_as_it_was() {
     {
         for add_special in [true, false] {
             assert_eq!(
-                ours.encode(text.as_bytes(), add_special, true),
-                theirs.encode(text.as_bytes(), add_special, true),
+                ours.encode(
+                    text.as_bytes(),
+                    gguf_tokenizer::EncodeOptions {
+                        add_special,
+                        parse_special: true
+                    }
+                ),
+                theirs.encode(
+                    text.as_bytes(),
+                    gguf_tokenizer::EncodeOptions {
+                        add_special,
+                        parse_special: true
+                    }
+                ),
                 "{text:?}"
             );
         }
@@ -1036,7 +1060,10 @@ fn python_tokenizers_encode_like_the_gguf(file: &GgufFile, json: &std::path::Pat
     let tok = Tokenizer::from_gguf(file).unwrap();
     for (text, ids) in TEXTS.iter().zip(theirs) {
         assert_eq!(
-            tok.encode(text.as_bytes(), true, true),
+            tok.encode(
+                text.as_bytes(),
+                gguf_tokenizer::EncodeOptions::ADD_AND_PARSE_SPECIAL
+            ),
             ids,
             "{model}: {text:?}"
         );

@@ -1,6 +1,7 @@
 //! `config.json` from a GGUF file's hyperparameters: the keys `transformers` builds the model
 //! from, named so that `convert_hf_to_gguf.py` reads back the same GGUF values.
 
+use gguf_format::tensor_names::TensorName as T;
 use gguf_format::{GgufFile, Value as GgufValue};
 use serde_json::{json, Map, Value};
 
@@ -114,7 +115,7 @@ impl Hparams {
         }
         let n_rot = m.uint("rope.dimension_count")?.unwrap_or(head_dim);
         let n_ctx = m.uint("context_length")?.unwrap_or(2048);
-        let vocab_size = match file.tensor("token_embd.weight") {
+        let vocab_size = match file.tensor(T::TokenEmbd.weight()) {
             Some(t) if t.shape().len() == 2 => t.shape()[1] as usize,
             _ => {
                 return Err(Error::Unsupported(
@@ -322,7 +323,7 @@ pub(crate) fn config_json(
     put("attention_dropout", json!(0.0));
 
     let mut rope_scaling = rope_scaling_keys(&m, warnings);
-    if let Some(factors) = f32_tensor(file, "rope_freqs.weight") {
+    if let Some(factors) = f32_tensor(file, T::RopeFreqs.weight()) {
         match llama3_rope_scaling(&factors, theta, hp.n_rot) {
             Some(v) => rope_scaling = Some(v),
             None => warnings.push(
@@ -442,8 +443,8 @@ pub(crate) fn config_json(
             }
             let window = m.uint("attention.sliding_window")?.filter(|w| *w > 0);
             put("sliding_window", json!(window));
-            let long = f32_tensor(file, "rope_factors_long.weight");
-            let short = f32_tensor(file, "rope_factors_short.weight");
+            let long = f32_tensor(file, T::RopeFactorsLong.weight());
+            let short = f32_tensor(file, T::RopeFactorsShort.weight());
             match (long, short) {
                 (Some(long), Some(short)) => {
                     rope_scaling = Some(json!({
@@ -475,7 +476,7 @@ fn bert_config(file: &GgufFile, hp: &Hparams, dtype: ExportDtype) -> Result<Valu
             "bert: grouped or resized attention heads have no BertConfig setting".into(),
         ));
     }
-    let type_vocab_size = match file.tensor("token_types.weight") {
+    let type_vocab_size = match file.tensor(T::TokenTypes.weight()) {
         Some(t) if t.shape().len() == 2 => t.shape()[1] as usize,
         _ => file
             .value("tokenizer.ggml.token_type_count")

@@ -42,8 +42,8 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use gguf_format::fsutil::{self, StagedFiles, WriteMode};
 use gguf_format::{GgmlType, GgufFile};
+use gguf_fsutil::{StagedFiles, WriteMode};
 use safetensors::tensor::{Metadata, TensorInfo};
 use serde_json::Value;
 
@@ -398,7 +398,7 @@ impl<'f> Export<'f> {
     ///
     /// Before anything is written, a destination that is one of `inputs` (the file the plan
     /// was made from) under any name, its own, a symbolic link's or a hard link's, is refused
-    /// ([`gguf_format::Refusal::Input`]). Every file goes to a temporary file beside its
+    /// ([`gguf_fsutil::Refusal::Input`]). Every file goes to a temporary file beside its
     /// destination, and all are put in place together once `model.safetensors` is complete:
     /// an error leaves none of them, and removes the directories this made (`dir` itself when
     /// it was not there; never one that was). `progress` gets (bytes of tensor data written,
@@ -415,7 +415,7 @@ impl<'f> Export<'f> {
             .chain(self.files.iter().map(|f| dir.join(f.name)))
             .collect();
         for path in &paths {
-            fsutil::refuse_inputs(path, inputs)?;
+            gguf_fsutil::refuse_inputs(path, inputs)?;
         }
         check_output_dir(dir, force)?;
         let mode = if force {
@@ -430,25 +430,17 @@ impl<'f> Export<'f> {
                 staged.create_dirs(parent)?;
             }
             staged.stage(path, mode, |out| {
-                out.write_all(&f.bytes)?;
-                Ok(())
+                out.write_all(&f.bytes)
+                    .map_err(|e| gguf_fsutil::Error::from(e).in_file(path))
             })?;
         }
-        // A conversion error is kept as it is; the writer's own error type carries only I/O.
-        let mut failed = None;
-        let written = staged.stage(&st_path, mode, |out| {
+        // A conversion error is kept as it is; an error of the container names the file.
+        let safetensors_bytes = staged.stage(&st_path, mode, |out| {
             self.write_safetensors(out, progress).map_err(|e| match e {
-                Error::Format(e) => e,
-                other => {
-                    failed = Some(other);
-                    gguf_format::Error::Invalid("the export failed".into())
-                }
+                Error::Format(e) => Error::Format(e.in_file(&st_path)),
+                other => other,
             })
-        });
-        let safetensors_bytes = match written {
-            Ok(n) => n,
-            Err(e) => return Err(failed.unwrap_or(Error::Format(e))),
-        };
+        })?;
         staged.commit()?;
         Ok(ExportReport {
             files: paths,

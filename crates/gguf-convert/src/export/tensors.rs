@@ -2,6 +2,7 @@
 //! and the values: dequantized, with the converter's transformations undone, as the export's
 //! dtype.
 
+use gguf_format::tensor_names::{self, TensorName as T, BIAS, WEIGHT};
 use gguf_format::{GgufFile, TensorInfo};
 use half::{bf16, f16};
 
@@ -46,41 +47,41 @@ fn hf_name(arch: Arch, name: &str) -> Result<Option<String>> {
     if arch == Arch::Bert {
         return bert_name(name).map(Some).ok_or_else(unknown);
     }
-    match name {
-        "token_embd.weight" => return Ok(Some("model.embed_tokens.weight".into())),
-        "output_norm.weight" => return Ok(Some("model.norm.weight".into())),
-        "output.weight" => return Ok(Some("lm_head.weight".into())),
-        "rope_freqs.weight" if matches!(arch, Arch::Llama | Arch::Mistral) => return Ok(None),
-        "rope_factors_long.weight" | "rope_factors_short.weight" if arch == Arch::Phi3 => {
-            return Ok(None)
-        }
-        _ => {}
+    let (stem, suffix) = name.rsplit_once('.').ok_or_else(unknown)?;
+    if let Some(whole_model) = T::parse(stem) {
+        return match (whole_model, suffix) {
+            (T::TokenEmbd, WEIGHT) => Ok(Some("model.embed_tokens.weight".into())),
+            (T::OutputNorm, WEIGHT) => Ok(Some("model.norm.weight".into())),
+            (T::Output, WEIGHT) => Ok(Some("lm_head.weight".into())),
+            // Computed from config.json's rope_scaling when the checkpoint is loaded.
+            (T::RopeFreqs, WEIGHT) if matches!(arch, Arch::Llama | Arch::Mistral) => Ok(None),
+            (T::RopeFactorsLong | T::RopeFactorsShort, WEIGHT) if arch == Arch::Phi3 => Ok(None),
+            _ => Err(unknown()),
+        };
     }
-    let rest = name.strip_prefix("blk.").ok_or_else(unknown)?;
-    let (layer, rest) = rest.split_once('.').ok_or_else(unknown)?;
-    let layer: usize = layer.parse().map_err(|_| unknown())?;
+    let (layer, rest) = tensor_names::split_block(name).ok_or_else(unknown)?;
     let (stem, suffix) = rest.rsplit_once('.').ok_or_else(unknown)?;
-    if suffix != "weight" && suffix != "bias" {
+    if suffix != WEIGHT && suffix != BIAS {
         return Err(unknown());
     }
     let gemma23 = matches!(arch, Arch::Gemma2 | Arch::Gemma3);
-    let hf = match stem {
-        "attn_norm" => "input_layernorm",
-        "attn_q" if arch != Arch::Phi3 => "self_attn.q_proj",
-        "attn_k" if arch != Arch::Phi3 => "self_attn.k_proj",
-        "attn_v" if arch != Arch::Phi3 => "self_attn.v_proj",
-        "attn_qkv" if arch == Arch::Phi3 => "self_attn.qkv_proj",
-        "attn_output" => "self_attn.o_proj",
-        "attn_q_norm" if matches!(arch, Arch::Qwen3 | Arch::Gemma3) => "self_attn.q_norm",
-        "attn_k_norm" if matches!(arch, Arch::Qwen3 | Arch::Gemma3) => "self_attn.k_norm",
-        "ffn_norm" if gemma23 => "pre_feedforward_layernorm",
-        "ffn_norm" => "post_attention_layernorm",
-        "post_attention_norm" if gemma23 => "post_attention_layernorm",
-        "post_ffw_norm" if gemma23 => "post_feedforward_layernorm",
-        "ffn_gate" if arch != Arch::Phi3 => "mlp.gate_proj",
-        "ffn_up" if arch == Arch::Phi3 => "mlp.gate_up_proj",
-        "ffn_up" => "mlp.up_proj",
-        "ffn_down" => "mlp.down_proj",
+    let hf = match T::parse(stem).ok_or_else(unknown)? {
+        T::AttnNorm => "input_layernorm",
+        T::AttnQ if arch != Arch::Phi3 => "self_attn.q_proj",
+        T::AttnK if arch != Arch::Phi3 => "self_attn.k_proj",
+        T::AttnV if arch != Arch::Phi3 => "self_attn.v_proj",
+        T::AttnQkv if arch == Arch::Phi3 => "self_attn.qkv_proj",
+        T::AttnOut => "self_attn.o_proj",
+        T::AttnQNorm if matches!(arch, Arch::Qwen3 | Arch::Gemma3) => "self_attn.q_norm",
+        T::AttnKNorm if matches!(arch, Arch::Qwen3 | Arch::Gemma3) => "self_attn.k_norm",
+        T::FfnNorm if gemma23 => "pre_feedforward_layernorm",
+        T::FfnNorm => "post_attention_layernorm",
+        T::AttnPostNorm if gemma23 => "post_attention_layernorm",
+        T::FfnPostNorm if gemma23 => "post_feedforward_layernorm",
+        T::FfnGate if arch != Arch::Phi3 => "mlp.gate_proj",
+        T::FfnUp if arch == Arch::Phi3 => "mlp.gate_up_proj",
+        T::FfnUp => "mlp.up_proj",
+        T::FfnDown => "mlp.down_proj",
         _ => return Err(unknown()),
     };
     Ok(Some(format!("model.layers.{layer}.{hf}.{suffix}")))
@@ -88,33 +89,31 @@ fn hf_name(arch: Arch, name: &str) -> Result<Option<String>> {
 
 /// A `bert` tensor's `BertModel` name (gguf-py's mapping for BERT, reversed).
 fn bert_name(name: &str) -> Option<String> {
-    let fixed = match name {
-        "token_embd.weight" => Some("embeddings.word_embeddings.weight"),
-        "position_embd.weight" => Some("embeddings.position_embeddings.weight"),
-        "token_types.weight" => Some("embeddings.token_type_embeddings.weight"),
-        "token_embd_norm.weight" => Some("embeddings.LayerNorm.weight"),
-        "token_embd_norm.bias" => Some("embeddings.LayerNorm.bias"),
-        _ => None,
-    };
-    if let Some(f) = fixed {
-        return Some(f.to_string());
+    let (stem, suffix) = name.rsplit_once('.')?;
+    if let Some(whole_model) = T::parse(stem) {
+        let hf = match (whole_model, suffix) {
+            (T::TokenEmbd, WEIGHT) => "embeddings.word_embeddings",
+            (T::PosEmbd, WEIGHT) => "embeddings.position_embeddings",
+            (T::TokenTypes, WEIGHT) => "embeddings.token_type_embeddings",
+            (T::TokenEmbdNorm, WEIGHT | BIAS) => "embeddings.LayerNorm",
+            _ => return None,
+        };
+        return Some(format!("{hf}.{suffix}"));
     }
-    let rest = name.strip_prefix("blk.")?;
-    let (layer, rest) = rest.split_once('.')?;
-    let layer: usize = layer.parse().ok()?;
+    let (layer, rest) = tensor_names::split_block(name)?;
     let (stem, suffix) = rest.rsplit_once('.')?;
-    if suffix != "weight" && suffix != "bias" {
+    if suffix != WEIGHT && suffix != BIAS {
         return None;
     }
-    let hf = match stem {
-        "attn_q" => "attention.self.query",
-        "attn_k" => "attention.self.key",
-        "attn_v" => "attention.self.value",
-        "attn_output" => "attention.output.dense",
-        "attn_output_norm" => "attention.output.LayerNorm",
-        "ffn_up" => "intermediate.dense",
-        "ffn_down" => "output.dense",
-        "layer_output_norm" => "output.LayerNorm",
+    let hf = match T::parse(stem)? {
+        T::AttnQ => "attention.self.query",
+        T::AttnK => "attention.self.key",
+        T::AttnV => "attention.self.value",
+        T::AttnOut => "attention.output.dense",
+        T::AttnOutNorm => "attention.output.LayerNorm",
+        T::FfnUp => "intermediate.dense",
+        T::FfnDown => "output.dense",
+        T::LayerOutNorm => "output.LayerNorm",
         _ => return None,
     };
     Some(format!("encoder.layer.{layer}.{hf}.{suffix}"))
@@ -160,10 +159,11 @@ pub(crate) fn plan(
         });
         sources.push(index);
     }
-    if !tensors.iter().any(|t| t.source == "token_embd.weight") {
-        return Err(Error::Unsupported(
-            "the file has no token_embd.weight".into(),
-        ));
+    if !tensors.iter().any(|t| t.source == T::TokenEmbd.weight()) {
+        return Err(Error::Unsupported(format!(
+            "the file has no {}",
+            T::TokenEmbd.weight()
+        )));
     }
     Ok((tensors, sources))
 }
@@ -173,16 +173,17 @@ fn transform_for(arch: Arch, gguf_name: &str, hf_name: &str, hp: &Hparams) -> Tr
         return Transform::SubtractOne;
     }
     if matches!(arch, Arch::Llama | Arch::Mistral) {
-        let stem = gguf_name
-            .rsplit_once('.')
-            .map_or(gguf_name, |(stem, _)| stem);
-        if stem.ends_with(".attn_q") {
-            return Transform::UnpermuteRope { n_head: hp.n_head };
-        }
-        if stem.ends_with(".attn_k") {
-            return Transform::UnpermuteRope {
-                n_head: hp.n_head_kv,
-            };
+        let block_tensor = tensor_names::split_block(gguf_name)
+            .and_then(|(_, rest)| rest.rsplit_once('.'))
+            .and_then(|(stem, _)| T::parse(stem));
+        match block_tensor {
+            Some(T::AttnQ) => return Transform::UnpermuteRope { n_head: hp.n_head },
+            Some(T::AttnK) => {
+                return Transform::UnpermuteRope {
+                    n_head: hp.n_head_kv,
+                }
+            }
+            _ => {}
         }
     }
     Transform::Copy

@@ -29,6 +29,12 @@
 use std::collections::HashMap;
 
 use gguf_format::GgufFile;
+use gguf_tokenizer::hf_json::schema::{
+    self, AddedToken, Behavior, BertNormalizer, Bpe, ByteLevel, Decoder, Digits, Model, Normalizer,
+    OrderedMap, Pattern, PostProcessor, PreTokenizer, SequenceId, SpecialToken, TemplatePiece,
+    TemplateProcessing, TokenizerJson, WordPiece,
+};
+use gguf_tokenizer::pre_regexes;
 use serde_json::{json, Map, Value};
 
 use super::Arch;
@@ -175,23 +181,11 @@ fn looks_special(t: &str) -> bool {
 
 /// The pipeline of a byte-level BPE pre-tokenizer type.
 struct BpePipeline {
-    normalizer: Value,
-    pre_tokenizer: Value,
+    normalizer: Option<Normalizer>,
+    pre_tokenizer: PreTokenizer,
     ignore_merges: bool,
     clean_spaces: bool,
 }
-
-const GPT2_REGEX: &str = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)";
-const LLAMA3_REGEX: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
-const QWEN2_REGEX: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
-const QWEN35_REGEX: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
-/// llama.cpp's regexes for `default` BPE vocabularies, applied one after the other.
-const DEFAULT_REGEXES: &[&str] = &[
-    r"[\p{P}\$\+<=>\^~\|]+",
-    GPT2_REGEX,
-    r"\p{N}+",
-    r"[0-9][0-9][0-9]",
-];
 
 /// `tokenizer.ggml.pre` values with a pipeline here.
 pub const SUPPORTED_PRE: &[&str] = &[
@@ -214,42 +208,61 @@ pub const SUPPORTED_PRE: &[&str] = &[
     "refact",
 ];
 
-fn byte_level(use_regex: bool) -> Value {
-    json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": use_regex})
+/// `ByteLevel` as the converters write it: no prefix space, offsets trimmed.
+fn byte_level(use_regex: bool) -> ByteLevel {
+    ByteLevel {
+        add_prefix_space: Some(false),
+        trim_offsets: Some(true),
+        use_regex: Some(use_regex),
+    }
 }
 
-fn split(regex: &str) -> Value {
-    json!({"type": "Split", "pattern": {"Regex": regex}, "behavior": "Isolated", "invert": false})
+/// A `Split` isolating the matches of `regex`.
+fn split(regex: String) -> PreTokenizer {
+    PreTokenizer::Split(schema::Split {
+        pattern: Pattern::Regex(regex),
+        behavior: Some(Behavior::Isolated),
+        invert: Some(false),
+    })
+}
+
+/// `Split`s with the regexes of llama.cpp's pre-tokenizer `name` (gguf-tokenizer's table),
+/// spelled as `tokenizer.json` files spell them, then `ByteLevel` without its regex.
+fn splits(name: &str) -> Result<PreTokenizer> {
+    let regexes = pre_regexes::regexes(name)
+        .ok_or_else(|| Error::Unsupported(format!("pre-tokenizer '{name}' has no regexes")))?;
+    let mut steps: Vec<PreTokenizer> = regexes
+        .iter()
+        .map(|r| split(pre_regexes::hugging_face_regex(r)))
+        .collect();
+    steps.push(PreTokenizer::ByteLevel(byte_level(false)));
+    Ok(PreTokenizer::Sequence(schema::PreTokenizerSequence {
+        pretokenizers: steps,
+    }))
 }
 
 fn bpe_pipeline(pre: &str) -> Result<BpePipeline> {
-    let splits = |regexes: &[&str]| {
-        let mut steps: Vec<Value> = regexes.iter().map(|r| split(r)).collect();
-        steps.push(byte_level(false));
-        json!({"type": "Sequence", "pretokenizers": steps})
-    };
     let (normalizer, pre_tokenizer, ignore_merges, clean_spaces) = match pre {
-        "gpt-2" | "phi-2" => (Value::Null, byte_level(true), false, true),
-        "default" => (Value::Null, splits(DEFAULT_REGEXES), false, true),
+        "gpt-2" | "phi-2" => (None, PreTokenizer::ByteLevel(byte_level(true)), false, true),
+        "default" => (None, splits("default")?, false, true),
         "llama-bpe" | "llama3" | "llama-v3" | "falcon3" | "pixtral" => {
-            (Value::Null, splits(&[LLAMA3_REGEX]), true, true)
+            (None, splits("llama-bpe")?, true, true)
         }
-        "dbrx" | "smaug-bpe" => (Value::Null, splits(&[LLAMA3_REGEX]), false, true),
+        "dbrx" | "smaug-bpe" => (None, splits("llama-bpe")?, false, true),
         "qwen2" | "deepseek-r1-qwen" | "megrez" => {
-            (json!({"type": "NFC"}), splits(&[QWEN2_REGEX]), false, false)
+            (Some(Normalizer::Nfc), splits("qwen2")?, false, false)
         }
-        "qwen35" => (
-            json!({"type": "NFC"}),
-            splits(&[QWEN35_REGEX]),
-            false,
-            false,
-        ),
+        "qwen35" => (Some(Normalizer::Nfc), splits("qwen35")?, false, false),
         "smollm" | "starcoder" | "refact" => (
-            Value::Null,
-            json!({"type": "Sequence", "pretokenizers": [
-                {"type": "Digits", "individual_digits": true},
-                byte_level(true),
-            ]}),
+            None,
+            PreTokenizer::Sequence(schema::PreTokenizerSequence {
+                pretokenizers: vec![
+                    PreTokenizer::Digits(Digits {
+                        individual_digits: Some(true),
+                    }),
+                    PreTokenizer::ByteLevel(byte_level(true)),
+                ],
+            }),
             false,
             pre != "smollm",
         ),
@@ -273,17 +286,26 @@ fn quote(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
 }
 
-/// `tokenizer.json`, its vocabulary and merges written one entry per line (they can be
-/// millions; no `Value` is built for them).
+/// `tokenizer.json`: `head` as `tokenizers` writes it (its keys in its order), with the model's
+/// vocabulary and merges written one entry per line (they can be millions; no `Value` is
+/// built for them, `head`'s are empty).
 fn write_tokenizer_json(
-    head: &Map<String, Value>,
-    model_head: &Map<String, Value>,
+    head: &TokenizerJson,
     vocab: &[(&str, u32)],
     merges: Option<&[(&str, &str)]>,
-) -> String {
+) -> Result<String> {
+    let json_error = |e: serde_json::Error| Error::Unsupported(format!("tokenizer.json: {e}"));
+    let Value::Object(mut head) = serde_json::to_value(head).map_err(json_error)? else {
+        return Err(Error::Unsupported("tokenizer.json is not an object".into()));
+    };
+    let Some(Value::Object(mut model_head)) = head.shift_remove("model") else {
+        return Err(Error::Unsupported("tokenizer.json has no model".into()));
+    };
+    model_head.shift_remove("vocab");
+    model_head.shift_remove("merges");
     let mut s = String::with_capacity(vocab.len() * 24 + merges.map_or(0, |m| m.len()) * 24 + 4096);
     s.push_str("{\n");
-    for (k, v) in head {
+    for (k, v) in &head {
         let text = serde_json::to_string_pretty(v).unwrap_or_else(|_| "null".into());
         s.push_str(&format!(
             "  {}: {},\n",
@@ -292,7 +314,7 @@ fn write_tokenizer_json(
         ));
     }
     s.push_str("  \"model\": {\n");
-    for (k, v) in model_head {
+    for (k, v) in &model_head {
         let text = serde_json::to_string(v).unwrap_or_else(|_| "null".into());
         s.push_str(&format!("    {}: {},\n", quote(k), text));
     }
@@ -316,12 +338,36 @@ fn write_tokenizer_json(
         s.push_str("\n    ]");
     }
     s.push_str("\n  }\n}\n");
-    s
+    Ok(s)
+}
+
+/// A template's special token.
+fn special_piece(t: &(String, u32), type_id: u32) -> TemplatePiece {
+    TemplatePiece::SpecialToken {
+        id: t.0.clone(),
+        type_id,
+    }
+}
+
+/// The `special_tokens` of a template naming `tokens`.
+fn special_tokens<'t>(tokens: impl Iterator<Item = &'t (String, u32)>) -> OrderedMap<SpecialToken> {
+    let mut specials = OrderedMap::default();
+    for t in tokens {
+        specials.insert(
+            t.0.clone(),
+            SpecialToken {
+                id: t.0.clone(),
+                ids: vec![t.1],
+                tokens: vec![t.0.clone()],
+            },
+        );
+    }
+    specials
 }
 
 /// BERT's post-processor: `[CLS] A [SEP]` (BOS first when `add_bos_token`, SEP, else EOS,
 /// last when `add_eos_token`), pairs `[CLS] A [SEP] B [SEP]`.
-fn bert_post_processor(v: &Vocab) -> Value {
+fn bert_post_processor(v: &Vocab) -> Option<PostProcessor> {
     let token = |id: u32| (v.tokens[id as usize].clone(), id);
     let first = v
         .add_bos
@@ -334,39 +380,34 @@ fn bert_post_processor(v: &Vocab) -> Value {
         .flatten()
         .map(token);
     if first.is_none() && last.is_none() {
-        return Value::Null;
+        return None;
     }
-    let special =
-        |t: &(String, u32), type_id: u32| json!({"SpecialToken": {"id": t.0, "type_id": type_id}});
-    let seq = |id: &str, type_id: u32| json!({"Sequence": {"id": id, "type_id": type_id}});
+    let seq = |id, type_id| TemplatePiece::Sequence { id, type_id };
     let mut single = Vec::new();
     let mut pair = Vec::new();
     if let Some(f) = &first {
-        single.push(special(f, 0));
-        pair.push(special(f, 0));
+        single.push(special_piece(f, 0));
+        pair.push(special_piece(f, 0));
     }
-    single.push(seq("A", 0));
-    pair.push(seq("A", 0));
+    single.push(seq(SequenceId::A, 0));
+    pair.push(seq(SequenceId::A, 0));
     if let Some(l) = &last {
-        single.push(special(l, 0));
-        pair.push(special(l, 0));
+        single.push(special_piece(l, 0));
+        pair.push(special_piece(l, 0));
     }
-    pair.push(seq("B", 1));
+    pair.push(seq(SequenceId::B, 1));
     if let Some(l) = &last {
-        pair.push(special(l, 1));
+        pair.push(special_piece(l, 1));
     }
-    let mut specials = Map::new();
-    for t in first.iter().chain(last.iter()) {
-        specials.insert(
-            t.0.clone(),
-            json!({"id": t.0, "ids": [t.1], "tokens": [t.0]}),
-        );
-    }
-    json!({"type": "TemplateProcessing", "single": single, "pair": pair, "special_tokens": specials})
+    Some(PostProcessor::Template(TemplateProcessing {
+        single,
+        pair,
+        special_tokens: special_tokens(first.iter().chain(last.iter())),
+    }))
 }
 
-/// The post-processor adding BOS/EOS as the file says; `null` when it adds neither.
-fn post_processor(v: &Vocab, warnings: &mut Vec<String>) -> Value {
+/// The post-processor adding BOS/EOS as the file says; `None` when it adds neither.
+fn post_processor(v: &Vocab, warnings: &mut Vec<String>) -> Option<PostProcessor> {
     let token = |typ: &str| v.id_of(typ).map(|id| (v.tokens[id as usize].clone(), id));
     let bos = if v.add_bos { token("bos") } else { None };
     let eos = if v.add_eos { token("eos") } else { None };
@@ -374,33 +415,29 @@ fn post_processor(v: &Vocab, warnings: &mut Vec<String>) -> Value {
         warnings.push("add_bos_token is set but there is no BOS token".into());
     }
     if bos.is_none() && eos.is_none() {
-        return Value::Null;
+        return None;
     }
-    let special = |t: &(String, u32)| json!({"SpecialToken": {"id": t.0, "type_id": 0}});
-    let seq = |id: &str, type_id: u32| json!({"Sequence": {"id": id, "type_id": type_id}});
+    let seq = |id, type_id| TemplatePiece::Sequence { id, type_id };
     // Pairs as `[BOS] A B [EOS]`: a token between A and B would make the reference
     // converter write an `add_sep_token` the file may not have.
     let mut single = Vec::new();
     let mut pair = Vec::new();
     if let Some(b) = &bos {
-        single.push(special(b));
-        pair.push(special(b));
+        single.push(special_piece(b, 0));
+        pair.push(special_piece(b, 0));
     }
-    single.push(seq("A", 0));
-    pair.push(seq("A", 0));
-    pair.push(seq("B", 1));
+    single.push(seq(SequenceId::A, 0));
+    pair.push(seq(SequenceId::A, 0));
+    pair.push(seq(SequenceId::B, 1));
     if let Some(e) = &eos {
-        single.push(special(e));
-        pair.push(json!({"SpecialToken": {"id": e.0, "type_id": 1}}));
+        single.push(special_piece(e, 0));
+        pair.push(special_piece(e, 1));
     }
-    let mut specials = Map::new();
-    for t in bos.iter().chain(eos.iter()) {
-        specials.insert(
-            t.0.clone(),
-            json!({"id": t.0, "ids": [t.1], "tokens": [t.0]}),
-        );
-    }
-    json!({"type": "TemplateProcessing", "single": single, "pair": pair, "special_tokens": specials})
+    Some(PostProcessor::Template(TemplateProcessing {
+        single,
+        pair,
+        special_tokens: special_tokens(bos.iter().chain(eos.iter())),
+    }))
 }
 
 impl TokenizerExport {
@@ -492,29 +529,25 @@ impl TokenizerExport {
             if !v.is_added(i) || ids.get(t.as_str()) != Some(&(i as u32)) {
                 continue;
             }
-            added.push(json!({
-                "id": i,
-                "content": t,
-                "single_word": false,
-                "lstrip": false,
-                "rstrip": false,
-                "normalized": false,
-                "special": v.types[i] != ty::USER_DEFINED,
-            }));
+            added.push(AddedToken {
+                id: Some(i as u64),
+                content: t.clone(),
+                single_word: Some(false),
+                lstrip: Some(false),
+                rstrip: Some(false),
+                normalized: Some(false),
+                special: Some(v.types[i] != ty::USER_DEFINED),
+            });
         }
-
-        let mut head = Map::new();
-        head.insert("version".into(), json!("1.0"));
-        head.insert("truncation".into(), Value::Null);
-        head.insert("padding".into(), Value::Null);
-        head.insert("added_tokens".into(), Value::Array(added));
-        let mut model_head = Map::new();
-        model_head.insert("type".into(), json!("BPE"));
-        model_head.insert("dropout".into(), Value::Null);
 
         let merges_owned: Vec<(String, String)>;
         let merges: Vec<(&str, &str)>;
         let clean_spaces;
+        let normalizer;
+        let pre_tokenizer;
+        let post_processor;
+        let decoder;
+        let model;
         let add_space_prefix = v.add_space_prefix.unwrap_or(spm);
         if spm {
             let has_bytes = v.types.contains(&ty::BYTE);
@@ -524,79 +557,86 @@ impl TokenizerExport {
                 .position(|&t| t == ty::UNKNOWN)
                 .map(|i| i as u32)
                 .or_else(|| v.id_of("unk"));
-            let normalizer = if add_space_prefix {
-                json!({"type": "Sequence", "normalizers": [
-                    {"type": "Prepend", "prepend": "\u{2581}"},
-                    {"type": "Replace", "pattern": {"String": " "}, "content": "\u{2581}"},
-                ]})
+            let replace_spaces = Normalizer::Replace(schema::Replace {
+                pattern: Pattern::String(" ".into()),
+                content: "\u{2581}".into(),
+            });
+            normalizer = Some(if add_space_prefix {
+                Normalizer::Sequence(schema::NormalizerSequence {
+                    normalizers: vec![
+                        Normalizer::Prepend(schema::Prepend {
+                            prepend: "\u{2581}".into(),
+                        }),
+                        replace_spaces,
+                    ],
+                })
             } else {
-                json!({"type": "Replace", "pattern": {"String": " "}, "content": "\u{2581}"})
-            };
-            head.insert("normalizer".into(), normalizer);
+                replace_spaces
+            });
             // Gemma's own files split at spaces, which the normalizer has already replaced:
             // a no-op kept for fidelity.
-            head.insert(
-                "pre_tokenizer".into(),
-                if arch.is_gemma() {
-                    json!({"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious", "invert": false})
-                } else {
-                    Value::Null
-                },
-            );
-            head.insert("post_processor".into(), post_processor(&v, warnings));
+            pre_tokenizer = arch.is_gemma().then(|| {
+                PreTokenizer::Split(schema::Split {
+                    pattern: Pattern::String(" ".into()),
+                    behavior: Some(Behavior::MergedWithPrevious),
+                    invert: Some(false),
+                })
+            });
+            post_processor = self::post_processor(&v, warnings);
             let mut decoders = vec![
-                json!({"type": "Replace", "pattern": {"String": "\u{2581}"}, "content": " "}),
-                json!({"type": "ByteFallback"}),
-                json!({"type": "Fuse"}),
+                Decoder::Replace(schema::Replace {
+                    pattern: Pattern::String("\u{2581}".into()),
+                    content: " ".into(),
+                }),
+                Decoder::ByteFallback,
+                Decoder::Fuse,
             ];
             if add_space_prefix {
-                decoders.push(json!({"type": "Strip", "content": " ", "start": 1, "stop": 0}));
+                decoders.push(Decoder::Strip(schema::StripDecoder {
+                    content: " ".into(),
+                    start: 1,
+                    stop: 0,
+                }));
             }
-            head.insert(
-                "decoder".into(),
-                json!({"type": "Sequence", "decoders": decoders}),
-            );
-            model_head.insert(
-                "unk_token".into(),
-                unk.map_or(Value::Null, |id| json!(v.tokens[id as usize])),
-            );
-            model_head.insert("continuing_subword_prefix".into(), Value::Null);
-            model_head.insert("end_of_word_suffix".into(), Value::Null);
-            model_head.insert("fuse_unk".into(), json!(true));
-            model_head.insert("byte_fallback".into(), json!(has_bytes));
-            model_head.insert("ignore_merges".into(), json!(false));
+            decoder = Decoder::Sequence(schema::DecoderSequence { decoders });
+            model = Model::Bpe(Bpe {
+                dropout: None,
+                unk_token: unk.map(|id| v.tokens[id as usize].clone()),
+                continuing_subword_prefix: None,
+                end_of_word_suffix: None,
+                fuse_unk: Some(true),
+                byte_fallback: Some(has_bytes),
+                ignore_merges: Some(false),
+                vocab: OrderedMap::default(),
+                merges: Vec::new(),
+            });
             merges = spm_merges(&v, &ids, &vocab);
             clean_spaces = false;
         } else if wpm {
-            let mut normalizer = Map::new();
-            normalizer.insert("type".into(), json!("BertNormalizer"));
-            normalizer.insert("clean_text".into(), json!(true));
-            normalizer.insert("handle_chinese_chars".into(), json!(true));
             let flag = |k: &str| file.get_opt::<bool>(&format!("tokenizer.ggml.normalizer.{k}"));
-            normalizer.insert(
-                "strip_accents".into(),
-                flag("strip_accents")?.map_or(Value::Null, Value::Bool),
-            );
-            // Left out when the file has no value: the converter writes the key only if the
-            // JSON has it, and tokenizers' default (true) is llama.cpp's.
-            if let Some(lower) = flag("lowercase")? {
-                normalizer.insert("lowercase".into(), json!(lower));
-            }
-            head.insert("normalizer".into(), Value::Object(normalizer));
-            head.insert("pre_tokenizer".into(), json!({"type": "BertPreTokenizer"}));
-            head.insert("post_processor".into(), bert_post_processor(&v));
-            head.insert(
-                "decoder".into(),
-                json!({"type": "WordPiece", "prefix": "##", "cleanup": true}),
-            );
+            normalizer = Some(Normalizer::Bert(BertNormalizer {
+                clean_text: Some(true),
+                handle_chinese_chars: Some(true),
+                strip_accents: flag("strip_accents")?,
+                // Left out when the file has no value: the converter writes the key only if
+                // the JSON has it, and tokenizers' default (true) is llama.cpp's.
+                lowercase: flag("lowercase")?,
+            }));
+            pre_tokenizer = Some(PreTokenizer::Bert);
+            post_processor = bert_post_processor(&v);
+            decoder = Decoder::WordPiece(schema::WordPieceDecoder {
+                prefix: Some("##".into()),
+                cleanup: Some(true),
+            });
             let unk = v
                 .id_of("unk")
                 .map_or_else(|| "[UNK]".to_string(), |id| v.tokens[id as usize].clone());
-            model_head = Map::new();
-            model_head.insert("type".into(), json!("WordPiece"));
-            model_head.insert("unk_token".into(), json!(unk));
-            model_head.insert("continuing_subword_prefix".into(), json!("##"));
-            model_head.insert("max_input_chars_per_word".into(), json!(100));
+            model = Model::WordPiece(WordPiece {
+                unk_token: Some(unk),
+                continuing_subword_prefix: Some("##".into()),
+                max_input_chars_per_word: Some(100),
+                vocab: OrderedMap::default(),
+            });
             merges = Vec::new();
             clean_spaces = true;
         } else {
@@ -606,19 +646,25 @@ impl TokenizerExport {
                 .filter(|p| !p.is_empty())
                 .unwrap_or("default");
             let p = bpe_pipeline(pre)?;
-            head.insert("normalizer".into(), p.normalizer);
-            head.insert("pre_tokenizer".into(), p.pre_tokenizer);
-            head.insert("post_processor".into(), post_processor(&v, warnings));
-            head.insert(
-                "decoder".into(),
-                json!({"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true}),
-            );
-            model_head.insert("unk_token".into(), Value::Null);
-            model_head.insert("continuing_subword_prefix".into(), Value::Null);
-            model_head.insert("end_of_word_suffix".into(), Value::Null);
-            model_head.insert("fuse_unk".into(), json!(false));
-            model_head.insert("byte_fallback".into(), json!(false));
-            model_head.insert("ignore_merges".into(), json!(p.ignore_merges));
+            normalizer = p.normalizer;
+            pre_tokenizer = Some(p.pre_tokenizer);
+            post_processor = self::post_processor(&v, warnings);
+            decoder = Decoder::ByteLevel(ByteLevel {
+                add_prefix_space: Some(true),
+                trim_offsets: Some(true),
+                use_regex: Some(true),
+            });
+            model = Model::Bpe(Bpe {
+                dropout: None,
+                unk_token: None,
+                continuing_subword_prefix: None,
+                end_of_word_suffix: None,
+                fuse_unk: Some(false),
+                byte_fallback: Some(false),
+                ignore_merges: Some(p.ignore_merges),
+                vocab: OrderedMap::default(),
+                merges: Vec::new(),
+            });
             let raw: Vec<&str> = match file.value("tokenizer.ggml.merges") {
                 Some(m) => m
                     .as_array()
@@ -651,8 +697,18 @@ impl TokenizerExport {
                 .collect();
             clean_spaces = p.clean_spaces;
         }
-        let tokenizer_json =
-            write_tokenizer_json(&head, &model_head, &vocab, (!wpm).then_some(&merges[..]));
+        let head = TokenizerJson {
+            version: Some("1.0".into()),
+            truncation: None,
+            padding: None,
+            added_tokens: Some(added),
+            normalizer,
+            pre_tokenizer,
+            post_processor,
+            decoder: Some(decoder),
+            model,
+        };
+        let tokenizer_json = write_tokenizer_json(&head, &vocab, (!wpm).then_some(&merges[..]))?;
 
         let tokenizer_config = tokenizer_config(file, arch, &v, spm, &ids, clean_spaces, warnings);
         let sentencepiece_model = if spm {
@@ -887,6 +943,36 @@ mod tests {
         assert!(looks_special("<mask>"));
         assert!(!looks_special("[multimodal]"));
         assert!(!looks_special("\n\n"));
+    }
+
+    /// The pre-tokenizers from gguf-tokenizer's table are the regexes `tokenizer.json` files
+    /// have, as `tokenizers` writes them.
+    #[test]
+    fn pre_tokenizer_regexes_are_written_as_hugging_face_writes_them() {
+        const GPT2: &str =
+            r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)";
+        const LLAMA3: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+        const QWEN2: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+        const QWEN35: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+        let regexes = |pre: &str| -> Vec<String> {
+            let p = serde_json::to_value(bpe_pipeline(pre).unwrap().pre_tokenizer).unwrap();
+            let steps = p["pretokenizers"].as_array().unwrap();
+            assert_eq!(steps.last().unwrap()["type"], "ByteLevel");
+            steps[..steps.len() - 1]
+                .iter()
+                .map(|s| {
+                    assert_eq!(s["behavior"], "Isolated");
+                    s["pattern"]["Regex"].as_str().unwrap().to_string()
+                })
+                .collect()
+        };
+        let default = [r"[\p{P}\$\+<=>\^~\|]+", GPT2, r"\p{N}+", r"[0-9][0-9][0-9]"];
+        assert_eq!(regexes("default"), default);
+        for pre in ["llama-bpe", "llama3", "dbrx", "smaug-bpe", "pixtral"] {
+            assert_eq!(regexes(pre), [LLAMA3], "{pre}");
+        }
+        assert_eq!(regexes("qwen2"), [QWEN2]);
+        assert_eq!(regexes("qwen35"), [QWEN35]);
     }
 
     #[test]

@@ -16,6 +16,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use gguf_format::MappedBytes;
 use half::{bf16, f16};
@@ -32,6 +33,9 @@ pub struct Checkpoint {
     /// What was read of it, by opening it and by the conversions planned from it.
     reads: Reads,
     config: serde_json::Value,
+    /// `tokenizer_config.json`, read on first use (its errors then belong to the step that
+    /// needs it) and only once.
+    tokenizer_config: OnceLock<Option<serde_json::Value>>,
     shards: Vec<Shard>,
     tensors: Vec<Entry>,
     by_name: HashMap<String, usize>,
@@ -157,6 +161,14 @@ impl Checkpoint {
                 "no config.json: not a Hugging Face checkpoint directory",
             ));
         }
+        // The model card's bound (config.json is read once, here, for the metadata too).
+        let max = crate::model_card::MAX_CONFIG_BYTES;
+        if std::fs::metadata(&config_path).is_ok_and(|m| m.len() > max) {
+            return Err(file_error(
+                &config_path,
+                format!("larger than the {max} bytes read of such a file"),
+            ));
+        }
         let config = reads.json(&config_path)?;
         if !config.is_object() {
             return Err(file_error(&config_path, "not a JSON object"));
@@ -274,6 +286,7 @@ impl Checkpoint {
             dir: dir.to_path_buf(),
             reads,
             config,
+            tokenizer_config: OnceLock::new(),
             shards,
             tensors,
             by_name,
@@ -293,6 +306,21 @@ impl Checkpoint {
     /// `config.json`.
     pub fn config(&self) -> &serde_json::Value {
         &self.config
+    }
+
+    /// `tokenizer_config.json`, `None` when the checkpoint has none; read the first time it is
+    /// asked for.
+    ///
+    /// # Errors
+    /// A file that is not valid JSON (each call retries the read until one succeeds).
+    pub(crate) fn tokenizer_config(&self) -> Result<Option<&serde_json::Value>> {
+        if let Some(config) = self.tokenizer_config.get() {
+            return Ok(config.as_ref());
+        }
+        let config = self
+            .reads
+            .json_if_exists(&self.dir.join("tokenizer_config.json"))?;
+        Ok(self.tokenizer_config.get_or_init(|| config).as_ref())
     }
 
     /// `config.json`'s `model_type` (`llama`, `bert`, ...).

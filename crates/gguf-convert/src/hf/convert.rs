@@ -3,6 +3,7 @@
 //! choices, values converted exactly as numpy converts them. Tensors are read from the mapped
 //! shards one at a time, so memory stays bounded by the largest tensor (as f32).
 
+use gguf_format::tensor_names::TensorName as T;
 use std::io::Write;
 
 use gguf_format::{GgmlType, GgufBuilder, TensorSpec};
@@ -169,8 +170,8 @@ fn common_filter(name: &str) -> Option<String> {
 /// this converter writes.
 fn forced_f32(name: &str, bid: Option<u32>) -> bool {
     match bid {
-        None => matches!(name, "position_embd.weight" | "token_types.weight"),
-        Some(b) => name == format!("blk.{b}.ffn_gate_inp.weight"),
+        None => name == T::PosEmbd.weight() || name == T::TokenTypes.weight(),
+        Some(b) => name == T::FfnGateInp.block_weight(b),
     }
 }
 
@@ -306,7 +307,7 @@ impl<'c> HfConversion<'c> {
                 .iter()
                 .map(|t| (t.name.as_str(), t.shape.as_slice())),
         );
-        let card = crate::model_card::general_metadata_noting(ckpt.dir(), &params, ckpt.reads())?;
+        let card = crate::model_card::checkpoint_metadata(ckpt, &params)?;
         for (key, value) in card {
             b.set(&key, value);
         }
@@ -384,7 +385,7 @@ impl<'c> HfConversion<'c> {
     /// the shards (mapped; [`write`](Self::write) reads the tensors from them and nothing
     /// else), and whichever tokenizer files, templates, model card and generation settings
     /// the architecture read. The output must not be written over any of them (see
-    /// `gguf_format::fsutil::refuse_inputs`).
+    /// `gguf_fsutil::refuse_inputs`).
     pub fn inputs(&self) -> Vec<std::path::PathBuf> {
         self.ckpt.reads().list()
     }

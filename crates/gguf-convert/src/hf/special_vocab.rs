@@ -192,8 +192,9 @@ impl SpecialVocab {
             }
         }
         let config_path = dir.join("tokenizer_config.json");
-        let mut config: Option<Map<String, Value>> = reads
-            .json_if_exists(&config_path)?
+        let mut config: Option<Map<String, Value>> = ckpt
+            .tokenizer_config()?
+            .cloned()
             .map(|v| match v {
                 Value::Object(o) => Ok(o),
                 _ => Err(Error::Unsupported(format!(
@@ -455,10 +456,7 @@ impl SpecialVocab {
     }
 
     fn load_from_config_json(&mut self, ckpt: &Checkpoint) -> Result<()> {
-        let path = ckpt.dir().join("config.json");
-        let Some(config) = ckpt.reads().json_if_exists(&path)? else {
-            return Ok(());
-        };
+        let config = ckpt.config();
         for typ in self.types.clone() {
             let key = format!("{typ}_token_id");
             let mut id = config.get(&key).filter(|v| !v.is_null());

@@ -80,7 +80,10 @@ impl HfTokenizer {
     /// The pre-tokenizer name llama.cpp's table gives this tokenizer, by the hash of the ids
     /// of [`CHECK_TEXT`] (special tokens added, as `tokenizer.encode` adds them).
     pub(crate) fn pre_tokenizer(&self, dir: &Path) -> Result<String> {
-        let ids = self.tokenizer.encode(CHECK_TEXT.as_bytes(), true, true);
+        let ids = self.tokenizer.encode(
+            CHECK_TEXT.as_bytes(),
+            gguf_tokenizer::EncodeOptions::ADD_AND_PARSE_SPECIAL,
+        );
         let hash = check_hash(&ids);
         PRE_TOKENIZER_HASHES
             .iter()
@@ -325,9 +328,8 @@ pub(crate) fn sentencepiece_vocab_with(
     }
     let config_path = dir.join("tokenizer_config.json");
     let mut added: Vec<(usize, String, bool, &Path)> = Vec::new();
-    let config = reads.json_if_exists(&config_path)?;
-    if let Some(decoder) = config
-        .as_ref()
+    if let Some(decoder) = ckpt
+        .tokenizer_config()?
         .and_then(|c| c.get("added_tokens_decoder"))
         .and_then(Value::as_object)
     {

@@ -1,6 +1,7 @@
 //! BERT encoders (`BertModel`, `BertForMaskedLM`): sentence embedders such as
 //! all-MiniLM-L6-v2, written as llama.cpp's `bert` architecture with a WordPiece vocabulary.
 
+use gguf_format::tensor_names::TensorName as T;
 use gguf_format::{GgufBuilder, OwnedArray, OwnedValue, ValueType};
 use serde_json::Value;
 
@@ -11,35 +12,23 @@ use crate::hf::vocab::{token_type, HfTokenizer};
 
 pub(crate) struct Bert;
 
-/// Hugging Face stems to GGUF stems.
-const TENSORS: &[(&str, &str)] = &[
-    ("embeddings.word_embeddings", "token_embd"),
-    ("embeddings.token_type_embeddings", "token_types"),
-    ("embeddings.position_embeddings", "position_embd"),
-    ("embeddings.LayerNorm", "token_embd_norm"),
-    (
-        "encoder.layer.{bid}.attention.self.query",
-        "blk.{bid}.attn_q",
-    ),
-    ("encoder.layer.{bid}.attention.self.key", "blk.{bid}.attn_k"),
-    (
-        "encoder.layer.{bid}.attention.self.value",
-        "blk.{bid}.attn_v",
-    ),
-    (
-        "encoder.layer.{bid}.attention.output.dense",
-        "blk.{bid}.attn_output",
-    ),
+/// Hugging Face stems to GGUF names (a block's where the stem has `{bid}`).
+const TENSORS: &[(&str, T)] = &[
+    ("embeddings.word_embeddings", T::TokenEmbd),
+    ("embeddings.token_type_embeddings", T::TokenTypes),
+    ("embeddings.position_embeddings", T::PosEmbd),
+    ("embeddings.LayerNorm", T::TokenEmbdNorm),
+    ("encoder.layer.{bid}.attention.self.query", T::AttnQ),
+    ("encoder.layer.{bid}.attention.self.key", T::AttnK),
+    ("encoder.layer.{bid}.attention.self.value", T::AttnV),
+    ("encoder.layer.{bid}.attention.output.dense", T::AttnOut),
     (
         "encoder.layer.{bid}.attention.output.LayerNorm",
-        "blk.{bid}.attn_output_norm",
+        T::AttnOutNorm,
     ),
-    ("encoder.layer.{bid}.intermediate.dense", "blk.{bid}.ffn_up"),
-    ("encoder.layer.{bid}.output.dense", "blk.{bid}.ffn_down"),
-    (
-        "encoder.layer.{bid}.output.LayerNorm",
-        "blk.{bid}.layer_output_norm",
-    ),
+    ("encoder.layer.{bid}.intermediate.dense", T::FfnUp),
+    ("encoder.layer.{bid}.output.dense", T::FfnDown),
+    ("encoder.layer.{bid}.output.LayerNorm", T::LayerOutNorm),
 ];
 
 impl HfArch for Bert {

@@ -2,6 +2,7 @@
 //! Hugging Face's rotary layout back to GGML's), Qwen 2 and Qwen 3 (`qwen2`, `qwen3`, as they
 //! are).
 
+use gguf_format::tensor_names::TensorName as T;
 use gguf_format::GgufBuilder;
 use serde_json::Value;
 
@@ -85,12 +86,7 @@ impl HfArch for LlamaLike {
             }
             return Ok(());
         }
-        let dir = ctx.ckpt.dir();
-        if let Some(config) = ctx
-            .ckpt
-            .reads()
-            .json_if_exists(&dir.join("tokenizer_config.json"))?
-        {
+        if let Some(config) = ctx.ckpt.tokenizer_config()? {
             if let Some(Value::Bool(add)) = config.get("add_prefix_space") {
                 b.set("tokenizer.ggml.add_space_prefix", *add);
             }
@@ -100,7 +96,7 @@ impl HfArch for LlamaLike {
                 return Err(Error::Unsupported(format!(
                     "{}: a byte-fallback BPE tokenizer.json without tokenizer.model (Llama 2 \
                      style) is not converted yet; add the checkpoint's tokenizer.model",
-                    dir.display()
+                    ctx.ckpt.dir().display()
                 )));
             }
             write_gpt2(ctx, b)?;
@@ -186,7 +182,7 @@ impl HfArch for LlamaLike {
         }
         let [factor, low_freq_factor, high_freq_factor, original] = scaling.map(|(_, v)| v);
         Ok(vec![Generated {
-            name: "rope_freqs.weight".into(),
+            name: T::RopeFreqs.weight().into(),
             values: llama3_rope_factors(
                 num("rope_theta", 10000.0),
                 dim as usize,

@@ -11,6 +11,7 @@ mod gemma;
 mod llama;
 mod phi3;
 
+use gguf_format::tensor_names::TensorName as T;
 use gguf_format::GgufBuilder;
 
 use super::checkpoint::Checkpoint;
@@ -159,19 +160,18 @@ pub fn supported() -> Vec<&'static str> {
 }
 
 /// Maps `name` (with `.weight`/`.bias` or no suffix) by a table of (Hugging Face stem, GGUF
-/// stem) where `{bid}` stands for the layer: `gguf-py`'s `TensorNameMap.get_name`.
-pub(crate) fn map_by_table(name: &str, bid: Option<u32>, table: &[(&str, &str)]) -> Option<String> {
+/// name) where `{bid}` stands for the layer (and makes the GGUF name the block's): `gguf-py`'s `TensorNameMap.get_name`.
+pub(crate) fn map_by_table(name: &str, bid: Option<u32>, table: &[(&str, T)]) -> Option<String> {
     for suffix in [".weight", ".bias", ""] {
         let Some(stem) = name.strip_suffix(suffix) else {
             continue;
         };
         for (hf, gguf) in table {
             let (hf, gguf) = match bid {
-                Some(b) if hf.contains("{bid}") => (
-                    hf.replace("{bid}", &b.to_string()),
-                    gguf.replace("{bid}", &b.to_string()),
-                ),
-                None if !hf.contains("{bid}") => (hf.to_string(), gguf.to_string()),
+                Some(b) if hf.contains("{bid}") => {
+                    (hf.replace("{bid}", &b.to_string()), gguf.block(b))
+                }
+                None if !hf.contains("{bid}") => (hf.to_string(), gguf.as_str().to_string()),
                 _ => continue,
             };
             if stem == hf {
@@ -185,63 +185,45 @@ pub(crate) fn map_by_table(name: &str, bid: Option<u32>, table: &[(&str, &str)])
 /// The Hugging Face stems of the decoder families' tensors, to GGUF stems (gguf-py's
 /// `TensorNameMap` for llama, qwen2/3, gemma 1-3 and phi3, with the per-architecture choices
 /// noted).
-pub(crate) fn decoder_table(arch: &str) -> Vec<(&'static str, &'static str)> {
+pub(crate) fn decoder_table(arch: &str) -> Vec<(&'static str, T)> {
     let mut t = vec![
-        ("model.embed_tokens", "token_embd"),
-        ("model.norm", "output_norm"),
-        ("model.layers.{bid}.input_layernorm", "blk.{bid}.attn_norm"),
-        ("model.layers.{bid}.self_attn.q_proj", "blk.{bid}.attn_q"),
-        ("model.layers.{bid}.self_attn.k_proj", "blk.{bid}.attn_k"),
-        ("model.layers.{bid}.self_attn.v_proj", "blk.{bid}.attn_v"),
-        (
-            "model.layers.{bid}.self_attn.o_proj",
-            "blk.{bid}.attn_output",
-        ),
-        ("model.layers.{bid}.mlp.up_proj", "blk.{bid}.ffn_up"),
-        ("model.layers.{bid}.mlp.down_proj", "blk.{bid}.ffn_down"),
-        (
-            "model.layers.{bid}.self_attn.qkv_proj",
-            "blk.{bid}.attn_qkv",
-        ),
-        ("model.layers.{bid}.mlp.gate_up_proj", "blk.{bid}.ffn_up"),
+        ("model.embed_tokens", T::TokenEmbd),
+        ("model.norm", T::OutputNorm),
+        ("model.layers.{bid}.input_layernorm", T::AttnNorm),
+        ("model.layers.{bid}.self_attn.q_proj", T::AttnQ),
+        ("model.layers.{bid}.self_attn.k_proj", T::AttnK),
+        ("model.layers.{bid}.self_attn.v_proj", T::AttnV),
+        ("model.layers.{bid}.self_attn.o_proj", T::AttnOut),
+        ("model.layers.{bid}.mlp.up_proj", T::FfnUp),
+        ("model.layers.{bid}.mlp.down_proj", T::FfnDown),
+        ("model.layers.{bid}.self_attn.qkv_proj", T::AttnQkv),
+        ("model.layers.{bid}.mlp.gate_up_proj", T::FfnUp),
     ];
     // Gemma and Gemma 2 have no output matrix in llama.cpp (their head is the embedding).
     if !matches!(arch, "gemma" | "gemma2") {
-        t.push(("lm_head", "output"));
+        t.push(("lm_head", T::Output));
     }
     // Phi-3 has no separate gate.
     if arch != "phi3" {
-        t.push(("model.layers.{bid}.mlp.gate_proj", "blk.{bid}.ffn_gate"));
+        t.push(("model.layers.{bid}.mlp.gate_proj", T::FfnGate));
     }
     if matches!(arch, "qwen3" | "gemma3") {
-        t.push((
-            "model.layers.{bid}.self_attn.q_norm",
-            "blk.{bid}.attn_q_norm",
-        ));
-        t.push((
-            "model.layers.{bid}.self_attn.k_norm",
-            "blk.{bid}.attn_k_norm",
-        ));
+        t.push(("model.layers.{bid}.self_attn.q_norm", T::AttnQNorm));
+        t.push(("model.layers.{bid}.self_attn.k_norm", T::AttnKNorm));
     }
     if matches!(arch, "gemma2" | "gemma3") {
         // Norms around both blocks: the post-attention norm is its own tensor.
         t.push((
             "model.layers.{bid}.post_attention_layernorm",
-            "blk.{bid}.post_attention_norm",
+            T::AttnPostNorm,
         ));
-        t.push((
-            "model.layers.{bid}.pre_feedforward_layernorm",
-            "blk.{bid}.ffn_norm",
-        ));
+        t.push(("model.layers.{bid}.pre_feedforward_layernorm", T::FfnNorm));
         t.push((
             "model.layers.{bid}.post_feedforward_layernorm",
-            "blk.{bid}.post_ffw_norm",
+            T::FfnPostNorm,
         ));
     } else {
-        t.push((
-            "model.layers.{bid}.post_attention_layernorm",
-            "blk.{bid}.ffn_norm",
-        ));
+        t.push(("model.layers.{bid}.post_attention_layernorm", T::FfnNorm));
     }
     t
 }

@@ -2,6 +2,7 @@
 //! order, a SentencePiece vocabulary with Phi-3's rules for added tokens (or a GPT-2 one), and
 //! for long-context models the RoPE factor tables as tensors.
 
+use gguf_format::tensor_names::TensorName as T;
 use gguf_format::GgufBuilder;
 use serde_json::Value;
 
@@ -97,12 +98,7 @@ impl HfArch for Phi3 {
     }
 
     fn vocab(&self, ctx: &Ctx<'_>, b: &mut GgufBuilder<'_>) -> Result<()> {
-        let dir = ctx.ckpt.dir();
-        if let Some(config) = ctx
-            .ckpt
-            .reads()
-            .json_if_exists(&dir.join("tokenizer_config.json"))?
-        {
+        if let Some(config) = ctx.ckpt.tokenizer_config()? {
             if config.get("tokenizer_class").and_then(Value::as_str) == Some("GPT2Tokenizer") {
                 return write_gpt2(ctx, b);
             }
@@ -110,7 +106,7 @@ impl HfArch for Phi3 {
         if !write_sentencepiece_with(ctx, b, SpmRules::Phi3)? {
             return Err(Error::Unsupported(format!(
                 "{}: no tokenizer.model (Phi-3's SentencePiece vocabulary is read from it)",
-                dir.display()
+                ctx.ckpt.dir().display()
             )));
         }
         Ok(())
@@ -186,11 +182,11 @@ impl HfArch for Phi3 {
         }
         Ok(vec![
             Generated {
-                name: "rope_factors_long.weight".into(),
+                name: T::RopeFactorsLong.weight().into(),
                 values: long,
             },
             Generated {
-                name: "rope_factors_short.weight".into(),
+                name: T::RopeFactorsShort.weight().into(),
                 values: short,
             },
         ])
