@@ -11,46 +11,49 @@ use axum::extract::{Request, State};
 use axum::http::{header, Method, StatusCode, Uri};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use serde_json::{json, Value};
+use gguf_model::{GenerateRequest, ModelError, TokenLogprob};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::error::ApiError;
-use crate::request::{self, Fields, GenerationParams};
-use crate::worker::{Event, GenerateJob, Job, TokenLogprob};
+use crate::openai::request::{
+    self, ChatRequest, CompletionRequest, DetokenizeRequest, EmbeddingRequest, GenerationParams,
+    TokenizeRequest,
+};
+use crate::openai::response::{
+    AssistantMessage, ChatChoice, ChatChunkChoice, Completion, Delta, Detokenized, EmbeddingData,
+    EmbeddingList, EmbeddingUsage, Health, Logprobs, ModelCard, ModelList, TextChoice, Tokens,
+    Usage, Vector, Widened,
+};
+use crate::worker::{Event, GenerateJob, Job};
 use crate::Shared;
 
 type AppState = State<Arc<Shared>>;
 
-fn json_response(status: StatusCode, body: &Value) -> Response {
-    (
-        status,
-        [(header::CONTENT_TYPE, "application/json")],
-        body.to_string(),
-    )
-        .into_response()
+/// `body` as JSON, answered 200 (500 in the impossible case that it cannot be written).
+fn ok(body: &impl Serialize) -> Response {
+    match serde_json::to_string(body) {
+        Ok(text) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json")],
+            text,
+        )
+            .into_response(),
+        Err(e) => {
+            ApiError::internal(format!("the response could not be written: {e}")).into_response()
+        }
+    }
 }
 
-fn ok(body: &Value) -> Response {
-    json_response(StatusCode::OK, body)
-}
-
-/// The body (read whole, within its limits, by [`read_body_in_time`]) as a JSON object (400
-/// for anything but a UTF-8 JSON object) with no field outside `known` and, if it names a
-/// `model`, a string there (any string: the server has one model).
-fn request_object(
-    body: Result<Bytes, BytesRejection>,
-    known: &[&[&str]],
-) -> Result<serde_json::Map<String, Value>, ApiError> {
+/// The body (read whole, within its limits, by [`read_body_in_time`]) as the request `T`: a
+/// UTF-8 JSON object with no field `T` does not have (400 otherwise; its fields are checked
+/// by `T`'s own `check`).
+fn read_request<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> Result<T, ApiError> {
     let body = body.map_err(|rejection| {
         ApiError::bad_request(format!("the request body could not be read: {rejection}"))
     })?;
-    let object = request::json_object(&body)?;
-    let f = Fields(&object);
-    request::check_known(&f, known)?;
-    if f.get("model").is_some_and(|m| !m.is_string()) {
-        return Err(ApiError::invalid("model", "`model` must be a string"));
-    }
-    Ok(object)
+    request::parse(&body)
 }
 
 /// Checks the bearer key when keys are set; `/health` needs none.
@@ -135,7 +138,7 @@ pub(crate) async fn method_not_allowed(method: Method, uri: Uri) -> Response {
 }
 
 pub(crate) async fn health() -> Response {
-    ok(&json!({"status": "ok"}))
+    ok(&Health { status: "ok" })
 }
 
 /// Prometheus' text exposition of the engine's counters.
@@ -149,15 +152,15 @@ pub(crate) async fn metrics(State(shared): AppState) -> Response {
 }
 
 pub(crate) async fn models(State(shared): AppState) -> Response {
-    ok(&json!({
-        "object": "list",
-        "data": [{
-            "id": shared.model_id,
-            "object": "model",
-            "created": shared.started,
-            "owned_by": "gguf",
+    ok(&ModelList {
+        object: "list",
+        data: vec![ModelCard {
+            id: &shared.model_id,
+            object: "model",
+            created: shared.started,
+            owned_by: "gguf",
         }],
-    }))
+    })
 }
 
 fn now() -> u64 {
@@ -204,89 +207,74 @@ impl Meta {
         }
     }
 
-    fn usage(prompt_tokens: usize, completion_tokens: usize) -> Value {
-        json!({
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-        })
+    /// The response around `choices`: whole (`object` `chat.completion`, `text_completion`)
+    /// or a chunk of a stream.
+    fn completion<C>(
+        &self,
+        chunk: bool,
+        choices: Vec<C>,
+        usage: Option<Usage>,
+    ) -> Completion<'_, C> {
+        Completion {
+            id: &self.id,
+            object: match (self.kind, chunk) {
+                (Kind::Chat, false) => "chat.completion",
+                (Kind::Chat, true) => "chat.completion.chunk",
+                (Kind::Text, _) => "text_completion",
+            },
+            created: self.created,
+            model: &self.model,
+            choices,
+            usage,
+        }
     }
 
-    /// The `logprobs` of a choice: `null` unless asked for; chat's `{"content": [...]}` or the
-    /// text completion's `{"tokens", "token_logprobs", "top_logprobs", "text_offset"}`.
-    fn logprobs(&self, asked: bool, tokens: &[TokenLogprob]) -> Value {
+    /// The `logprobs` of a choice: `None` (`null`) unless asked for; chat's
+    /// `{"content": [...]}` or the text completion's `{"tokens", "token_logprobs",
+    /// "top_logprobs", "text_offset"}`.
+    fn logprobs<'a>(&self, asked: bool, tokens: &'a [TokenLogprob]) -> Option<Logprobs<'a>> {
         if !asked {
-            return Value::Null;
+            return None;
         }
-        match self.kind {
-            Kind::Chat => {
-                let entry = |token: &str, bytes: &[u8], logprob: f32| json!({"token": token, "logprob": logprob, "bytes": bytes});
-                let content: Vec<Value> = tokens
-                    .iter()
-                    .map(|t| {
-                        let mut e = entry(&t.token, &t.bytes, t.logprob);
-                        e["top_logprobs"] = t.top.iter().map(|(s, b, l)| entry(s, b, *l)).collect();
-                        e
-                    })
-                    .collect();
-                json!({"content": content, "refusal": null})
-            }
-            Kind::Text => {
-                let mut offset = 0;
-                let offsets: Vec<usize> = tokens
-                    .iter()
-                    .map(|t| {
-                        let at = offset;
-                        offset += t.token.chars().count();
-                        at
-                    })
-                    .collect();
-                let top: Vec<Value> = tokens
-                    .iter()
-                    .map(|t| {
-                        let map: serde_json::Map<String, Value> = t
-                            .top
-                            .iter()
-                            .map(|(s, _, l)| (s.clone(), json!(l)))
-                            .collect();
-                        Value::Object(map)
-                    })
-                    .collect();
-                json!({
-                    "tokens": tokens.iter().map(|t| t.token.as_str()).collect::<Vec<_>>(),
-                    "token_logprobs": tokens.iter().map(|t| t.logprob).collect::<Vec<_>>(),
-                    "top_logprobs": top,
-                    "text_offset": offsets,
-                })
-            }
-        }
+        Some(match self.kind {
+            Kind::Chat => Logprobs::chat(tokens),
+            Kind::Text => Logprobs::text(tokens),
+        })
     }
 
     /// The whole response.
-    fn complete(&self, text: &str, finish: &str, usage: (usize, usize), logprobs: Value) -> Value {
-        let (prompt, completion) = usage;
-        let choice = match self.kind {
-            Kind::Chat => json!({
-                "index": 0,
-                "message": {"role": "assistant", "content": text},
-                "logprobs": logprobs,
-                "finish_reason": finish,
-            }),
-            Kind::Text => json!({
-                "index": 0,
-                "text": text,
-                "logprobs": logprobs,
-                "finish_reason": finish,
-            }),
-        };
-        json!({
-            "id": self.id,
-            "object": match self.kind { Kind::Chat => "chat.completion", Kind::Text => "text_completion" },
-            "created": self.created,
-            "model": self.model,
-            "choices": [choice],
-            "usage": Meta::usage(prompt, completion),
-        })
+    fn complete(
+        &self,
+        text: &str,
+        finish: &'static str,
+        usage: Usage,
+        logprobs: Option<Logprobs<'_>>,
+    ) -> Response {
+        match self.kind {
+            Kind::Chat => ok(&self.completion(
+                false,
+                vec![ChatChoice {
+                    index: 0,
+                    message: AssistantMessage {
+                        role: "assistant",
+                        content: text,
+                    },
+                    logprobs,
+                    finish_reason: finish,
+                }],
+                Some(usage),
+            )),
+            Kind::Text => ok(&self.completion(
+                false,
+                vec![TextChoice {
+                    index: 0,
+                    text,
+                    logprobs,
+                    finish_reason: Some(finish),
+                }],
+                Some(usage),
+            )),
+        }
     }
 
     /// One streamed chunk: `delta` text (chat: with the role on the first chunk), or the
@@ -295,43 +283,49 @@ impl Meta {
         &self,
         text: Option<&str>,
         role: bool,
-        finish: Option<&str>,
-        logprobs: Value,
-    ) -> Value {
-        let choice = match self.kind {
-            Kind::Chat => {
-                let mut delta = serde_json::Map::new();
-                if role {
-                    delta.insert("role".into(), json!("assistant"));
-                }
-                if let Some(text) = text {
-                    delta.insert("content".into(), json!(text));
-                }
-                json!({"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish})
-            }
-            Kind::Text => json!({
-                "index": 0,
-                "text": text.unwrap_or(""),
-                "logprobs": logprobs,
-                "finish_reason": finish,
-            }),
-        };
-        self.with_choices(json!([choice]))
+        finish: Option<&'static str>,
+        logprobs: Option<Logprobs<'_>>,
+    ) -> Bytes {
+        match self.kind {
+            Kind::Chat => sse(&self.completion(
+                true,
+                vec![ChatChunkChoice {
+                    index: 0,
+                    delta: Delta {
+                        role: role.then_some("assistant"),
+                        content: text,
+                    },
+                    logprobs,
+                    finish_reason: finish,
+                }],
+                None,
+            )),
+            Kind::Text => sse(&self.completion(
+                true,
+                vec![TextChoice {
+                    index: 0,
+                    text: text.unwrap_or(""),
+                    logprobs,
+                    finish_reason: finish,
+                }],
+                None,
+            )),
+        }
     }
 
-    fn with_choices(&self, choices: Value) -> Value {
-        json!({
-            "id": self.id,
-            "object": match self.kind { Kind::Chat => "chat.completion.chunk", Kind::Text => "text_completion" },
-            "created": self.created,
-            "model": self.model,
-            "choices": choices,
-        })
+    /// The chunk of no choices holding the usage (`stream_options.include_usage`).
+    fn usage_chunk(&self, usage: Usage) -> Bytes {
+        sse(&self.completion::<TextChoice<'_>>(true, Vec::new(), Some(usage)))
     }
 }
 
-fn sse(data: &Value) -> Bytes {
-    Bytes::from(format!("data: {data}\n\n"))
+/// One server-sent event holding `data` as JSON.
+fn sse(data: &impl Serialize) -> Bytes {
+    let json = serde_json::to_string(data).unwrap_or_else(|e| {
+        let e = ApiError::internal(format!("the chunk could not be written: {e}"));
+        serde_json::to_string(&e.wire()).unwrap_or_default()
+    });
+    Bytes::from(format!("data: {json}\n\n"))
 }
 
 /// The state of a streamed response.
@@ -352,34 +346,29 @@ impl Stream {
             Event::Text { text, logprobs } => {
                 let logprobs = self.meta.logprobs(self.logprobs, &logprobs);
                 let chunk = self.meta.chunk(Some(&text), false, None, logprobs);
-                self.ready.push_back(sse(&chunk));
+                self.ready.push_back(chunk);
             }
             Event::Done {
                 finish_reason,
                 prompt_tokens,
                 completion_tokens,
             } => {
-                let chunk = match self.meta.kind {
-                    Kind::Chat => self
-                        .meta
-                        .chunk(None, false, Some(finish_reason), Value::Null),
-                    Kind::Text => {
-                        self.meta
-                            .chunk(Some(""), false, Some(finish_reason), Value::Null)
-                    }
+                let text = match self.meta.kind {
+                    Kind::Chat => None,
+                    Kind::Text => Some(""),
                 };
-                self.ready.push_back(sse(&chunk));
+                let chunk = self.meta.chunk(text, false, Some(finish_reason), None);
+                self.ready.push_back(chunk);
                 if self.include_usage {
-                    let mut chunk = self.meta.with_choices(json!([]));
-                    chunk["usage"] = Meta::usage(prompt_tokens, completion_tokens);
-                    self.ready.push_back(sse(&chunk));
+                    let usage = Usage::new(prompt_tokens, completion_tokens);
+                    self.ready.push_back(self.meta.usage_chunk(usage));
                 }
                 self.ready
                     .push_back(Bytes::from_static(b"data: [DONE]\n\n"));
                 self.done = true;
             }
             Event::Error(e) => {
-                self.ready.push_back(sse(&e.body()));
+                self.ready.push_back(sse(&e.wire()));
                 self.done = true;
             }
         }
@@ -396,11 +385,13 @@ async fn run_generation(
 ) -> Result<Response, ApiError> {
     let (tx, mut rx) = mpsc::unbounded_channel();
     shared.engine.submit(Job::Generate(GenerateJob {
-        prompt,
-        sampler: params.sampler,
-        max_tokens: params.max_tokens.unwrap_or(shared.n_ctx),
-        stops: params.stops,
-        logprobs: params.logprobs,
+        request: GenerateRequest {
+            prompt,
+            sampler: params.sampler,
+            max_tokens: params.max_tokens.unwrap_or(shared.n_ctx),
+            stops: params.stops,
+            logprobs: params.logprobs,
+        },
         events: tx,
     }))?;
     let stopped = || ApiError::internal("the generation was stopped: the server is shutting down");
@@ -419,12 +410,12 @@ async fn run_generation(
                     completion_tokens,
                 } => {
                     let logprobs = meta.logprobs(params.logprobs.is_some(), &tokens);
-                    return Ok(ok(&meta.complete(
+                    return Ok(meta.complete(
                         &text,
                         finish_reason,
-                        (prompt_tokens, completion_tokens),
+                        Usage::new(prompt_tokens, completion_tokens),
                         logprobs,
-                    )));
+                    ));
                 }
                 Event::Error(e) => return Err(e),
             }
@@ -443,8 +434,8 @@ async fn run_generation(
         done: false,
     };
     if stream.meta.kind == Kind::Chat {
-        let chunk = stream.meta.chunk(Some(""), true, None, Value::Null);
-        stream.ready.push_back(sse(&chunk));
+        let chunk = stream.meta.chunk(Some(""), true, None, None);
+        stream.ready.push_back(chunk);
     }
     stream.push(first);
     let body = futures_util::stream::unfold(stream, |mut s| async move {
@@ -481,27 +472,25 @@ fn check_generates(shared: &Shared) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Refuses a prompt longer than the context, before it is queued.
+/// Refuses a prompt the engine would refuse ([`gguf_model::Model::check_prompt`]), before it
+/// is queued, naming the request's `field`.
 fn check_prompt(shared: &Shared, prompt: &[u32], field: &str) -> Result<(), ApiError> {
-    if prompt.is_empty() {
-        return Err(ApiError::invalid(
+    match shared.model.check_prompt(prompt, shared.n_ctx) {
+        Ok(()) => Ok(()),
+        Err(ModelError::EmptyPrompt) => Err(ApiError::invalid(
             field,
             format!("`{field}` gives no tokens"),
-        ));
+        )),
+        Err(ModelError::ContextFull { needed, n_ctx }) => {
+            let mut e = ApiError::invalid(
+                field,
+                format!("the prompt has {needed} tokens, more than the context of {n_ctx}"),
+            );
+            e.code = Some("context_length_exceeded");
+            Err(e)
+        }
+        Err(e) => Err(ApiError::invalid(field, e.to_string())),
     }
-    if prompt.len() > shared.n_ctx {
-        let mut e = ApiError::invalid(
-            field,
-            format!(
-                "the prompt has {} tokens, more than the context of {}",
-                prompt.len(),
-                shared.n_ctx
-            ),
-        );
-        e.code = Some("context_length_exceeded");
-        return Err(e);
-    }
-    Ok(())
 }
 
 pub(crate) async fn chat_completions(
@@ -509,10 +498,7 @@ pub(crate) async fn chat_completions(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let shared = &*shared;
-    let object = request_object(body, request::CHAT_FIELDS)?;
-    let f = Fields(&object);
-    let params = request::generation_params(&f, &["max_tokens", "max_completion_tokens"], true)?;
-    let messages = request::messages(&f)?;
+    let (params, messages) = read_request::<ChatRequest>(body)?.check()?;
     check_generates(shared)?;
     let template = shared
         .template
@@ -537,28 +523,13 @@ pub(crate) async fn completions(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let shared = &*shared;
-    let object = request_object(body, request::COMPLETION_FIELDS)?;
-    let f = Fields(&object);
-    let params = request::generation_params(&f, &["max_tokens"], false)?;
-    let prompt = match f.get("prompt") {
-        Some(Value::String(s)) => s.as_str(),
-        Some(Value::Array(list)) if list.len() == 1 && list[0].is_string() => {
-            list[0].as_str().unwrap_or_default()
-        }
-        Some(Value::Array(_)) => {
-            return Err(ApiError::invalid(
-                "prompt",
-                "`prompt`: one string per request is supported (not several, nor token ids)",
-            ))
-        }
-        Some(_) => return Err(ApiError::invalid("prompt", "`prompt` must be a string")),
-        None => return Err(ApiError::invalid("prompt", "`prompt` is required")),
-    };
+    let request = read_request::<CompletionRequest>(body)?;
+    let (params, prompt) = request.check()?;
     check_generates(shared)?;
-    let ids = shared
-        .model
-        .tokenizer()
-        .encode(prompt.as_bytes(), true, true);
+    let ids = shared.model.tokenizer().encode(
+        prompt.as_bytes(),
+        gguf_tokenizer::EncodeOptions::ADD_AND_PARSE_SPECIAL,
+    );
     check_prompt(shared, &ids, "prompt")?;
     run_generation(shared, Meta::new(Kind::Text, &shared.model_id), ids, params).await
 }
@@ -568,49 +539,8 @@ pub(crate) async fn embeddings(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let shared = &*shared;
-    let object = request_object(body, request::EMBEDDING_FIELDS)?;
-    let f = Fields(&object);
-    let base64 = match f.string("encoding_format")? {
-        None | Some("float") => false,
-        // What OpenAI's Python client asks for unless told otherwise.
-        Some("base64") => true,
-        Some(other) => {
-            return Err(ApiError::invalid(
-                "encoding_format",
-                format!("`encoding_format` must be \"float\" or \"base64\", not {other:?}"),
-            ))
-        }
-    };
-    if f.get("dimensions").is_some() {
-        return Err(ApiError::unsupported("dimensions", "shortening embeddings"));
-    }
-    let texts: Vec<&str> = match f.get("input") {
-        Some(Value::String(s)) => vec![s.as_str()],
-        Some(Value::Array(list)) if !list.is_empty() && list.len() <= 2048 => list
-            .iter()
-            .map(|v| {
-                v.as_str().ok_or_else(|| {
-                    ApiError::invalid(
-                        "input",
-                        "`input` must be a string or a list of strings (token ids are not supported)",
-                    )
-                })
-            })
-            .collect::<Result<_, _>>()?,
-        Some(Value::Array(_)) => {
-            return Err(ApiError::invalid(
-                "input",
-                "`input` must hold between 1 and 2048 strings",
-            ))
-        }
-        Some(_) => {
-            return Err(ApiError::invalid(
-                "input",
-                "`input` must be a string or a list of strings",
-            ))
-        }
-        None => return Err(ApiError::invalid("input", "`input` is required")),
-    };
+    let request = read_request::<EmbeddingRequest>(body)?;
+    let (texts, base64) = request.check()?;
     if !crate::embeddings_enabled(&shared.model) {
         return Err(ApiError::bad_request(format!(
             "`{}` is not an embedding model: its pooling type (`pooling_type`) is {}, and \
@@ -622,7 +552,12 @@ pub(crate) async fn embeddings(
     let tokenizer = shared.model.tokenizer();
     let inputs: Vec<Vec<u32>> = texts
         .iter()
-        .map(|t| tokenizer.encode(t.as_bytes(), true, true))
+        .map(|t| {
+            tokenizer.encode(
+                t.as_bytes(),
+                gguf_tokenizer::EncodeOptions::ADD_AND_PARSE_SPECIAL,
+            )
+        })
         .collect();
     for (i, ids) in inputs.iter().enumerate() {
         if ids.is_empty() || ids.len() > shared.n_ctx {
@@ -642,58 +577,58 @@ pub(crate) async fn embeddings(
     let vectors = rx.await.map_err(|_| {
         ApiError::internal("the embeddings were not computed: the server is shutting down")
     })??;
-    let data: Vec<Value> = vectors
-        .into_iter()
+    let data = vectors
+        .iter()
         .enumerate()
-        .map(|(i, v)| {
-            let embedding = if base64 {
+        .map(|(index, v)| EmbeddingData {
+            object: "embedding",
+            index,
+            embedding: if base64 {
                 // OpenAI's base64: the little-endian f32 bytes of the vector.
                 use base64::Engine;
                 let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-                json!(base64::engine::general_purpose::STANDARD.encode(bytes))
+                Vector::Base64(base64::engine::general_purpose::STANDARD.encode(bytes))
             } else {
-                json!(v)
-            };
-            json!({"object": "embedding", "index": i, "embedding": embedding})
+                Vector::Float(Widened(v))
+            },
         })
         .collect();
-    Ok(ok(&json!({
-        "object": "list",
-        "data": data,
-        "model": shared.model_id,
-        "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens},
-    })))
+    Ok(ok(&EmbeddingList {
+        object: "list",
+        data,
+        model: &shared.model_id,
+        usage: EmbeddingUsage {
+            prompt_tokens,
+            total_tokens: prompt_tokens,
+        },
+    }))
 }
 
 pub(crate) async fn tokenize(
     State(shared): AppState,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let object = request_object(body, request::TOKENIZE_FIELDS)?;
-    let f = Fields(&object);
-    let content = f
-        .string("content")?
-        .ok_or_else(|| ApiError::invalid("content", "`content` is required"))?;
-    let add_special = f.bool("add_special")?.unwrap_or(false);
-    let parse_special = f.bool("parse_special")?.unwrap_or(true);
-    if f.bool("with_pieces")?.unwrap_or(false) {
-        return Err(ApiError::unsupported("with_pieces", "returning pieces"));
-    }
-    let tokens = shared
-        .model
-        .tokenizer()
-        .encode(content.as_bytes(), add_special, parse_special);
-    Ok(ok(&json!({ "tokens": tokens })))
+    let request = read_request::<TokenizeRequest>(body)?;
+    let (content, add_special, parse_special) = request.check()?;
+    let tokens = shared.model.tokenizer().encode(
+        content.as_bytes(),
+        gguf_tokenizer::EncodeOptions {
+            add_special,
+            parse_special,
+        },
+    );
+    Ok(ok(&Tokens { tokens }))
 }
 
 pub(crate) async fn detokenize(
     State(shared): AppState,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let object = request_object(body, request::DETOKENIZE_FIELDS)?;
-    let f = Fields(&object);
+    let request = read_request::<DetokenizeRequest>(body)?;
     let tokenizer = shared.model.tokenizer();
-    let ids = request::token_ids(&f, "tokens", tokenizer.vocab_size())?;
-    let text = tokenizer.decode(&ids, false, false);
-    Ok(ok(&json!({ "content": String::from_utf8_lossy(&text) })))
+    let ids = request.check(tokenizer.vocab_size())?;
+    let text = tokenizer.decode(&ids, gguf_tokenizer::DecodeOptions::PLAIN);
+    Ok(ok(&Detokenized {
+        content: &String::from_utf8_lossy(&text),
+    }))
 }

@@ -3,6 +3,7 @@
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use serde::Serialize;
 
 /// An error answered to a client.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -141,15 +142,41 @@ impl ApiError {
 
     /// The JSON error object.
     pub fn body(&self) -> serde_json::Value {
-        serde_json::json!({
-            "error": {
-                "message": self.message,
-                "type": self.kind,
-                "param": self.param,
-                "code": self.code,
-            }
-        })
+        serde_json::to_value(self.wire()).unwrap_or_default()
     }
+
+    /// The error object as written: `{"error": {"message", "type", "param", "code"}}`.
+    pub(crate) fn wire(&self) -> ErrorBody<'_> {
+        ErrorBody {
+            error: ErrorObject {
+                message: &self.message,
+                kind: self.kind,
+                param: self.param.as_deref(),
+                code: self.code,
+            },
+        }
+    }
+}
+
+/// OpenAI's error response: `{"error": {...}}`.
+#[derive(Debug, Serialize)]
+pub(crate) struct ErrorBody<'a> {
+    /// What went wrong.
+    pub error: ErrorObject<'a>,
+}
+
+/// OpenAI's error object; `param` and `code` are `null` when there is none.
+#[derive(Debug, Serialize)]
+pub(crate) struct ErrorObject<'a> {
+    /// For a person.
+    pub message: &'a str,
+    /// `invalid_request_error`, `server_error`, ...
+    #[serde(rename = "type")]
+    pub kind: &'a str,
+    /// The request field at fault.
+    pub param: Option<&'a str>,
+    /// A machine-readable code.
+    pub code: Option<&'a str>,
 }
 
 impl IntoResponse for ApiError {
@@ -157,7 +184,7 @@ impl IntoResponse for ApiError {
         let mut response = (
             self.status,
             [(header::CONTENT_TYPE, "application/json")],
-            self.body().to_string(),
+            serde_json::to_string(&self.wire()).unwrap_or_default(),
         )
             .into_response();
         if let Some(secs) = self.retry_after {

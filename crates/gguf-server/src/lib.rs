@@ -30,7 +30,7 @@
 mod api;
 mod error;
 mod metrics;
-mod request;
+mod openai;
 mod worker;
 
 use std::future::Future;
@@ -323,7 +323,7 @@ impl Server {
     /// next one). `None` while it runs one. For tests of the queue.
     #[doc(hidden)]
     pub fn hold_engine(&self) -> Option<tokio::sync::OwnedMutexGuard<()>> {
-        self.shared.engine.gate().clone().try_lock_owned().ok()
+        self.shared.engine.step_lock().clone().try_lock_owned().ok()
     }
 }
 

@@ -2,7 +2,8 @@
 
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::time::Duration;
+
+use gguf_model::BatchStats;
 
 /// What the engine has done so far; updated by the engine thread and the handlers, read by
 /// `/metrics`.
@@ -25,19 +26,27 @@ pub(crate) struct Metrics {
     pub active: AtomicUsize,
     /// The slots (`--parallel`).
     pub slots: AtomicUsize,
-    /// Forward passes, the tokens they evaluated, and the time they took.
+    /// Engine steps, the tokens they evaluated, and the time they took.
     pub steps: AtomicUsize,
     pub tokens_evaluated: AtomicUsize,
     pub busy_micros: AtomicU64,
 }
 
 impl Metrics {
-    /// Counts a forward pass of `tokens` tokens that took `elapsed`.
-    pub fn step(&self, elapsed: Duration, tokens: usize) {
-        self.steps.fetch_add(1, Ordering::Relaxed);
-        self.tokens_evaluated.fetch_add(tokens, Ordering::Relaxed);
-        let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
-        self.busy_micros.fetch_add(micros, Ordering::Relaxed);
+    /// Takes the engine's counts: its steps, the tokens they evaluated and the time they
+    /// took, the prompt tokens admitted (and found cached) and the tokens generated.
+    pub fn record(&self, stats: &BatchStats) {
+        self.steps.store(stats.steps, Ordering::Relaxed);
+        self.tokens_evaluated
+            .store(stats.tokens_evaluated, Ordering::Relaxed);
+        let micros = u64::try_from(stats.busy.as_micros()).unwrap_or(u64::MAX);
+        self.busy_micros.store(micros, Ordering::Relaxed);
+        self.prompt_tokens
+            .store(stats.prompt_tokens, Ordering::Relaxed);
+        self.prompt_tokens_cached
+            .store(stats.prompt_tokens_cached, Ordering::Relaxed);
+        self.completion_tokens
+            .store(stats.completion_tokens, Ordering::Relaxed);
     }
 
     /// The exposition text; `admitted` is the count of jobs admitted (running and queued).
@@ -154,9 +163,13 @@ mod tests {
     #[test]
     fn every_metric_has_help_type_and_a_value() {
         let m = Metrics::default();
-        m.completion_tokens.store(30, Ordering::Relaxed);
-        m.step(Duration::from_millis(1500), 40);
-        m.step(Duration::from_millis(500), 2);
+        m.record(&BatchStats {
+            steps: 2,
+            tokens_evaluated: 42,
+            busy: std::time::Duration::from_millis(2000),
+            completion_tokens: 30,
+            ..BatchStats::default()
+        });
         let text = m.render(3);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 15 * 3);

@@ -83,7 +83,10 @@ async fn greedy_chat_equals_the_engine() {
     let prompt = model.render_chat(&template, &messages(), 4096).unwrap();
     let prompt_tokens = model
         .tokenizer()
-        .encode(prompt.as_bytes(), true, true)
+        .encode(
+            prompt.as_bytes(),
+            gguf_tokenizer::EncodeOptions::ADD_AND_PARSE_SPECIAL,
+        )
         .len();
     let usage = &v["usage"];
     assert_eq!(usage["prompt_tokens"], prompt_tokens);
@@ -128,7 +131,10 @@ async fn greedy_completion_equals_the_engine_and_stops_at_a_stop_string() {
     assert_eq!(v["choices"][0]["finish_reason"], "length");
     let prompt_tokens = model()
         .tokenizer()
-        .encode(prompt.as_bytes(), true, true)
+        .encode(
+            prompt.as_bytes(),
+            gguf_tokenizer::EncodeOptions::ADD_AND_PARSE_SPECIAL,
+        )
         .len();
     assert_eq!(v["usage"]["prompt_tokens"], prompt_tokens);
     assert_eq!(v["usage"]["completion_tokens"], 20);
@@ -240,7 +246,10 @@ async fn models_health_tokenize_detokenize() {
     let ids: Vec<u32> = serde_json::from_value(tokens["tokens"].clone()).unwrap();
     assert_eq!(
         ids,
-        model().tokenizer().encode(text.as_bytes(), false, true)
+        model().tokenizer().encode(
+            text.as_bytes(),
+            gguf_tokenizer::EncodeOptions::PARSE_SPECIAL
+        )
     );
     let with_bos = post(
         server.addr,
@@ -585,7 +594,7 @@ async fn embeddings_equal_the_engine_for_a_model_with_a_pooling_type() {
     let mut session = model.session(session_options()).unwrap();
     let mut tokens = 0;
     for (i, text) in inputs.iter().enumerate() {
-        let expected = session.embed(text).unwrap();
+        let expected = session.embed(text).unwrap().into_flat();
         let item = &v["data"][i];
         assert_eq!(item["object"], "embedding");
         assert_eq!(item["index"], i);
@@ -596,7 +605,13 @@ async fn embeddings_equal_the_engine_for_a_model_with_a_pooling_type() {
             .map(|x| x.as_f64().unwrap() as f32)
             .collect();
         assert_eq!(got, expected, "input {i}");
-        tokens += model.tokenizer().encode(text.as_bytes(), true, true).len();
+        tokens += model
+            .tokenizer()
+            .encode(
+                text.as_bytes(),
+                gguf_tokenizer::EncodeOptions::ADD_AND_PARSE_SPECIAL,
+            )
+            .len();
     }
     assert_eq!(v["usage"]["prompt_tokens"], tokens);
     assert_eq!(v["usage"]["total_tokens"], tokens);

@@ -263,7 +263,7 @@ async fn openai_python_client_does_chat_streaming_completions_and_models() {
             let mut session = engine.session(session_options()).unwrap();
             let embeddings: Vec<Vec<f32>> = EMBED_INPUTS
                 .iter()
-                .map(|text| session.embed(text).unwrap())
+                .map(|text| session.embed(text).unwrap().into_flat())
                 .collect();
             (
                 direct(&engine, true, 16),
@@ -311,7 +311,10 @@ async fn openai_python_client_does_chat_streaming_completions_and_models() {
     assert_eq!(completion["finish_reason"], "length", "{completion}");
     let prompt_tokens = model
         .tokenizer()
-        .encode(PROMPT.as_bytes(), true, true)
+        .encode(
+            PROMPT.as_bytes(),
+            gguf_tokenizer::EncodeOptions::ADD_AND_PARSE_SPECIAL,
+        )
         .len();
     assert_eq!(completion["usage"]["prompt_tokens"], prompt_tokens);
     assert_eq!(completion["usage"]["completion_tokens"], 8);
@@ -324,7 +327,15 @@ async fn openai_python_client_does_chat_streaming_completions_and_models() {
     }
     let tokens: usize = EMBED_INPUTS
         .iter()
-        .map(|t| model.tokenizer().encode(t.as_bytes(), true, true).len())
+        .map(|t| {
+            model
+                .tokenizer()
+                .encode(
+                    t.as_bytes(),
+                    gguf_tokenizer::EncodeOptions::ADD_AND_PARSE_SPECIAL,
+                )
+                .len()
+        })
         .sum();
     assert_eq!(embeddings["usage"]["prompt_tokens"], tokens);
     // The client's default, base64 (decoded by the client): the same vectors.

@@ -128,7 +128,10 @@ async fn concurrent_greedy_requests_equal_lone_sessions() {
         assert!(!expected.is_empty(), "{prompt:?}");
         let prompt_tokens = model()
             .tokenizer()
-            .encode(prompt.as_bytes(), true, true)
+            .encode(
+                prompt.as_bytes(),
+                gguf_tokenizer::EncodeOptions::ADD_AND_PARSE_SPECIAL,
+            )
             .len();
         let (text, finish, usage) = if i % 2 == 1 {
             let chunks = chunks(&reply);
@@ -526,7 +529,10 @@ async fn a_long_prompt_does_not_stall_other_streams() {
     let token_count = |text: &str| {
         model()
             .tokenizer()
-            .encode(text.as_bytes(), true, true)
+            .encode(
+                text.as_bytes(),
+                gguf_tokenizer::EncodeOptions::ADD_AND_PARSE_SPECIAL,
+            )
             .len()
     };
 
@@ -635,7 +641,10 @@ async fn a_prompt_longer_than_the_batch_alone_is_taken_in_chunks() {
                   park with her friends.";
     let tokens = model()
         .tokenizer()
-        .encode(prompt.as_bytes(), true, true)
+        .encode(
+            prompt.as_bytes(),
+            gguf_tokenizer::EncodeOptions::ADD_AND_PARSE_SPECIAL,
+        )
         .len();
     assert!(tokens > 2 * n_batch, "{tokens}");
     let options = SessionOptions {

@@ -48,7 +48,7 @@ pub fn model_with_template(dir: &Path, template: &str) -> Arc<Model> {
 /// The fixture with metadata `key` set to `value`, written into `dir` as `name`.
 fn edited_model(dir: &Path, name: &str, key: &str, value: gguf_format::OwnedValue) -> Arc<Model> {
     use gguf_format::edit::{edit_metadata, Edit};
-    use gguf_format::fsutil::WriteMode;
+    use gguf_fsutil::WriteMode;
     let path = dir.join(name);
     edit_metadata(
         &fixture("model-llama.gguf"),
