@@ -1,13 +1,13 @@
 //! `gguf convert`: legacy GGML/GGMF/GGJT llama files and Hugging Face checkpoints to GGUF.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::Args;
 use gguf_convert::hf::{Checkpoint, HfConversion, HfOptions, OutType};
 use gguf_convert::legacy::{Action, LegacyModel, OldQuant, Options, ScalePolicy};
-use gguf_format::fsutil::{self, WriteMode};
 use gguf_format::MappedBytes;
+use gguf_fsutil::WriteMode;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::edit::with_force_hint;
@@ -64,8 +64,8 @@ pub fn convert(a: ConvertArgs) -> Result<()> {
         return convert_checkpoint(a);
     }
     let mode = write_mode(a.force);
-    fsutil::refuse_inputs(&a.output, &[a.input.as_path()])?;
-    fsutil::check_destination(&a.output, mode).map_err(with_force_hint)?;
+    gguf_fsutil::refuse_inputs(&a.output, &[a.input.as_path()])?;
+    gguf_fsutil::check_destination(&a.output, mode).map_err(with_force_hint)?;
     let input_name = a.input.display().to_string();
     let mapped = MappedBytes::open(&a.input)?;
     let model = LegacyModel::parse(mapped.bytes()).with_context(|| input_name.clone())?;
@@ -91,13 +91,13 @@ pub fn convert(a: ConvertArgs) -> Result<()> {
         .prepare(&options)
         .with_context(|| input_name.clone())?;
     let bar = progress_bar();
-    let report = fsutil::write_atomic(&a.output, mode, |out| {
+    let report = gguf_fsutil::write_atomic(&a.output, mode, |out| {
         conversion
             .write(out, &mut |done, total| {
                 bar.set_length(total);
                 bar.set_position(done);
             })
-            .map_err(format_error)
+            .map_err(|e| in_output(e, &a.output))
     })
     .map_err(with_force_hint)
     .with_context(|| input_name.clone())?;
@@ -165,11 +165,14 @@ pub fn convert(a: ConvertArgs) -> Result<()> {
     Ok(())
 }
 
-/// A conversion error as the atomic writer's error type (its message kept).
-fn format_error(e: gguf_convert::Error) -> gguf_format::Error {
+/// A conversion error of writing `output`: one of the container or of the file system names
+/// the output (as the atomic writer's own errors do); the others say what in the input is
+/// wrong and stay as they are.
+fn in_output(e: gguf_convert::Error, output: &Path) -> gguf_convert::Error {
     match e {
-        gguf_convert::Error::Format(e) => e,
-        other => std::io::Error::other(other.to_string()).into(),
+        gguf_convert::Error::Format(e) => gguf_convert::Error::Format(e.in_file(output)),
+        gguf_convert::Error::Fs(e) => gguf_convert::Error::Fs(e.in_file(output)),
+        other => other,
     }
 }
 
@@ -206,19 +209,19 @@ fn convert_checkpoint(a: ConvertArgs) -> Result<()> {
     let plan = HfConversion::plan(&ckpt, &options)?;
     // Every file the conversion reads is known now (writing reads only the mapped shards);
     // refused as the output first, so that --force is not suggested for one of them.
-    fsutil::refuse_inputs(&a.output, &plan.inputs())?;
-    fsutil::check_destination(&a.output, mode).map_err(with_force_hint)?;
+    gguf_fsutil::refuse_inputs(&a.output, &plan.inputs())?;
+    gguf_fsutil::check_destination(&a.output, mode).map_err(with_force_hint)?;
     for w in plan.warnings() {
         eprintln!("warning: {w}");
     }
     let bar = progress_bar();
-    fsutil::write_atomic(&a.output, mode, |out| {
+    gguf_fsutil::write_atomic(&a.output, mode, |out| {
         plan.write(out, &mut |done, total| {
             bar.set_length(total);
             bar.set_position(done);
         })
         .map(|_| ())
-        .map_err(format_error)
+        .map_err(|e| in_output(e, &a.output))
     })
     .map_err(with_force_hint)
     .with_context(|| input_name.clone())?;

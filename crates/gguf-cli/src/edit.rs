@@ -1,14 +1,14 @@
 //! The commands that write model files: `gguf edit`, `split` and `merge`. Every output goes
-//! through `gguf_format::fsutil`'s temporary file and rename.
+//! through `gguf_fsutil`'s temporary file and rename.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use gguf_format::edit::{edit_metadata, Edit};
-use gguf_format::fsutil::{self, WriteMode};
 use gguf_format::split::{self, SplitLimit};
-use gguf_format::{GgufFile, OwnedValue, Refusal, ValueType};
+use gguf_format::{GgufFile, OwnedValue, ValueType};
+use gguf_fsutil::{Refusal, WriteMode};
 
 use crate::models;
 use crate::output::{bytes_bar, outln};
@@ -72,17 +72,58 @@ pub struct MergeArgs {
     output: PathBuf,
 }
 
+/// The file-writing error a library's error holds, if that is what it is: how
+/// [`with_force_hint`] finds a refused destination in whichever error reports it.
+pub(crate) trait FsErrorOf {
+    /// The gguf-fsutil error inside `self`.
+    fn fs_error(&self) -> Option<&gguf_fsutil::Error>;
+}
+
+impl FsErrorOf for gguf_fsutil::Error {
+    fn fs_error(&self) -> Option<&gguf_fsutil::Error> {
+        Some(self)
+    }
+}
+
+impl FsErrorOf for gguf_format::Error {
+    fn fs_error(&self) -> Option<&gguf_fsutil::Error> {
+        match self {
+            gguf_format::Error::Fs(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl FsErrorOf for gguf_convert::Error {
+    fn fs_error(&self) -> Option<&gguf_fsutil::Error> {
+        match self {
+            gguf_convert::Error::Fs(e) => Some(e),
+            gguf_convert::Error::Format(e) => e.fs_error(),
+            _ => None,
+        }
+    }
+}
+
+impl FsErrorOf for gguf_model::ModelError {
+    fn fs_error(&self) -> Option<&gguf_fsutil::Error> {
+        match self {
+            gguf_model::ModelError::Fs(e) => Some(e),
+            gguf_model::ModelError::Format(e) => e.fs_error(),
+            _ => None,
+        }
+    }
+}
+
 /// A refused destination, with the flag that would allow it.
-pub(crate) fn with_force_hint(e: gguf_format::Error) -> anyhow::Error {
-    match &e {
-        gguf_format::Error::Refused {
-            reason: Refusal::Exists,
-            ..
-        } => anyhow::anyhow!("{e} (pass --force to replace it)"),
-        gguf_format::Error::Refused {
-            reason: Refusal::ReadOnly,
-            ..
-        } => anyhow::anyhow!("{e} (pass --force to replace it all the same; it stays read-only)"),
+pub(crate) fn with_force_hint<E>(e: E) -> anyhow::Error
+where
+    E: FsErrorOf + std::error::Error + Send + Sync + 'static,
+{
+    match e.fs_error().and_then(gguf_fsutil::Error::refusal) {
+        Some(Refusal::Exists) => anyhow::anyhow!("{e} (pass --force to replace it)"),
+        Some(Refusal::ReadOnly) => {
+            anyhow::anyhow!("{e} (pass --force to replace it all the same; it stays read-only)")
+        }
         _ => e.into(),
     }
 }
@@ -131,11 +172,11 @@ pub fn edit(a: EditArgs) -> Result<()> {
     // Refuse before the work; the write checks again when it starts and when it ends. A file
     // is rewritten only when asked for by name: -o naming the input (or a link to it) is not.
     if !a.in_place {
-        fsutil::refuse_inputs(&output, &[input.as_path()]).map_err(|e| {
+        gguf_fsutil::refuse_inputs(&output, &[input.as_path()]).map_err(|e| {
             anyhow::anyhow!("{e} (--in-place rewrites a file, keeping its mode and owner)")
         })?;
     }
-    fsutil::check_destination(&output, mode).map_err(with_force_hint)?;
+    gguf_fsutil::check_destination(&output, mode).map_err(with_force_hint)?;
     let mapped = GgufFile::open(&input)?;
     let file = mapped.file();
     let mut edits = Vec::new();

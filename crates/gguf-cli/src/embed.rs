@@ -72,10 +72,11 @@ pub fn embed(a: EmbedArgs) -> Result<()> {
         normalize: Normalize::from_name(&a.normalize).unwrap_or_default(),
     };
     let mut session = model.session(a.run.session_options())?;
-    let d = model.hparams().n_embd;
     let mut embeddings: Vec<Vec<f32>> = Vec::new();
     for (i, text) in texts.iter().enumerate() {
-        let ids = model.tokenizer().encode(text, true, true);
+        let ids = model
+            .tokenizer()
+            .encode(text, gguf_tokenizer::EncodeOptions::ADD_AND_PARSE_SPECIAL);
         let values = session.embed_tokens_with(&ids, &options).map_err(|e| {
             anyhow!(
                 "text {} ({:?}): {e}",
@@ -83,7 +84,7 @@ pub fn embed(a: EmbedArgs) -> Result<()> {
                 String::from_utf8_lossy(&text[..text.len().min(40)])
             )
         })?;
-        embeddings.extend(values.chunks_exact(d).map(<[f32]>::to_vec));
+        embeddings.extend(values.rows().map(<[f32]>::to_vec));
     }
     if a.json {
         // Serialized as f32 (the shortest text that reads back to the same f32), not widened

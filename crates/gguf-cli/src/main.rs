@@ -11,7 +11,6 @@ mod edit;
 mod embed;
 mod export;
 mod habits;
-mod imatrix;
 mod inspect;
 mod models;
 mod output;

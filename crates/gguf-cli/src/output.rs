@@ -43,7 +43,7 @@ pub const MAX_INPUT_BYTES: u64 = 1 << 30;
 /// Reads an input file whole: a regular file of at most [`MAX_INPUT_BYTES`]. A FIFO, device
 /// (`/dev/zero`) or directory is refused before it is read, with an error naming the path.
 pub fn read_input_file(path: &Path) -> Result<Vec<u8>> {
-    let file = gguf_format::open_regular(path).with_context(|| format!("{}", path.display()))?;
+    let file = gguf_fsutil::open_regular(path).with_context(|| format!("{}", path.display()))?;
     let mut bytes = Vec::new();
     file.take(MAX_INPUT_BYTES + 1)
         .read_to_end(&mut bytes)

@@ -6,7 +6,9 @@ use std::time::Instant;
 
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
-use gguf_model::{KvType, Model, SamplerConfig, SessionOptions, StopReason};
+use gguf_model::{
+    EncodeOptions, KvType, Model, ModelError, SamplerConfig, SessionOptions, StopReason,
+};
 use gguf_tokenizer::chat::{ChatMessage, ChatTemplate};
 use gguf_tokenizer::chat_builtin::{self, Origin};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -198,11 +200,10 @@ pub fn generate(a: GenerateArgs) -> Result<()> {
         n_batch: a.batch.batch_size as usize,
         ..a.run.session_options()
     })?;
-    let prompt_ids = model.tokenizer().encode(&prompt, true, true);
-    if prompt_ids.is_empty() {
-        bail!("the prompt gives no tokens");
-    }
-    check_prompt_fits(prompt_ids.len(), &session)?;
+    let prompt_ids = model
+        .tokenizer()
+        .encode(&prompt, EncodeOptions::ADD_AND_PARSE_SPECIAL);
+    check_prompt_fits(&prompt_ids, &session)?;
     let t0 = Instant::now();
     let mut generation = session.generate_from(&prompt_ids, &sampler, a.n_predict)?;
     let prompt_secs = t0.elapsed().as_secs_f64();
@@ -250,17 +251,20 @@ pub fn generate(a: GenerateArgs) -> Result<()> {
     Ok(())
 }
 
-/// Refuses, before any computing, a prompt that does not fit the session's context.
-fn check_prompt_fits(prompt_tokens: usize, session: &gguf_model::Session<'_>) -> Result<()> {
-    let n_ctx = session.n_ctx();
-    if prompt_tokens > n_ctx {
-        bail!(
-            "the prompt has {prompt_tokens} tokens, more than the context of {n_ctx} \
+/// Refuses, before any computing, a prompt the model refuses for the session's context
+/// ([`gguf_model::Model::check_prompt`]), in the CLI's words.
+fn check_prompt_fits(prompt: &[u32], session: &gguf_model::Session<'_>) -> Result<()> {
+    let model = session.model();
+    match model.check_prompt(prompt, session.n_ctx()) {
+        Ok(()) => Ok(()),
+        Err(ModelError::EmptyPrompt) => bail!("the prompt gives no tokens"),
+        Err(ModelError::ContextFull { needed, n_ctx }) => bail!(
+            "the prompt has {needed} tokens, more than the context of {n_ctx} \
              (-c sets the context, up to the model's {})",
-            session.model().hparams().n_ctx_train
-        );
+            model.hparams().n_ctx_train
+        ),
+        Err(e) => Err(e.into()),
     }
-    Ok(())
 }
 
 /// Generation stopped at the end of the context, as llama.cpp stops there: a note, not an error.

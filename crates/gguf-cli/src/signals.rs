@@ -4,8 +4,6 @@
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering::SeqCst};
 use std::sync::Mutex;
 
-use gguf_format::fsutil;
-
 /// Who takes the next signal instead of ending the program (`gguf serve`'s graceful shutdown).
 type Handoff = Box<dyn FnOnce(i32) + Send>;
 static HANDOFF: Mutex<Option<Handoff>> = Mutex::new(None);
@@ -59,7 +57,7 @@ pub fn remove_temp_files_on_signals() {
 /// Removes the temporary files of the writes under way and ends the program as `signal` would
 /// (a shell sees 128 + its number).
 pub fn end_as(signal: i32) -> ! {
-    fsutil::remove_temp_files();
+    gguf_fsutil::remove_temp_files();
     let _ = signal_hook::low_level::emulate_default_handler(signal);
     std::process::exit(128 + signal)
 }

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use gguf_format::fsutil::{self, WriteMode};
 use gguf_format::{GgufFile, TensorInfo};
+use gguf_fsutil::WriteMode;
 
 use crate::models;
 
@@ -32,10 +32,9 @@ pub fn dequantize(a: DequantizeArgs) -> Result<()> {
         .with_context(|| format!("{}: no tensor named '{}'", path.display(), a.tensor))?;
     // An existing regular file is replaced, as before; a FIFO, device or read-only file is not,
     // nor the model read.
-    fsutil::refuse_inputs(&a.output, &[path.as_path()])?;
-    fsutil::write_atomic(&a.output, WriteMode::Replace { force: false }, |out| {
-        write_npy(file, t, out)
-            .map_err(|e| gguf_format::Error::Io(std::io::Error::other(format!("{e:#}"))))
+    gguf_fsutil::refuse_inputs(&a.output, &[path.as_path()])?;
+    gguf_fsutil::write_atomic(&a.output, WriteMode::Replace { force: false }, |out| {
+        write_npy(file, t, out).with_context(|| a.output.display().to_string())
     })?;
     eprintln!("wrote {} ({} x f32)", a.output.display(), t.element_count());
     Ok(())

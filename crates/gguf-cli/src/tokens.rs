@@ -92,7 +92,13 @@ pub fn tokenize(a: TokenizeArgs) -> Result<()> {
         _ => return Err(UsageError("one text at a time: quote it".into()).into()),
     };
     let tokenizer = load_tokenizer(file)?;
-    let ids = tokenizer.encode(&text, !a.no_bos, !a.no_parse_special);
+    let ids = tokenizer.encode(
+        &text,
+        gguf_tokenizer::EncodeOptions {
+            add_special: !a.no_bos,
+            parse_special: !a.no_parse_special,
+        },
+    );
     if a.ids {
         outln!("{}", serde_json::to_string(&ids)?)?;
         return Ok(());
@@ -123,7 +129,13 @@ pub fn detokenize(a: DetokenizeArgs) -> Result<()> {
             tokenizer.vocab_size()
         );
     }
-    let text = tokenizer.decode(&ids, false, a.special);
+    let text = tokenizer.decode(
+        &ids,
+        gguf_tokenizer::DecodeOptions {
+            remove_special: false,
+            unparse_special: a.special,
+        },
+    );
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     out.write_all(&text)?;
