@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{ensure, Context, Result};
 use serde_json::{json, Value};
 
 /// The sdist llama-bench is built from: the llama.cpp of the project's other references.
@@ -40,63 +40,39 @@ type Row = (String, usize, String);
 /// The per-round rates of a row: ours, llama.cpp's.
 type Rates = (Vec<f64>, Vec<f64>);
 
-struct Options {
+/// The options of `cargo xtask bench-vs-llamacpp`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The models, known names or paths
+    #[arg(long, value_delimiter = ',', value_name = "A,B", default_values = ["smollm2-135m", "gemma3-270m"])]
     models: Vec<String>,
+    /// The thread counts, each run in turn
+    #[arg(long, value_delimiter = ',', value_name = "1,2", default_values_t = [1, 2])]
     threads: Vec<usize>,
+    /// The rounds, ours and llama.cpp's interleaved (the table shows the median)
+    #[arg(long, value_name = "N", default_value_t = 3)]
     rounds: usize,
+    /// The repetitions of each test in a round (`-r` of both benches; the load rows run as
+    /// many times)
+    #[arg(long, value_name = "N", default_value_t = 3)]
     repetitions: usize,
+    /// Another build of llama-bench (llama-completion beside it), instead of building one
+    #[arg(long, value_name = "PATH")]
     llama_bench: Option<PathBuf>,
-    out: PathBuf,
+    /// Where the JSON goes [default: target/bench-vs-llamacpp.json]
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
 }
 
-fn parse(args: &[String], root: &Path) -> Result<Options> {
-    let mut o = Options {
-        models: vec!["smollm2-135m".into(), "gemma3-270m".into()],
-        threads: vec![1, 2],
-        rounds: 3,
-        repetitions: 3,
-        llama_bench: None,
-        out: root.join("target/bench-vs-llamacpp.json"),
-    };
-    let mut it = args.iter();
-    while let Some(flag) = it.next() {
-        let mut value = || {
-            it.next()
-                .with_context(|| format!("{flag} needs a value"))
-                .cloned()
-        };
-        match flag.as_str() {
-            "--models" => o.models = value()?.split(',').map(str::to_string).collect(),
-            "--threads" => {
-                o.threads = value()?
-                    .split(',')
-                    .map(|t| t.parse().with_context(|| format!("--threads {t}")))
-                    .collect::<Result<_>>()?
-            }
-            "--rounds" => o.rounds = value()?.parse().context("--rounds")?,
-            "--repetitions" => o.repetitions = value()?.parse().context("--repetitions")?,
-            "--llama-bench" => o.llama_bench = Some(value()?.into()),
-            "--out" => o.out = value()?.into(),
-            "--help" | "-h" => {
-                println!("cargo xtask bench-vs-llamacpp {USAGE}");
-                std::process::exit(0);
-            }
-            other => bail!("unknown option {other} ({USAGE})"),
-        }
-    }
+pub fn run(root: &Path, o: Args) -> Result<()> {
     ensure!(
         o.rounds > 0 && o.repetitions > 0,
         "--rounds and --repetitions must be positive"
     );
-    Ok(o)
-}
-
-/// The options, for `--help` and for an unknown option's error.
-const USAGE: &str =
-    "[--models A,B] [--threads 1,2] [--rounds N] [--repetitions N] [--llama-bench PATH] [--out FILE]";
-
-pub fn run(root: &Path, args: &[String]) -> Result<()> {
-    let o = parse(args, root)?;
+    let out = o
+        .out
+        .clone()
+        .unwrap_or_else(|| root.join("target/bench-vs-llamacpp.json"));
     let llama_bench = match &o.llama_bench {
         Some(p) => p.clone(),
         None => build_llama_cpp()?,
@@ -203,11 +179,11 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
         "llama_bench": llama_bench.display().to_string(),
         "rows": rows,
     });
-    if let Some(dir) = o.out.parent() {
+    if let Some(dir) = out.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    std::fs::write(&o.out, serde_json::to_string_pretty(&report)?)?;
-    eprintln!("wrote {}", o.out.display());
+    std::fs::write(&out, serde_json::to_string_pretty(&report)?)?;
+    eprintln!("wrote {}", out.display());
     Ok(())
 }
 

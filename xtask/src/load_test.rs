@@ -5,27 +5,29 @@
 //! level's wall time) and time to first token (p50, p99); with both servers, the ratio of
 //! aggregate tokens per second (ours / llama-server's).
 //!
-//! The client is plain HTTP/1.1 over `std::net::TcpStream`, one OS thread per client: each
-//! sends its requests in sequence (`Connection: close`), streamed (`"stream": true` with
-//! `stream_options.include_usage`), greedy, with prompts distinct per client, per request and
-//! per level, the same set for both servers. A request is an error when it cannot connect,
+//! The client is hyper's HTTP/1.1 client on a tokio runtime, one task per client: each sends
+//! its requests in sequence (a connection each, `Connection: close`), streamed (`"stream":
+//! true` with `stream_options.include_usage`), greedy, with prompts distinct per client, per
+//! request and per level, the same set for both servers. A request is an error when it cannot connect,
 //! answers other than 200, sends a chunk that is not JSON or holds an `error`, or ends without
 //! `data: [DONE]`. The command fails when any request failed.
 
 use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::io::{BufRead, BufReader, Read};
+use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{anyhow, bail, ensure, Context, Result};
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{HeaderValue, ACCEPT, CONNECTION, CONTENT_TYPE, HOST};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
 use serde_json::{json, Value};
-
-/// The options, for `--help` and for an unknown option's error.
-const USAGE: &str = "[--model PATH] [--gguf PATH] [--llama-server PATH] [--clients 1,4,16] \
-     [--requests-per-client N] [--max-tokens N] [--threads T] [--parallel N] [--ctx C] [--json]";
+use tokio::net::TcpStream;
 
 /// How long a server may take from start to answering `/health` with 200.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(300);
@@ -58,6 +60,51 @@ const THINGS: &[&str] = &[
     "castle",
 ];
 
+/// The options of `cargo xtask load-test`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// A .gguf path or a known model name [default: smollm2-135m, from the cache]
+    #[arg(long, value_name = "PATH")]
+    model: Option<String>,
+    /// Our binary [default: target/release/gguf]
+    #[arg(long, value_name = "PATH")]
+    gguf: Option<PathBuf>,
+    /// Also run the same load against this llama-server
+    #[arg(long, value_name = "PATH")]
+    llama_server: Option<PathBuf>,
+    /// The concurrency levels, each run in turn
+    #[arg(long, value_name = "1,4,16", value_delimiter = ',', value_parser = positive, default_values_t = [1, 4, 16])]
+    clients: Vec<usize>,
+    /// Each client's requests, sent one after another
+    #[arg(long, value_name = "N", value_parser = positive, default_value_t = 4)]
+    requests_per_client: usize,
+    /// The `max_tokens` of each request
+    #[arg(long, value_name = "N", value_parser = positive, default_value_t = 64)]
+    max_tokens: usize,
+    /// `-t` of both servers
+    #[arg(long, value_name = "T", value_parser = positive, default_value_t = 2)]
+    threads: usize,
+    /// `--parallel` of gguf serve (left out when 1), `-np` of llama-server
+    #[arg(long, value_name = "N", value_parser = positive, default_value_t = 4)]
+    parallel: usize,
+    /// `-c` of both servers (llama-server's total context)
+    #[arg(long, value_name = "C", value_parser = positive, default_value_t = 4096)]
+    ctx: usize,
+    /// The results as JSON instead of the table
+    #[arg(long)]
+    json: bool,
+}
+
+/// A count that must be positive.
+fn positive(v: &str) -> Result<usize, String> {
+    match v.parse::<usize>() {
+        Ok(0) => Err("must be positive".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// The options, with the model and the binaries found.
 struct Options {
     model: PathBuf,
     gguf: PathBuf,
@@ -71,58 +118,28 @@ struct Options {
     json: bool,
 }
 
-fn parse(args: &[String], root: &Path) -> Result<Options> {
-    let mut model = None;
-    let mut o = Options {
-        model: PathBuf::new(),
-        gguf: root.join("target/release/gguf"),
-        llama_server: None,
-        clients: vec![1, 4, 16],
-        requests_per_client: 4,
-        max_tokens: 64,
-        threads: 2,
-        parallel: 4,
-        ctx: 4096,
-        json: false,
-    };
-    let mut it = args.iter();
-    while let Some(flag) = it.next() {
-        let mut value = || {
-            it.next()
-                .with_context(|| format!("{flag} needs a value"))
-                .cloned()
-        };
-        let positive = |v: String| -> Result<usize> {
-            let n: usize = v.parse().with_context(|| format!("{flag} {v}"))?;
-            ensure!(n > 0, "{flag} must be positive");
-            Ok(n)
-        };
-        match flag.as_str() {
-            "--model" => model = Some(value()?),
-            "--gguf" => o.gguf = value()?.into(),
-            "--llama-server" => o.llama_server = Some(value()?.into()),
-            "--clients" => {
-                o.clients = value()?
-                    .split(',')
-                    .map(|c| positive(c.to_string()))
-                    .collect::<Result<_>>()?
-            }
-            "--requests-per-client" => o.requests_per_client = positive(value()?)?,
-            "--max-tokens" => o.max_tokens = positive(value()?)?,
-            "--threads" => o.threads = positive(value()?)?,
-            "--parallel" => o.parallel = positive(value()?)?,
-            "--ctx" => o.ctx = positive(value()?)?,
-            "--json" => o.json = true,
-            "--help" | "-h" => {
-                println!("cargo xtask load-test {USAGE}");
-                std::process::exit(0);
-            }
-            other => bail!("unknown option {other} ({USAGE})"),
-        }
-    }
-    ensure!(!o.clients.is_empty(), "--clients needs at least one level");
+fn resolve(args: Args, root: &Path) -> Result<Options> {
+    ensure!(
+        !args.clients.is_empty(),
+        "--clients needs at least one level"
+    );
     // A known model's name or a path; by default SmolLM2 from the cache (fetched if missing).
-    o.model = crate::bench_vs_llamacpp::model_path(model.as_deref().unwrap_or("smollm2-135m"))?;
+    let model =
+        crate::bench_vs_llamacpp::model_path(args.model.as_deref().unwrap_or("smollm2-135m"))?;
+    let o = Options {
+        model,
+        gguf: args
+            .gguf
+            .unwrap_or_else(|| root.join("target/release/gguf")),
+        llama_server: args.llama_server,
+        clients: args.clients,
+        requests_per_client: args.requests_per_client,
+        max_tokens: args.max_tokens,
+        threads: args.threads,
+        parallel: args.parallel,
+        ctx: args.ctx,
+        json: args.json,
+    };
     ensure!(
         o.gguf.is_file(),
         "{} is missing: run `cargo build --release -p gguf-cli` (or pass --gguf PATH)",
@@ -134,8 +151,18 @@ fn parse(args: &[String], root: &Path) -> Result<Options> {
     Ok(o)
 }
 
-pub fn run(root: &Path, args: &[String]) -> Result<()> {
-    let o = parse(args, root)?;
+pub fn run(root: &Path, args: Args) -> Result<()> {
+    let o = resolve(args, root)?;
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")?
+        .block_on(load_test(&o))
+}
+
+/// Each server started in turn and driven at each level; the report; an error if any request
+/// failed.
+async fn load_test(o: &Options) -> Result<()> {
     let model_id = o
         .model
         .file_stem()
@@ -147,13 +174,14 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
     let mut levels = Vec::new();
     for (name, launch) in &servers {
         eprintln!("==> starting {name}");
-        let server = ServerProcess::start(launch, &o)?;
+        let server = ServerProcess::start(launch, o).await?;
         eprintln!("{name} is up on {}; warming up", server.addr);
         let warm = request(
             server.addr,
             &body(&model_id, "Say hello.", o.max_tokens),
             Instant::now(),
-        );
+        )
+        .await;
         if let Some(e) = &warm.error {
             bail!("{name}: the warm-up request failed: {e}{}", server.tail());
         }
@@ -161,7 +189,7 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
         // prefixes) of another; both servers get the same numbers.
         let mut first_prompt = 0;
         for &clients in &o.clients {
-            let level = run_level(name, server.addr, &model_id, clients, first_prompt, &o);
+            let level = run_level(name, server.addr, &model_id, clients, first_prompt, o).await;
             first_prompt += clients * o.requests_per_client;
             eprintln!(
                 "{name}: {clients} client(s): {:.1} tok/s, {} error(s)",
@@ -175,7 +203,7 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
         }
         drop(server);
     }
-    report(&o, &levels)?;
+    report(o, &levels)?;
     let errors: usize = levels.iter().map(|l| l.errors).sum();
     let requests: usize = levels.iter().map(|l| l.requests).sum();
     ensure!(errors == 0, "{errors} of {requests} requests failed");
@@ -322,8 +350,8 @@ fn prompt(k: usize) -> String {
     )
 }
 
-/// `clients` threads, each sending its requests in sequence; prompts from `first_prompt` on.
-fn run_level(
+/// `clients` tasks, each sending its requests in sequence; prompts from `first_prompt` on.
+async fn run_level(
     server: &'static str,
     addr: SocketAddr,
     model_id: &str,
@@ -331,34 +359,32 @@ fn run_level(
     first_prompt: usize,
     o: &Options,
 ) -> Level {
-    let per_client = o.requests_per_client;
+    let (per_client, max_tokens) = (o.requests_per_client, o.max_tokens);
     let start = Instant::now();
-    let results: Vec<Outcome> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..clients)
-            .map(|c| {
-                s.spawn(move || {
-                    (0..per_client)
-                        .map(|i| {
-                            let k = first_prompt + c * per_client + i;
-                            request(
-                                addr,
-                                &body(model_id, &prompt(k), o.max_tokens),
-                                Instant::now(),
-                            )
-                        })
-                        .collect::<Vec<_>>()
-                })
+    let tasks: Vec<_> = (0..clients)
+        .map(|c| {
+            let model_id = model_id.to_string();
+            tokio::spawn(async move {
+                let mut outcomes = Vec::with_capacity(per_client);
+                for i in 0..per_client {
+                    let k = first_prompt + c * per_client + i;
+                    let body = body(&model_id, &prompt(k), max_tokens);
+                    outcomes.push(request(addr, &body, Instant::now()).await);
+                }
+                outcomes
             })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    vec![Outcome::failed("the client thread panicked".into()); per_client]
-                })
-            })
-            .collect()
-    });
+        })
+        .collect();
+    let mut results: Vec<Outcome> = Vec::with_capacity(clients * per_client);
+    for task in tasks {
+        match task.await {
+            Ok(outcomes) => results.extend(outcomes),
+            Err(_) => results.extend(vec![
+                Outcome::failed("the client task panicked".into());
+                per_client
+            ]),
+        }
+    }
     let wall_s = start.elapsed().as_secs_f64();
     let failed: Vec<&String> = results.iter().filter_map(|r| r.error.as_ref()).collect();
     Level {
@@ -397,7 +423,7 @@ impl Outcome {
 }
 
 /// One streamed chat completion, timed from `start`.
-fn request(addr: SocketAddr, body: &str, start: Instant) -> Outcome {
+async fn request(addr: SocketAddr, body: &str, start: Instant) -> Outcome {
     let mut ttft = None;
     let mut content_chunks = 0;
     let mut usage = None;
@@ -408,7 +434,9 @@ fn request(addr: SocketAddr, body: &str, start: Instant) -> Outcome {
         &mut ttft,
         &mut content_chunks,
         &mut usage,
-    ) {
+    )
+    .await
+    {
         Ok(()) => Outcome {
             ttft,
             completion_tokens: usage.unwrap_or(content_chunks),
@@ -422,7 +450,7 @@ fn request(addr: SocketAddr, body: &str, start: Instant) -> Outcome {
     }
 }
 
-fn stream(
+async fn stream(
     addr: SocketAddr,
     body: &str,
     start: Instant,
@@ -430,19 +458,18 @@ fn stream(
     content_chunks: &mut u64,
     usage: &mut Option<u64>,
 ) -> Result<()> {
-    let response = post(addr, "/v1/chat/completions", body)?;
-    if response.status != 200 {
-        let mut text = String::new();
-        let _ = response.body.take(4096).read_to_string(&mut text);
-        bail!("HTTP {}: {}", response.status, text.trim());
+    let request = Request::post("/v1/chat/completions")
+        .header(CONTENT_TYPE, "application/json")
+        .header(ACCEPT, "text/event-stream")
+        .body(Full::new(Bytes::copy_from_slice(body.as_bytes())))?;
+    let response = send(addr, request).await?;
+    let status = response.status();
+    let mut lines = Lines::new(response.into_body());
+    if status != StatusCode::OK {
+        let text = lines.prefix(4096).await;
+        bail!("HTTP {}: {}", status.as_u16(), text.trim());
     }
-    let mut lines = BufReader::new(response.body);
-    let mut line = String::new();
-    loop {
-        line.clear();
-        if lines.read_line(&mut line).context("reading the stream")? == 0 {
-            bail!("the stream ended without data: [DONE]");
-        }
+    while let Some(line) = lines.next_line().await.context("reading the stream")? {
         let Some(data) = line.trim_end_matches(['\r', '\n']).strip_prefix("data:") else {
             continue; // blank lines between events, comments, `event:` lines
         };
@@ -464,158 +491,96 @@ fn stream(
             *usage = Some(n);
         }
     }
-}
-
-/// A response's status and its body as it comes, unframed.
-struct Response {
-    status: u16,
-    body: Body,
+    bail!("the stream ended without data: [DONE]")
 }
 
 /// `GET path`, the body discarded: the status.
-fn get_status(addr: SocketAddr, path: &str) -> Result<u16> {
-    let mut stream = connect(addr)?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )?;
-    Ok(read_head(stream)?.status)
+async fn get_status(addr: SocketAddr, path: &str) -> Result<u16> {
+    let request = Request::get(path).body(Full::new(Bytes::new()))?;
+    Ok(send(addr, request).await?.status().as_u16())
 }
 
-fn post(addr: SocketAddr, path: &str, body: &str) -> Result<Response> {
-    let mut stream = connect(addr)?;
-    let head = format!(
-        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
-         Accept: text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(head.as_bytes())?;
-    stream.write_all(body.as_bytes())?;
-    stream.flush()?;
-    read_head(stream)
-}
-
-fn connect(addr: SocketAddr) -> Result<TcpStream> {
-    let stream = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)
+/// `request` on a new HTTP/1.1 connection to `addr` (`Connection: close`, with its `Host`):
+/// the response's head, its body to be read as it comes.
+async fn send(addr: SocketAddr, mut request: Request<Full<Bytes>>) -> Result<Response<Incoming>> {
+    let headers = request.headers_mut();
+    headers.insert(HOST, HeaderValue::try_from(addr.to_string())?);
+    headers.insert(CONNECTION, HeaderValue::from_static("close"));
+    let tcp = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
+        .await
+        .map_err(|_| anyhow!("connecting to {addr}: no answer in {CONNECT_TIMEOUT:?}"))?
         .with_context(|| format!("connecting to {addr}"))?;
-    stream.set_read_timeout(Some(READ_TIMEOUT))?;
-    stream.set_write_timeout(Some(READ_TIMEOUT))?;
-    stream.set_nodelay(true)?;
-    Ok(stream)
+    tcp.set_nodelay(true)?;
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+        .await
+        .with_context(|| format!("connecting to {addr}"))?;
+    // The connection's I/O runs beside the request; its errors reach the response or the body.
+    tokio::spawn(connection);
+    tokio::time::timeout(READ_TIMEOUT, sender.send_request(request))
+        .await
+        .map_err(|_| anyhow!("no response head in {READ_TIMEOUT:?}"))?
+        .context("reading the response head")
 }
 
-/// Reads the status line and headers; the body is framed by them.
-fn read_head(stream: TcpStream) -> Result<Response> {
-    let mut r = BufReader::new(stream);
-    let mut line = String::new();
-    r.read_line(&mut line).context("reading the status line")?;
-    let status = line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .with_context(|| format!("not an HTTP status line: {:?}", line.trim_end()))?;
-    let mut framing = Framing::UntilClose;
-    loop {
-        line.clear();
-        ensure!(
-            r.read_line(&mut line).context("reading the headers")? > 0,
-            "the connection closed in the headers"
-        );
-        let header = line.trim_end_matches(['\r', '\n']);
-        if header.is_empty() {
-            break;
-        }
-        let Some((name, value)) = header.split_once(':') else {
-            bail!("a malformed header: {header:?}");
-        };
-        let value = value.trim();
-        if name.eq_ignore_ascii_case("transfer-encoding")
-            && value.to_ascii_lowercase().contains("chunked")
-        {
-            framing = Framing::Chunked { left: 0 };
-        } else if name.eq_ignore_ascii_case("content-length")
-            && !matches!(framing, Framing::Chunked { .. })
-        {
-            framing = Framing::Length(value.parse().context("Content-Length")?);
+/// A response body's lines as they arrive, each with its line ending (the last one, if the
+/// body ends without a newline, without).
+struct Lines {
+    body: Incoming,
+    /// Bytes received and not yet returned.
+    pending: Vec<u8>,
+    /// The body has ended.
+    ended: bool,
+}
+
+impl Lines {
+    fn new(body: Incoming) -> Lines {
+        Lines {
+            body,
+            pending: Vec::new(),
+            ended: false,
         }
     }
-    Ok(Response {
-        status,
-        body: Body { inner: r, framing },
-    })
-}
 
-/// How a body ends.
-enum Framing {
-    /// `Transfer-Encoding: chunked`, with `left` bytes of the current chunk to read.
-    Chunked { left: u64 },
-    /// `Content-Length`, that many bytes left.
-    Length(u64),
-    /// Neither: the body runs to the end of the connection.
-    UntilClose,
-    /// The chunked body's last chunk is read.
-    Done,
-}
-
-/// A response body as plain bytes, without its chunked framing.
-struct Body {
-    inner: BufReader<TcpStream>,
-    framing: Framing,
-}
-
-impl Body {
-    fn line(&mut self) -> std::io::Result<String> {
-        let mut line = String::new();
-        if self.inner.read_line(&mut line)? == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-        Ok(line.trim_end_matches(['\r', '\n']).to_string())
-    }
-}
-
-impl Read for Body {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let bad = |msg: String| std::io::Error::new(std::io::ErrorKind::InvalidData, msg);
+    /// The next line, or none at the end of the body. An error when the body breaks off, is
+    /// not UTF-8, or sends nothing for [`READ_TIMEOUT`].
+    async fn next_line(&mut self) -> Result<Option<String>> {
         loop {
-            match &mut self.framing {
-                Framing::Done | Framing::Length(0) => return Ok(0),
-                Framing::UntilClose => return self.inner.read(buf),
-                Framing::Length(left) => {
-                    let want = buf.len().min(usize::try_from(*left).unwrap_or(usize::MAX));
-                    let n = self.inner.read(&mut buf[..want])?;
-                    if n == 0 && want > 0 {
-                        return Err(std::io::ErrorKind::UnexpectedEof.into());
-                    }
-                    *left -= n as u64;
-                    return Ok(n);
+            let end = match self.pending.iter().position(|&b| b == b'\n') {
+                Some(i) => i + 1,
+                None if self.ended && !self.pending.is_empty() => self.pending.len(),
+                None if self.ended => return Ok(None),
+                None => {
+                    self.fill().await?;
+                    continue;
                 }
-                Framing::Chunked { left: 0 } => {
-                    let size_line = self.line()?;
-                    let size = size_line.split(';').next().unwrap_or("").trim();
-                    let size = u64::from_str_radix(size, 16)
-                        .map_err(|_| bad(format!("a bad chunk size line: {size_line:?}")))?;
-                    if size == 0 {
-                        // Trailers, up to the blank line.
-                        while !self.line()?.is_empty() {}
-                        self.framing = Framing::Done;
-                    } else {
-                        self.framing = Framing::Chunked { left: size };
-                    }
-                }
-                Framing::Chunked { left } => {
-                    let want = buf.len().min(usize::try_from(*left).unwrap_or(usize::MAX));
-                    let n = self.inner.read(&mut buf[..want])?;
-                    if n == 0 && want > 0 {
-                        return Err(std::io::ErrorKind::UnexpectedEof.into());
-                    }
-                    *left -= n as u64;
-                    if *left == 0 && !self.line()?.is_empty() {
-                        return Err(bad("a chunk not followed by CRLF".into()));
-                    }
-                    return Ok(n);
+            };
+            let line: Vec<u8> = self.pending.drain(..end).collect();
+            return Ok(Some(
+                String::from_utf8(line).context("a line that is not UTF-8")?,
+            ));
+        }
+    }
+
+    /// Waits for the body's next bytes (trailers are skipped).
+    async fn fill(&mut self) -> Result<()> {
+        match tokio::time::timeout(READ_TIMEOUT, self.body.frame()).await {
+            Err(_) => bail!("no bytes in {READ_TIMEOUT:?}"),
+            Ok(None) => self.ended = true,
+            Ok(Some(frame)) => {
+                if let Ok(data) = frame?.into_data() {
+                    self.pending.extend_from_slice(&data);
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Up to `limit` bytes of the rest of the body, as text (for an error message; a read
+    /// error ends it early).
+    async fn prefix(&mut self, limit: usize) -> String {
+        while !self.ended && self.pending.len() < limit && self.fill().await.is_ok() {}
+        self.pending.truncate(limit);
+        String::from_utf8_lossy(&self.pending).into_owned()
     }
 }
 
@@ -634,7 +599,7 @@ struct ServerProcess {
 }
 
 impl ServerProcess {
-    fn start(launch: &Launch, o: &Options) -> Result<ServerProcess> {
+    async fn start(launch: &Launch, o: &Options) -> Result<ServerProcess> {
         let (t, c, np) = (
             o.threads.to_string(),
             o.ctx.to_string(),
@@ -740,10 +705,11 @@ impl ServerProcess {
                     server.addr = addr;
                 }
             }
-            if server.addr.port() != 0 && get_status(server.addr, "/health").ok() == Some(200) {
+            if server.addr.port() != 0 && get_status(server.addr, "/health").await.ok() == Some(200)
+            {
                 return Ok(server);
             }
-            std::thread::sleep(Duration::from_millis(100));
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
 
@@ -779,7 +745,20 @@ impl Drop for ServerProcess {
 
 #[cfg(test)]
 mod tests {
+    use std::future::Future;
+    use std::io::Write;
+    use std::net::TcpStream;
+
     use super::*;
+
+    /// `f` run to its end on a runtime of its own.
+    fn block_on<F: Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(f)
+    }
 
     /// Accepts a connection and reads its request up to the end of its `{}` body.
     fn accept_request(listener: &TcpListener) -> TcpStream {
@@ -827,7 +806,7 @@ mod tests {
             out += "0\r\n\r\n";
             s.write_all(out.as_bytes()).unwrap();
         });
-        let r = request(addr, "{}", Instant::now());
+        let r = block_on(request(addr, "{}", Instant::now()));
         server.join().unwrap();
         assert_eq!(r.error, None);
         assert_eq!(r.completion_tokens, 3);
@@ -847,7 +826,7 @@ mod tests {
             );
             s.write_all(out.as_bytes()).unwrap();
         });
-        let r = request(addr, "{}", Instant::now());
+        let r = block_on(request(addr, "{}", Instant::now()));
         server.join().unwrap();
         assert!(r.error.unwrap().contains("[DONE]"));
         assert_eq!(r.completion_tokens, 1);

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -23,33 +24,42 @@ fn root() -> PathBuf {
         .to_path_buf()
 }
 
-fn usage() -> &'static str {
-    "usage: cargo xtask <command>\n\
-     \n  fixtures [--check]  write the test files in fixtures/ (or fail if they are stale)\
-     \n  models              fetch the real models (and legacy GGML files, a BERT checkpoint) into the cache ($GGUF_CACHE or ~/.cache/gguf)\
-     \n  ci                  everything CI checks: fixtures, fmt, clippy, tests, benches in test mode,\
-     \n                      and the NEON kernels under qemu when the aarch64 cross tools are installed\
-     \n  bench-vs-llamacpp [--models A,B] [--threads 1,2] [--rounds N] [--repetitions N]\
-     \n                    [--llama-bench PATH] [--out FILE]\
-     \n                      gguf bench and llama-bench interleaved on the same files: the ratio table\
-     \n  load-test [--model PATH] [--gguf PATH] [--llama-server PATH] [--clients 1,4,16]\
-     \n            [--requests-per-client N] [--max-tokens N] [--threads T] [--parallel N] [--ctx C] [--json]\
-     \n                      concurrent streaming chat clients against gguf serve (and llama-server):\
-     \n                      aggregate tokens/s, time to first token p50/p99, errors"
+/// Project automation for the workspace.
+#[derive(Parser)]
+#[command(name = "cargo xtask", bin_name = "cargo xtask")]
+struct Cli {
+    #[command(subcommand)]
+    command: Task,
+}
+
+#[derive(Subcommand)]
+enum Task {
+    /// Write the test files in fixtures/ (or fail if they are stale)
+    Fixtures {
+        /// Write nothing: fail if a file in fixtures/ is stale or missing
+        #[arg(long)]
+        check: bool,
+    },
+    /// Fetch the real models (and legacy GGML files, a BERT checkpoint) into the cache
+    /// ($GGUF_CACHE or ~/.cache/gguf)
+    Models,
+    /// Everything CI checks: fixtures, fmt, clippy, tests, benches in test mode, and the NEON
+    /// kernels under qemu when the aarch64 cross tools are installed
+    Ci,
+    /// gguf bench and llama-bench interleaved on the same files: the ratio table
+    BenchVsLlamacpp(bench_vs_llamacpp::Args),
+    /// Concurrent streaming chat clients against gguf serve (and llama-server): aggregate
+    /// tokens/s, time to first token p50/p99, errors
+    LoadTest(load_test::Args),
 }
 
 fn main() -> Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.first().map(String::as_str) {
-        Some("fixtures") => fixtures::run(&root(), args.iter().any(|a| a == "--check")),
-        Some("models") => models(),
-        Some("ci") => ci(),
-        Some("bench-vs-llamacpp") => bench_vs_llamacpp::run(&root(), &args[1..]),
-        Some("load-test") => load_test::run(&root(), &args[1..]),
-        _ => {
-            eprintln!("{}", usage());
-            bail!("unknown or missing command")
-        }
+    match Cli::parse().command {
+        Task::Fixtures { check } => fixtures::run(&root(), check),
+        Task::Models => models(),
+        Task::Ci => ci(),
+        Task::BenchVsLlamacpp(args) => bench_vs_llamacpp::run(&root(), args),
+        Task::LoadTest(args) => load_test::run(&root(), args),
     }
 }
 
