@@ -96,6 +96,21 @@ tensor_names! {
     AttnQkv = "attn_qkv",
     /// `LLM_TENSOR_ATTN_OUT`: the attention output projection.
     AttnOut = "attn_output",
+    /// `LLM_TENSOR_ATTN_Q_A`: latent attention's query compression (DeepSeek 2).
+    AttnQA = "attn_q_a",
+    /// `LLM_TENSOR_ATTN_Q_B`: latent attention's query expansion (DeepSeek 2).
+    AttnQB = "attn_q_b",
+    /// `LLM_TENSOR_ATTN_KV_A_MQA`: multi-head latent attention's compressed key-value
+    /// projection (DeepSeek 2).
+    AttnKvAMqa = "attn_kv_a_mqa",
+    /// `LLM_TENSOR_ATTN_KV_B`: latent attention's key-value expansion (DeepSeek 2).
+    AttnKvB = "attn_kv_b",
+    /// `LLM_TENSOR_ATTN_K_B`: latent attention's key expansion, split (DeepSeek 2).
+    AttnKB = "attn_k_b",
+    /// `LLM_TENSOR_ATTN_V_B`: latent attention's value expansion, split (DeepSeek 2).
+    AttnVB = "attn_v_b",
+    /// `LLM_TENSOR_ATTN_REL_B`: relative attention bias (T5).
+    AttnRelB = "attn_rel_b",
     /// `LLM_TENSOR_ATTN_Q_NORM`: the per-head query norm.
     AttnQNorm = "attn_q_norm",
     /// `LLM_TENSOR_ATTN_K_NORM`: the per-head key norm.
@@ -116,6 +131,8 @@ tensor_names! {
     FfnDown = "ffn_down",
     /// `LLM_TENSOR_FFN_GATE_INP`: a mixture of experts' router.
     FfnGateInp = "ffn_gate_inp",
+    /// `LLM_TENSOR_FFN_GATE_TID2EID`: a token-id-to-expert table.
+    FfnGateTid2Eid = "ffn_gate_tid2eid",
     /// `LLM_TENSOR_FFN_GATE_EXPS`: the experts' gate projections, stacked.
     FfnGateExps = "ffn_gate_exps",
     /// `LLM_TENSOR_FFN_UP_EXPS`: the experts' up projections, stacked.

@@ -33,7 +33,10 @@ fn first_u32(v: Option<Value<'_>>) -> Option<u32> {
 
 /// What the rules need of the model in `file` (named `name` in errors).
 pub fn model_facts(file: &GgufFile<'_>, name: &str) -> Result<ModelFacts> {
-    let arch = file.architecture()?.to_string();
+    let arch = file
+        .architecture()
+        .map_err(|e| e.in_file(name))?
+        .to_string();
     let key = |suffix: &str| file.value(&format!("{arch}.{suffix}"));
     let n_layer = first_u32(key("block_count")).ok_or_else(|| ModelError::Hyperparameters {
         file: name.to_string(),
@@ -80,4 +83,64 @@ pub(crate) fn metadata<'a>(
         }
     }
     builder
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file_with(keys: &[(&str, u32)], arch: Option<&str>) -> Vec<u8> {
+        let mut b = GgufBuilder::new();
+        if let Some(arch) = arch {
+            b.set("general.architecture", arch);
+        }
+        for &(k, v) in keys {
+            b.set(k, v);
+        }
+        let mut out = Vec::new();
+        b.write(&mut out).unwrap().finish().unwrap();
+        out
+    }
+
+    #[test]
+    fn facts_come_from_the_architecture_keys() {
+        let bytes = file_with(
+            &[
+                ("llama.block_count", 3),
+                ("llama.attention.head_count", 8),
+                ("llama.attention.head_count_kv", 2),
+            ],
+            Some("llama"),
+        );
+        let facts = model_facts(&GgufFile::parse(&bytes).unwrap(), "m.gguf").unwrap();
+        assert_eq!(
+            (
+                facts.arch.as_str(),
+                facts.n_layer,
+                facts.n_head,
+                facts.n_head_kv,
+                facts.n_expert
+            ),
+            ("llama", 3, 8, 2, 0)
+        );
+    }
+
+    #[test]
+    fn missing_keys_name_the_model() {
+        let no_arch = file_with(&[("llama.block_count", 3)], None);
+        let e = model_facts(&GgufFile::parse(&no_arch).unwrap(), "m.gguf").unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("m.gguf") && text.contains("general.architecture"),
+            "{text}"
+        );
+
+        let no_blocks = file_with(&[], Some("llama"));
+        let e = model_facts(&GgufFile::parse(&no_blocks).unwrap(), "m.gguf").unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("m.gguf") && text.contains("llama.block_count"),
+            "{text}"
+        );
+    }
 }

@@ -5,6 +5,7 @@
 use std::io::Write;
 use std::path::Path;
 
+use gguf_format::tensor_names::TensorName;
 use gguf_format::{GgmlType, GgufBuilder, GgufFile, TensorInfo, TensorSpec};
 use gguf_fsutil::WriteMode;
 
@@ -400,7 +401,8 @@ fn imatrix_for<'m>(
     if values.len() as u64 == expected {
         return Ok(Some(values));
     }
-    if matches!(t.name, "token_embd.weight" | "per_layer_token_embd.weight") {
+    if t.name == TensorName::TokenEmbd.weight() || t.name == TensorName::PerLayerTokenEmbd.weight()
+    {
         events(QuantizeEvent::ImatrixIgnored {
             tensor: t.name,
             values: values.len(),

@@ -22,6 +22,7 @@
 //! assert_eq!(p.types, [GgmlType::Q6_K, GgmlType::F32, GgmlType::Q6_K]);
 //! ```
 
+use gguf_format::tensor_names::{self, TensorName};
 use gguf_format::GgmlType;
 
 use super::file_type::FileType;
@@ -106,7 +107,7 @@ pub struct Plan {
 pub fn quantize_order(names: &[&str]) -> Vec<usize> {
     let block = |name: &str| -> i64 {
         // C's sscanf("blk.%d."): optional sign and digits, then the dot.
-        let Some(rest) = name.strip_prefix("blk.") else {
+        let Some(rest) = name.strip_prefix(tensor_names::BLOCK_PREFIX) else {
             return -1;
         };
         let digits_end = rest
@@ -141,27 +142,29 @@ enum Category {
 }
 
 fn is_token_embd(name: &str) -> bool {
-    name == "token_embd.weight" || name == "per_layer_token_embd.weight"
+    name == TensorName::TokenEmbd.weight() || name == TensorName::PerLayerTokenEmbd.weight()
 }
 
 fn category(name: &str) -> Category {
     use Category as C;
-    if name == "output.weight" {
+    if name == TensorName::Output.weight() {
         return C::Output;
     }
     if is_token_embd(name) {
         return C::TokenEmbd;
     }
     let table = [
-        ("attn_qkv.weight", C::AttnQkv),
-        ("attn_kv_b.weight", C::AttnKvB),
-        ("attn_v.weight", C::AttnV),
-        ("attn_k.weight", C::AttnK),
-        ("attn_q.weight", C::AttnQ),
-        ("attn_output.weight", C::AttnOutput),
-        ("ffn_up", C::FfnUp),
-        ("ffn_gate", C::FfnGate),
-        ("ffn_down", C::FfnDown),
+        (TensorName::AttnQkv.weight(), C::AttnQkv),
+        (TensorName::AttnKvB.weight(), C::AttnKvB),
+        (TensorName::AttnV.weight(), C::AttnV),
+        (TensorName::AttnK.weight(), C::AttnK),
+        (TensorName::AttnQ.weight(), C::AttnQ),
+        (TensorName::AttnOut.weight(), C::AttnOutput),
+        // Without the suffix, as llama-quantize matches them: the experts' stacked
+        // `ffn_up_exps` count as `ffn_up`.
+        (TensorName::FfnUp.as_str(), C::FfnUp),
+        (TensorName::FfnGate.as_str(), C::FfnGate),
+        (TensorName::FfnDown.as_str(), C::FfnDown),
     ];
     table
         .iter()
@@ -185,12 +188,15 @@ pub fn allows_quantization(arch: &str, t: &TensorDesc<'_>, leave_output_tensor: 
     if !name.ends_with("weight") || name.contains("_norm.weight") {
         return false;
     }
-    if leave_output_tensor && name == "output.weight" {
+    if leave_output_tensor && name == TensorName::Output.weight() {
         return false;
     }
+    // llama-quantize's own substrings: the tensors of the table, then those of architectures
+    // gguf-model does not run, matched as llama.cpp matches them.
     const NEVER: &[&str] = &[
-        "ffn_gate_inp.weight",
-        "ffn_gate_tid2eid.weight",
+        TensorName::FfnGateInp.weight(),
+        TensorName::FfnGateTid2Eid.weight(),
+        TensorName::AttnRelB.weight(),
         "altup",
         "laurel",
         "per_layer_model_proj",
@@ -213,7 +219,6 @@ pub fn allows_quantization(arch: &str, t: &TensorDesc<'_>, leave_output_tensor: 
         "time_mix_decay_w1.weight",
         "time_mix_decay_w2.weight",
         "time_mix_lerp_fused.weight",
-        "attn_rel_b.weight",
         ".position_embd",
         "sam.pos_embd",
         "sam.neck.",
@@ -229,7 +234,7 @@ pub fn allows_quantization(arch: &str, t: &TensorDesc<'_>, leave_output_tensor: 
     }
     // LLM_TENSOR_POS_EMBD and LLM_TENSOR_TOKEN_TYPES, whose names are the same for every
     // architecture.
-    if name == "position_embd.weight" || name == "token_types.weight" {
+    if name == TensorName::PosEmbd.weight() || name == TensorName::TokenTypes.weight() {
         return false;
     }
     if arch == "glm5-next" {
@@ -245,9 +250,9 @@ pub fn allows_quantization(arch: &str, t: &TensorDesc<'_>, leave_output_tensor: 
             "ssm_g_a.weight",
             "ssm_g_b.weight",
             "ssm_beta.weight",
-            "attn_kv_a_mqa.weight",
-            "attn_k_b.weight",
-            "attn_v_b.weight",
+            TensorName::AttnKvAMqa.weight(),
+            TensorName::AttnKB.weight(),
+            TensorName::AttnVB.weight(),
         ];
         if GLM5.iter().any(|p| name.contains(p)) {
             return false;
@@ -414,7 +419,10 @@ fn mixture_type(
         }
         let bad =
             || ModelError::QuantizeRule(format!("cannot tell the layer of tensor '{}'", t.name));
-        let rest = t.name.strip_prefix("blk.").ok_or_else(bad)?;
+        let rest = t
+            .name
+            .strip_prefix(tensor_names::BLOCK_PREFIX)
+            .ok_or_else(bad)?;
         let n: u32 = rest
             .split('.')
             .next()
@@ -431,8 +439,8 @@ fn mixture_type(
     let name = t.name;
 
     if arch == "glm5-next"
-        && (name.contains("attn_q_a")
-            || name.contains("attn_q_b")
+        && (name.contains(TensorName::AttnQA.as_str())
+            || name.contains(TensorName::AttnQB.as_str())
             || name.contains("nextn.eh_proj"))
         && !matches!(ty, G::F32 | G::BF16 | G::F16)
     {
