@@ -276,7 +276,7 @@ impl EngineLoop<'_> {
                 self.metrics.cancelled.fetch_add(1, Ordering::Relaxed);
                 match (route, finished) {
                     (Route::Generate { events, permit }, Some(end)) => {
-                        finish(&events, permit, &end);
+                        finish(&events, permit, end);
                     }
                     (Route::Generate { events, permit }, None) => {
                         drop(permit);
@@ -330,7 +330,7 @@ impl EngineLoop<'_> {
                 }
                 BatchEvent::Done(end) => {
                     if let Some(Route::Generate { events, permit }) = self.routes.remove(&request) {
-                        finish(&events, permit, &end);
+                        finish(&events, permit, end);
                     }
                 }
                 BatchEvent::Embeddings(vectors) => {
@@ -372,8 +372,8 @@ fn send_text(
 
 /// Sends the text held back (none after a stop string) and `Done`, giving the queue place back
 /// first.
-fn finish(events: &mpsc::UnboundedSender<Event>, permit: Permit, end: &Finished) {
-    send_text(events, end.tail.clone(), Vec::new());
+fn finish(events: &mpsc::UnboundedSender<Event>, permit: Permit, end: Finished) {
+    send_text(events, end.tail, Vec::new());
     drop(permit);
     let _ = events.send(Event::Done {
         finish_reason: finish_reason(end.reason),

@@ -20,6 +20,13 @@ fn request(prompt: &[u32], max_tokens: usize) -> GenerateRequest {
     }
 }
 
+/// `text`'s tokens, with the special ones.
+fn encode(model: &Model, text: &str) -> Vec<u32> {
+    model
+        .tokenizer()
+        .encode(text.as_bytes(), EncodeOptions::ADD_AND_PARSE_SPECIAL)
+}
+
 /// Steps until idle; each request's events in order.
 fn run(b: &mut Batcher<'_>) -> std::collections::HashMap<RequestId, Vec<Event>> {
     let mut events = std::collections::HashMap::<RequestId, Vec<Event>>::new();
@@ -61,12 +68,10 @@ fn slots_generate_together_reuse_prefixes_and_cancel() {
     let model = model();
     let mut b = model.batcher(options(256), 2).unwrap();
     assert_eq!(b.n_ctx(), 128);
-    let encode = |t: &str| {
-        model
-            .tokenizer()
-            .encode(t.as_bytes(), EncodeOptions::ADD_AND_PARSE_SPECIAL)
-    };
-    let (pa, pb) = (encode("Once upon a time"), encode("The cat sat"));
+    let (pa, pb) = (
+        encode(&model, "Once upon a time"),
+        encode(&model, "The cat sat"),
+    );
     let a = b.submit(request(&pa, 12)).unwrap();
     let c = b.submit(request(&pb, 12)).unwrap();
     assert_eq!((b.running(), b.waiting()), (2, 0));
@@ -99,7 +104,7 @@ fn slots_generate_together_reuse_prefixes_and_cancel() {
         .find(|&q| b.cached_tokens(q).starts_with(&pb))
         .unwrap();
     let mut longer = pb.clone();
-    longer.extend(encode(" on the mat").iter().skip(1));
+    longer.extend(encode(&model, " on the mat").iter().skip(1));
     let cached_before = b.stats().prompt_tokens_cached;
     let d = b.submit(request(&longer, 4)).unwrap();
     assert!(b.slots[seq_b].as_ref().is_some_and(|r| r.id == d));
@@ -128,12 +133,8 @@ fn slots_generate_together_reuse_prefixes_and_cancel() {
 fn requests_beyond_the_slots_wait_and_generate_the_same() {
     let model = model();
     let mut b = model.batcher(options(256), 2).unwrap();
-    let encode = |t: &str| {
-        model
-            .tokenizer()
-            .encode(t.as_bytes(), EncodeOptions::ADD_AND_PARSE_SPECIAL)
-    };
-    let prompts = ["One day", "The dog", "A bird flew", "In the morning"].map(encode);
+    let prompts =
+        ["One day", "The dog", "A bird flew", "In the morning"].map(|t| encode(&model, t));
     let ids: Vec<RequestId> = prompts
         .iter()
         .enumerate()
@@ -191,14 +192,12 @@ fn bad_requests_are_refused_and_cancel_all_tells_running_from_waiting() {
 fn embeddings_run_one_input_per_step_beside_generations() {
     let model = model();
     let mut b = model.batcher(options(256), 2).unwrap();
-    let encode = |t: &str| {
-        model
-            .tokenizer()
-            .encode(t.as_bytes(), EncodeOptions::ADD_AND_PARSE_SPECIAL)
-    };
-    let inputs = vec![encode("hello"), encode("a longer input here")];
+    let inputs = vec![
+        encode(&model, "hello"),
+        encode(&model, "a longer input here"),
+    ];
     let e = b.submit_embeddings(inputs.clone(), EmbeddingOptions::default());
-    let g = b.submit(request(&encode("Once"), 5)).unwrap();
+    let g = b.submit(request(&encode(&model, "Once"), 5)).unwrap();
     let first = b.step();
     assert!(first.iter().all(|o| o.request == g));
     assert_eq!(b.stats().steps, 1);

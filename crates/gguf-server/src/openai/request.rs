@@ -263,85 +263,101 @@ pub(crate) struct StreamOptions {
     pub include_usage: Field<bool>,
 }
 
-/// The body of `/v1/chat/completions`: the sampling and output fields chat and text
+/// Declares the body of a completion endpoint: the sampling and output fields chat and text
 /// completions share (OpenAI's, and llama-server's `top_k`, `min_p`, `repeat_penalty`), then
-/// chat's own.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-#[allow(
-    dead_code,
-    reason = "the fields of type `Ignored` are accepted and never read"
-)]
-pub(crate) struct ChatRequest {
-    model: Field<String>,
-    max_tokens: Field<Integer>,
-    temperature: Field<f64>,
-    top_p: Field<f64>,
-    top_k: Field<Integer>,
-    min_p: Field<f64>,
-    seed: Field<Integer>,
-    stop: Field<StringOrList>,
-    presence_penalty: Field<f64>,
-    frequency_penalty: Field<f64>,
-    repeat_penalty: Field<f64>,
-    n: Field<Integer>,
-    stream: Field<bool>,
-    stream_options: Field<Object<StreamOptions>>,
-    logprobs: Field<bool>,
-    logit_bias: Refused,
-    user: Ignored,
-    messages: Field<Vec<Field<Object<Message>>>>,
-    max_completion_tokens: Field<Integer>,
-    top_logprobs: Field<Integer>,
-    tools: Refused,
-    tool_choice: Refused,
-    parallel_tool_calls: Ignored,
-    functions: Refused,
-    function_call: Ignored,
-    response_format: Refused,
-    modalities: Refused,
-    audio: Refused,
-    prediction: Refused,
-    reasoning_effort: Ignored,
-    verbosity: Ignored,
-    web_search_options: Ignored,
-    store: Ignored,
-    metadata: Ignored,
-    service_tier: Ignored,
-    prompt_cache_key: Ignored,
-    safety_identifier: Ignored,
+/// the endpoint's own; and `sampling`, which borrows the shared ones. (A macro rather than a
+/// `#[serde(flatten)]` struct: serde refuses `deny_unknown_fields` beside `flatten`.)
+macro_rules! completion_request {
+    ($(#[$meta:meta])* struct $name:ident { $($field:ident: $ty:ty,)* }) => {
+        $(#[$meta])*
+        #[derive(Debug, Default, Deserialize)]
+        #[serde(default, deny_unknown_fields)]
+        #[allow(
+            dead_code,
+            reason = "the fields of type `Ignored` are accepted and never read"
+        )]
+        pub(crate) struct $name {
+            model: Field<String>,
+            max_tokens: Field<Integer>,
+            temperature: Field<f64>,
+            top_p: Field<f64>,
+            top_k: Field<Integer>,
+            min_p: Field<f64>,
+            seed: Field<Integer>,
+            stop: Field<StringOrList>,
+            presence_penalty: Field<f64>,
+            frequency_penalty: Field<f64>,
+            repeat_penalty: Field<f64>,
+            n: Field<Integer>,
+            stream: Field<bool>,
+            stream_options: Field<Object<StreamOptions>>,
+            logit_bias: Refused,
+            user: Ignored,
+            $($field: $ty,)*
+        }
+
+        impl $name {
+            /// The shared sampling and length fields, with the fields that set the token
+            /// limit (`max_tokens` and the endpoint's others, the last given winning).
+            fn sampling<'a>(
+                &'a self,
+                max_tokens: &'a [(&'a str, &'a Field<Integer>)],
+            ) -> Sampling<'a> {
+                Sampling {
+                    temperature: &self.temperature,
+                    top_p: &self.top_p,
+                    top_k: &self.top_k,
+                    min_p: &self.min_p,
+                    presence_penalty: &self.presence_penalty,
+                    frequency_penalty: &self.frequency_penalty,
+                    repeat_penalty: &self.repeat_penalty,
+                    seed: &self.seed,
+                    max_tokens,
+                    stop: &self.stop,
+                    stream: &self.stream,
+                    stream_options: &self.stream_options,
+                }
+            }
+        }
+    };
 }
 
-/// The body of `/v1/completions`: the fields shared with chat (see [`ChatRequest`]), then the
-/// text completion's own.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-#[allow(
-    dead_code,
-    reason = "the fields of type `Ignored` are accepted and never read"
-)]
-pub(crate) struct CompletionRequest {
-    model: Field<String>,
-    max_tokens: Field<Integer>,
-    temperature: Field<f64>,
-    top_p: Field<f64>,
-    top_k: Field<Integer>,
-    min_p: Field<f64>,
-    seed: Field<Integer>,
-    stop: Field<StringOrList>,
-    presence_penalty: Field<f64>,
-    frequency_penalty: Field<f64>,
-    repeat_penalty: Field<f64>,
-    n: Field<Integer>,
-    stream: Field<bool>,
-    stream_options: Field<Object<StreamOptions>>,
-    logprobs: Field<Integer>,
-    logit_bias: Refused,
-    user: Ignored,
-    prompt: Field<StringOrList>,
-    best_of: Field<Integer>,
-    echo: Refused,
-    suffix: Refused,
+completion_request! {
+    /// The body of `/v1/chat/completions`.
+    struct ChatRequest {
+        logprobs: Field<bool>,
+        messages: Field<Vec<Field<Object<Message>>>>,
+        max_completion_tokens: Field<Integer>,
+        top_logprobs: Field<Integer>,
+        tools: Refused,
+        tool_choice: Refused,
+        parallel_tool_calls: Ignored,
+        functions: Refused,
+        function_call: Ignored,
+        response_format: Refused,
+        modalities: Refused,
+        audio: Refused,
+        prediction: Refused,
+        reasoning_effort: Ignored,
+        verbosity: Ignored,
+        web_search_options: Ignored,
+        store: Ignored,
+        metadata: Ignored,
+        service_tier: Ignored,
+        prompt_cache_key: Ignored,
+        safety_identifier: Ignored,
+    }
+}
+
+completion_request! {
+    /// The body of `/v1/completions`.
+    struct CompletionRequest {
+        logprobs: Field<Integer>,
+        prompt: Field<StringOrList>,
+        best_of: Field<Integer>,
+        echo: Refused,
+        suffix: Refused,
+    }
 }
 
 /// The body of `/v1/embeddings`.
@@ -634,24 +650,12 @@ impl ChatRequest {
             }
             _ => None,
         };
-        let params = Sampling {
-            temperature: &self.temperature,
-            top_p: &self.top_p,
-            top_k: &self.top_k,
-            min_p: &self.min_p,
-            presence_penalty: &self.presence_penalty,
-            frequency_penalty: &self.frequency_penalty,
-            repeat_penalty: &self.repeat_penalty,
-            seed: &self.seed,
-            max_tokens: &[
+        let params = self
+            .sampling(&[
                 ("max_tokens", &self.max_tokens),
                 ("max_completion_tokens", &self.max_completion_tokens),
-            ],
-            stop: &self.stop,
-            stream: &self.stream,
-            stream_options: &self.stream_options,
-        }
-        .params(logprobs)?;
+            ])
+            .params(logprobs)?;
         Ok((params, self.messages()?))
     }
 
@@ -791,21 +795,9 @@ impl CompletionRequest {
             .logprobs
             .integer("logprobs", 0, 20)?
             .map(|k| k as usize);
-        let params = Sampling {
-            temperature: &self.temperature,
-            top_p: &self.top_p,
-            top_k: &self.top_k,
-            min_p: &self.min_p,
-            presence_penalty: &self.presence_penalty,
-            frequency_penalty: &self.frequency_penalty,
-            repeat_penalty: &self.repeat_penalty,
-            seed: &self.seed,
-            max_tokens: &[("max_tokens", &self.max_tokens)],
-            stop: &self.stop,
-            stream: &self.stream,
-            stream_options: &self.stream_options,
-        }
-        .params(logprobs)?;
+        let params = self
+            .sampling(&[("max_tokens", &self.max_tokens)])
+            .params(logprobs)?;
         let prompt = match &self.prompt {
             Field::Given(StringOrList::One(s)) => s.as_str(),
             Field::Given(StringOrList::Many(list)) if list.len() == 1 => list[0].as_str(),
