@@ -30,8 +30,8 @@ pub use gguf_format::GgmlType;
 pub use kernels::packed::PackedMatrix;
 pub use kernels::vec;
 pub use kernels::{
-    check_isa, isa, matmul, matmul_on, matvec, matvec_on, quantize_activations, vec_dot,
-    vec_dot_type, Isa,
+    check_isa, isa, matmul, matmul_dots_on, matmul_on, matvec, matvec_on, quantize_activations,
+    vec_dot, vec_dot_type, Isa,
 };
 pub use pool::ThreadPool;
 pub use quant::{quantize_row, quantize_rows, quantize_rows_imatrix};

@@ -4,8 +4,8 @@
 //! mismatched shapes.
 
 use gguf_quant::{
-    isa, matmul, matmul_on, matvec, matvec_on, quantize_activations, quantize_row, row_bytes,
-    vec_dot, GgmlType, Isa, QuantError, ThreadPool,
+    isa, matmul, matmul_dots_on, matmul_on, matvec, matvec_on, quantize_activations, quantize_row,
+    row_bytes, vec_dot, GgmlType, Isa, QuantError, ThreadPool,
 };
 
 fn values(n: usize, seed: u64) -> Vec<f32> {
@@ -99,6 +99,10 @@ fn matvec_equals_row_dots_and_matmul_its_batched_order() {
             let mut y = vec![0f32; rows * batch];
             matmul_on(&pool, ty, &w, cols, &x, batch, &mut y, &mut scratch).unwrap();
             assert_eq!(y, batched, "{ty} matmul_on, {threads} threads");
+            // Without the GEMM kernels: each output is the type's dot product, as in ggml's
+            // mul_mat_id.
+            matmul_dots_on(&pool, ty, &w, cols, &x, batch, &mut y, &mut scratch).unwrap();
+            assert_eq!(y, dots, "{ty} matmul_dots_on, {threads} threads");
         }
     }
 }

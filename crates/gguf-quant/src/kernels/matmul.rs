@@ -82,7 +82,42 @@ pub fn matmul_on(
     y: &mut [f32],
     scratch: &mut Vec<u8>,
 ) -> Result<()> {
-    let p = prepare(ty, weights, cols, x, batch, y.len(), scratch)?;
+    matmul_on_with(pool, ty, weights, cols, x, batch, y, scratch, true)
+}
+
+/// [`matmul_on`] with every output from the type's dot kernels, never its GEMM kernel: the
+/// arithmetic of ggml's `mul_mat_id` (a mixture of experts' products), which has no GEMM path
+/// for weights that are not repacked.
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_dots_on(
+    pool: &crate::ThreadPool,
+    ty: GgmlType,
+    weights: &[u8],
+    cols: usize,
+    x: &[f32],
+    batch: usize,
+    y: &mut [f32],
+    scratch: &mut Vec<u8>,
+) -> Result<()> {
+    matmul_on_with(pool, ty, weights, cols, x, batch, y, scratch, false)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn matmul_on_with(
+    pool: &crate::ThreadPool,
+    ty: GgmlType,
+    weights: &[u8],
+    cols: usize,
+    x: &[f32],
+    batch: usize,
+    y: &mut [f32],
+    scratch: &mut Vec<u8>,
+    gemm: bool,
+) -> Result<()> {
+    let mut p = prepare(ty, weights, cols, x, batch, y.len(), scratch)?;
+    if !gemm {
+        p.k.gemm = None;
+    }
     if p.rows == 0 {
         return Ok(());
     }

@@ -169,7 +169,7 @@ use crate::kernels::vec::VecKernels;
 use crate::quant::QuantFn;
 use crate::{check_lengths, GgmlType};
 
-pub use matmul::{matmul, matmul_on, matvec, matvec_on};
+pub use matmul::{matmul, matmul_dots_on, matmul_on, matvec, matvec_on};
 
 /// A dot-product kernel: `n` elements of weight blocks `w` against activation blocks `a`
 /// (lengths checked by the caller).
