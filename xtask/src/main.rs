@@ -1,5 +1,5 @@
 //! Project automation: `cargo xtask fixtures [--check]`, `cargo xtask models`, `cargo xtask ci`,
-//! `cargo xtask bench-vs-llamacpp`, `cargo xtask load-test`.
+//! `cargo xtask bench-vs-llamacpp`, `cargo xtask load-test`, `cargo xtask synth-model`.
 
 mod bench_vs_llamacpp;
 mod cache_files;
@@ -9,6 +9,7 @@ mod hf_json_fixtures;
 mod legacy_fixtures;
 mod load_test;
 mod model_fixtures;
+mod synth_model;
 mod tokenizer_fixtures;
 
 use std::path::{Path, PathBuf};
@@ -48,6 +49,9 @@ enum Task {
     Ci,
     /// gguf bench and llama-bench interleaved on the same files: the ratio table
     BenchVsLlamacpp(bench_vs_llamacpp::Args),
+    /// A random-weight model of a real model's shapes (a mixture of experts, or its dense
+    /// twin), written straight as quantized blocks
+    SynthModel(synth_model::Args),
     /// Concurrent streaming chat clients against gguf serve (and llama-server): aggregate
     /// tokens/s, time to first token p50/p99, errors
     LoadTest(load_test::Args),
@@ -60,6 +64,7 @@ fn main() -> Result<()> {
         Task::Ci => ci(),
         Task::BenchVsLlamacpp(args) => bench_vs_llamacpp::run(&root(), args),
         Task::LoadTest(args) => load_test::run(&root(), args),
+        Task::SynthModel(args) => synth_model::run(args),
     }
 }
 
