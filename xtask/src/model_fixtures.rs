@@ -27,6 +27,13 @@
 //! | `model-gemma3.gguf` | `gemma3` | Q/K norms; head dimension 32; `sliding_window_pattern` as a bool array making layer 0 global and layer 1 local (window 8); `rope.freq_base` 1e6 for the global layer, `rope.freq_base_swa` 1e4 for the local one; Q6_K `ffn_down` |
 //! | `model-phi2.gguf` | `phi2` | LayerNorms with biases; fused `attn_qkv` with a fused bias; parallel attention and GELU feed-forward; biases on every matrix and a separate output with bias; partial NeoX RoPE (8 of 16 dimensions) |
 //! | `model-phi3.gguf` | `phi3` | fused `attn_qkv` and gate-and-up `ffn_up` (Q5_1, 256 rows); partial NeoX RoPE (12 of 16); LongRoPE `rope_factors_long/short` with `original_context_length` 256 (llama.cpp's 512 context takes the long ones) and `rope.scaling.attn_factor`; `phi3.attention.sliding_window = 8`, which llama.cpp switches off |
+//! | `model-mixtral.gguf` | `llama` | Mixtral: `llama.expert_count` 6, 2 used, normalised; experts of `feed_forward_length` 96 (Q5_1 gate, Q4_1 up, Q5_0 down), F32 router |
+//! | `model-qwen2moe.gguf` | `qwen2moe` | 4 experts of 64 (`expert_feed_forward_length`), 2 used, not normalised; a shared expert of 160 with its sigmoid gate `ffn_gate_inp_shexp`; Q/K/V biases |
+//! | `model-qwen3moe.gguf` | `qwen3moe` | 8 experts of 64, 3 used, normalised (8 experts: the softmax's vector path); per-head Q/K norms, head dimension 32; tied output |
+//! | `model-olmoe.gguf` | `olmoe` | 5 experts of `feed_forward_length` 64, 2 used; Q/K RMS-normed over whole rows, so 4 KV heads |
+//! | `model-granite.gguf` | `granite` | llama with Granite's multipliers: embeddings × 2, sublayer outputs × 0.6, attention scale 0.2, logits / 1.5; tied output |
+//! | `model-granitemoe.gguf` | `granitemoe` | the multipliers, 4 experts (2 used, normalised) and an ungated shared expert of 96 |
+//! | `model-phimoe.gguf` | `phimoe` | Phi-3's graph with separate biased Q/K/V, each RMSNorm plus a bias, attention-output and output biases; 4 experts, 2 used |
 
 use anyhow::{ensure, Result};
 use gguf_format::{GgmlType, GgufBuilder};
@@ -66,6 +73,9 @@ enum Layout {
     Phi2,
     /// Phi-3: fused `attn_qkv`, fused gate-and-up `ffn_up`, LongRoPE factors.
     Phi3,
+    /// PhiMoE: Phi-3's graph with separate Q/K/V (with biases), biases on every norm, on the
+    /// attention output and on the output, and experts.
+    PhiMoe,
 }
 
 /// An extra `{arch}.*` key.
@@ -105,6 +115,35 @@ struct Spec {
     qk_norm: bool,
     /// Other `{arch}.*` keys.
     extra: &'static [(&'static str, Meta)],
+    /// The feed-forward networks as mixtures of experts (types: `mats`' gate, up, down).
+    moe: Option<MoeSpec>,
+}
+
+/// A mixture of experts' shape.
+#[derive(Clone, Copy)]
+struct MoeSpec {
+    n_expert: usize,
+    n_used: usize,
+    /// Each expert's width, written as `expert_feed_forward_length` (Mixtral's is `n_ff`,
+    /// which it does not write).
+    n_ff_exp: usize,
+    write_n_ff_exp: bool,
+    /// A shared expert of this width (`expert_shared_feed_forward_length`): gated by
+    /// `ffn_gate_inp_shexp` (Qwen2-MoE) or not (Granite-MoE).
+    shared: Option<usize>,
+    shared_gate: bool,
+    /// Q and K normed over whole rows (OLMoE), which needs as many K heads as Q heads.
+    whole_row_qk_norm: bool,
+}
+
+impl Spec {
+    /// Key/value heads: grouped, except for OLMoE's whole-row K norm.
+    fn n_head_kv(&self) -> usize {
+        match self.moe {
+            Some(m) if m.whole_row_qk_norm => N_HEAD,
+            _ => N_HEAD_KV,
+        }
+    }
 }
 
 const N_EMBD: usize = 64;
@@ -150,6 +189,7 @@ fn specs() -> Vec<Spec> {
             qkv_bias: false,
             qk_norm: false,
             extra: &[],
+            moe: None,
         },
         Spec {
             file: "model-mistral.gguf",
@@ -170,6 +210,7 @@ fn specs() -> Vec<Spec> {
             qkv_bias: false,
             qk_norm: false,
             extra: &[],
+            moe: None,
         },
         Spec {
             file: "model-qwen2.gguf",
@@ -190,6 +231,7 @@ fn specs() -> Vec<Spec> {
             qkv_bias: true,
             qk_norm: false,
             extra: &[],
+            moe: None,
         },
         Spec {
             file: "model-qwen3.gguf",
@@ -210,6 +252,7 @@ fn specs() -> Vec<Spec> {
             qkv_bias: false,
             qk_norm: true,
             extra: &[],
+            moe: None,
         },
         Spec {
             file: "model-gemma.gguf",
@@ -230,6 +273,7 @@ fn specs() -> Vec<Spec> {
             qkv_bias: false,
             qk_norm: false,
             extra: &[],
+            moe: None,
         },
         Spec {
             file: "model-gemma2.gguf",
@@ -253,6 +297,7 @@ fn specs() -> Vec<Spec> {
                 ("attn_logit_softcapping", Meta::F32(4.0)),
                 ("final_logit_softcapping", Meta::F32(10.0)),
             ],
+            moe: None,
         },
         Spec {
             file: "model-gemma3.gguf",
@@ -279,6 +324,7 @@ fn specs() -> Vec<Spec> {
                 ),
                 ("rope.freq_base_swa", Meta::F32(10_000.0)),
             ],
+            moe: None,
         },
         Spec {
             file: "model-phi2.gguf",
@@ -299,6 +345,7 @@ fn specs() -> Vec<Spec> {
             qkv_bias: true,
             qk_norm: false,
             extra: &[],
+            moe: None,
         },
         Spec {
             file: "model-phi3.gguf",
@@ -323,6 +370,212 @@ fn specs() -> Vec<Spec> {
                 // LongRoPE's sqrt(1 + ln(512 / 256) / ln(256)), as the converter computes it.
                 ("rope.scaling.attn_factor", Meta::F32(1.060_660_2)),
             ],
+            moe: None,
+        },
+        Spec {
+            file: "model-mixtral.gguf",
+            arch: "llama",
+            seed: 6,
+            layout: pre_norm,
+            n_ff: 96,
+            head_dim: 16,
+            n_rot: None,
+            norm_eps: 1e-5,
+            rope_base: Some(1_000_000.0),
+            sliding_window: None,
+            vocab: VocabKind::Spm,
+            embd: Q8_0,
+            embd_std: 1.0,
+            output: Some(Q8_0),
+            mats: [Q8_0, Q8_0, Q8_0, Q4_0, Q5_1, Q4_1, Q5_0],
+            qkv_bias: false,
+            qk_norm: false,
+            extra: &[],
+            moe: Some(MoeSpec {
+                n_expert: 6,
+                n_used: 2,
+                n_ff_exp: 96,
+                write_n_ff_exp: false,
+                shared: None,
+                shared_gate: false,
+                whole_row_qk_norm: false,
+            }),
+        },
+        Spec {
+            file: "model-qwen2moe.gguf",
+            arch: "qwen2moe",
+            seed: 15,
+            layout: pre_norm,
+            n_ff: 160,
+            head_dim: 16,
+            n_rot: None,
+            norm_eps: 1e-6,
+            rope_base: Some(1_000_000.0),
+            sliding_window: None,
+            vocab: VocabKind::Qwen,
+            embd: Q8_0,
+            embd_std: 1.0,
+            output: Some(Q8_0),
+            mats: [Q8_0, Q8_0, Q8_0, Q4_0, Q5_1, Q5_1, Q8_0],
+            qkv_bias: true,
+            qk_norm: false,
+            extra: &[],
+            moe: Some(MoeSpec {
+                n_expert: 4,
+                n_used: 2,
+                n_ff_exp: 64,
+                write_n_ff_exp: true,
+                shared: Some(160),
+                shared_gate: true,
+                whole_row_qk_norm: false,
+            }),
+        },
+        Spec {
+            file: "model-qwen3moe.gguf",
+            arch: "qwen3moe",
+            seed: 10,
+            layout: pre_norm,
+            n_ff: 192,
+            head_dim: 32,
+            n_rot: None,
+            norm_eps: 1e-6,
+            rope_base: Some(1_000_000.0),
+            sliding_window: None,
+            vocab: VocabKind::Qwen,
+            embd: Q8_0,
+            embd_std: 1.0,
+            output: None,
+            mats: [Q8_0, Q8_0, Q8_0, Q8_0, Q4_1, Q5_0, Q8_0],
+            qkv_bias: false,
+            qk_norm: true,
+            extra: &[],
+            moe: Some(MoeSpec {
+                n_expert: 8,
+                n_used: 3,
+                n_ff_exp: 64,
+                write_n_ff_exp: true,
+                shared: None,
+                shared_gate: false,
+                whole_row_qk_norm: false,
+            }),
+        },
+        Spec {
+            file: "model-granite.gguf",
+            arch: "granite",
+            seed: 3,
+            layout: pre_norm,
+            n_ff: 128,
+            head_dim: 16,
+            n_rot: None,
+            norm_eps: 1e-5,
+            rope_base: Some(10_000.0),
+            sliding_window: None,
+            vocab: VocabKind::Spm,
+            embd: Q8_0,
+            embd_std: 0.5,
+            output: None,
+            mats: [Q8_0, Q8_0, Q8_0, Q5_0, Q5_1, Q4_1, Q8_0],
+            qkv_bias: false,
+            qk_norm: false,
+            extra: &[
+                ("embedding_scale", Meta::F32(2.0)),
+                ("residual_scale", Meta::F32(0.6)),
+                ("attention.scale", Meta::F32(0.2)),
+                ("logit_scale", Meta::F32(1.5)),
+            ],
+            moe: None,
+        },
+        Spec {
+            file: "model-granitemoe.gguf",
+            arch: "granitemoe",
+            seed: 4,
+            layout: pre_norm,
+            n_ff: 64,
+            head_dim: 16,
+            n_rot: None,
+            norm_eps: 1e-5,
+            rope_base: Some(10_000.0),
+            sliding_window: None,
+            vocab: VocabKind::Spm,
+            embd: Q8_0,
+            embd_std: 0.5,
+            output: Some(Q8_0),
+            mats: [Q8_0, Q8_0, Q8_0, Q5_0, Q5_1, Q4_1, Q8_0],
+            qkv_bias: false,
+            qk_norm: false,
+            extra: &[
+                ("embedding_scale", Meta::F32(2.0)),
+                ("residual_scale", Meta::F32(0.6)),
+                ("attention.scale", Meta::F32(0.2)),
+                ("logit_scale", Meta::F32(1.5)),
+            ],
+            moe: Some(MoeSpec {
+                n_expert: 4,
+                n_used: 2,
+                n_ff_exp: 64,
+                write_n_ff_exp: false,
+                shared: Some(96),
+                shared_gate: false,
+                whole_row_qk_norm: false,
+            }),
+        },
+        Spec {
+            file: "model-phimoe.gguf",
+            arch: "phimoe",
+            seed: 3,
+            layout: Layout::PhiMoe,
+            n_ff: 64,
+            head_dim: 16,
+            n_rot: None,
+            norm_eps: 1e-5,
+            rope_base: Some(10_000.0),
+            sliding_window: None,
+            vocab: VocabKind::Phi3,
+            embd: Q8_0,
+            embd_std: 1.0,
+            output: Some(Q8_0),
+            mats: [Q8_0, Q8_0, Q8_0, Q5_0, Q5_1, Q4_1, Q8_0],
+            qkv_bias: true,
+            qk_norm: false,
+            extra: &[],
+            moe: Some(MoeSpec {
+                n_expert: 4,
+                n_used: 2,
+                n_ff_exp: 64,
+                write_n_ff_exp: false,
+                shared: None,
+                shared_gate: false,
+                whole_row_qk_norm: false,
+            }),
+        },
+        Spec {
+            file: "model-olmoe.gguf",
+            arch: "olmoe",
+            seed: 1,
+            layout: pre_norm,
+            n_ff: 64,
+            head_dim: 16,
+            n_rot: None,
+            norm_eps: 1e-5,
+            rope_base: Some(10_000.0),
+            sliding_window: None,
+            vocab: VocabKind::Qwen,
+            embd: Q8_0,
+            embd_std: 1.0,
+            output: Some(Q8_0),
+            mats: [Q8_0, Q8_0, Q8_0, Q5_0, Q4_1, Q4_1, Q8_0],
+            qkv_bias: false,
+            qk_norm: true,
+            extra: &[],
+            moe: Some(MoeSpec {
+                n_expert: 5,
+                n_used: 2,
+                n_ff_exp: 64,
+                write_n_ff_exp: false,
+                shared: None,
+                shared_gate: false,
+                whole_row_qk_norm: true,
+            }),
         },
     ]
 }
@@ -379,7 +632,7 @@ fn mat_std(cols: usize, gain: f32) -> f32 {
 fn pre_norm_tensors(s: &Spec, ts: &mut Tensors, post_norms: bool) {
     use GgmlType::F32;
     let (d, hd, ff) = (N_EMBD, s.head_dim, s.n_ff);
-    let (q_out, kv_out) = (N_HEAD * hd, N_HEAD_KV * hd);
+    let (q_out, kv_out) = (N_HEAD * hd, s.n_head_kv() * hd);
     let [wq, wk, wv, wo, wg, wu, wd] = s.mats;
     for i in 0..N_LAYER {
         let t = |x: &str| format!("blk.{i}.{x}");
@@ -393,8 +646,12 @@ fn pre_norm_tensors(s: &Spec, ts: &mut Tensors, post_norms: bool) {
             ts.fill(t("attn_v.bias"), F32, &[kv_out], 0.0, 0.2);
         }
         if s.qk_norm {
-            ts.fill(t("attn_q_norm.weight"), F32, &[hd], 1.2, 0.3);
-            ts.fill(t("attn_k_norm.weight"), F32, &[hd], 1.2, 0.3);
+            let (q, k) = match s.moe {
+                Some(m) if m.whole_row_qk_norm => (q_out, kv_out),
+                _ => (hd, hd),
+            };
+            ts.fill(t("attn_q_norm.weight"), F32, &[q], 1.2, 0.3);
+            ts.fill(t("attn_k_norm.weight"), F32, &[k], 1.2, 0.3);
         }
         let o_std = mat_std(q_out, 1.0);
         ts.fill(t("attn_output.weight"), wo, &[q_out, d], 0.0, o_std);
@@ -402,9 +659,69 @@ fn pre_norm_tensors(s: &Spec, ts: &mut Tensors, post_norms: bool) {
             ts.fill(t("post_attention_norm.weight"), F32, &[d], 1.0, 0.2);
         }
         ts.fill(t("ffn_norm.weight"), F32, &[d], 1.0, 0.2);
-        ts.fill(t("ffn_gate.weight"), wg, &[d, ff], 0.0, mat_std(d, 1.5));
-        ts.fill(t("ffn_up.weight"), wu, &[d, ff], 0.0, mat_std(d, 1.5));
-        ts.fill(t("ffn_down.weight"), wd, &[ff, d], 0.0, mat_std(ff, 1.0));
+        if let Some(m) = s.moe {
+            let (ne, fe) = (m.n_expert, m.n_ff_exp);
+            // The router stays F32, as llama-quantize leaves it; a wide spread of logits
+            // keeps the choice of experts far from a tie.
+            ts.fill(
+                t("ffn_gate_inp.weight"),
+                F32,
+                &[d, ne],
+                0.0,
+                mat_std(d, 4.0),
+            );
+            ts.fill(
+                t("ffn_gate_exps.weight"),
+                wg,
+                &[d, fe, ne],
+                0.0,
+                mat_std(d, 1.5),
+            );
+            ts.fill(
+                t("ffn_up_exps.weight"),
+                wu,
+                &[d, fe, ne],
+                0.0,
+                mat_std(d, 1.5),
+            );
+            ts.fill(
+                t("ffn_down_exps.weight"),
+                wd,
+                &[fe, d, ne],
+                0.0,
+                mat_std(fe, 1.0),
+            );
+            if let Some(sh) = m.shared {
+                if m.shared_gate {
+                    ts.fill(
+                        t("ffn_gate_inp_shexp.weight"),
+                        F32,
+                        &[d],
+                        0.0,
+                        mat_std(d, 2.0),
+                    );
+                }
+                ts.fill(
+                    t("ffn_gate_shexp.weight"),
+                    wg,
+                    &[d, sh],
+                    0.0,
+                    mat_std(d, 1.5),
+                );
+                ts.fill(t("ffn_up_shexp.weight"), wu, &[d, sh], 0.0, mat_std(d, 1.5));
+                ts.fill(
+                    t("ffn_down_shexp.weight"),
+                    wd,
+                    &[sh, d],
+                    0.0,
+                    mat_std(sh, 1.0),
+                );
+            }
+        } else {
+            ts.fill(t("ffn_gate.weight"), wg, &[d, ff], 0.0, mat_std(d, 1.5));
+            ts.fill(t("ffn_up.weight"), wu, &[d, ff], 0.0, mat_std(d, 1.5));
+            ts.fill(t("ffn_down.weight"), wd, &[ff, d], 0.0, mat_std(ff, 1.0));
+        }
         if post_norms {
             ts.fill(t("post_ffw_norm.weight"), F32, &[d], 1.0, 0.2);
         }
@@ -467,6 +784,61 @@ fn phi3_tensors(s: &Spec, ts: &mut Tensors) {
     );
 }
 
+/// PhiMoE's blocks.
+fn phimoe_tensors(s: &Spec, ts: &mut Tensors) {
+    use GgmlType::F32;
+    let (d, hd) = (N_EMBD, s.head_dim);
+    let kv = s.n_head_kv() * hd;
+    let [wq, wk, wv, wo, wg, wu, wd] = s.mats;
+    let m = s.moe.expect("PhiMoE has experts");
+    let (ne, fe) = (m.n_expert, m.n_ff_exp);
+    for i in 0..N_LAYER {
+        let t = |x: &str| format!("blk.{i}.{x}");
+        ts.fill(t("attn_norm.weight"), F32, &[d], 1.0, 0.2);
+        ts.fill(t("attn_norm.bias"), F32, &[d], 0.0, 0.1);
+        ts.fill(t("attn_q.weight"), wq, &[d, d], 0.0, mat_std(d, 1.6));
+        ts.fill(t("attn_k.weight"), wk, &[d, kv], 0.0, mat_std(d, 1.6));
+        ts.fill(t("attn_v.weight"), wv, &[d, kv], 0.0, mat_std(d, 1.0));
+        ts.fill(t("attn_q.bias"), F32, &[d], 0.0, 0.3);
+        ts.fill(t("attn_k.bias"), F32, &[kv], 0.0, 0.3);
+        ts.fill(t("attn_v.bias"), F32, &[kv], 0.0, 0.2);
+        ts.fill(t("attn_output.weight"), wo, &[d, d], 0.0, mat_std(d, 1.0));
+        ts.fill(t("attn_output.bias"), F32, &[d], 0.0, 0.1);
+        ts.fill(t("ffn_norm.weight"), F32, &[d], 1.0, 0.2);
+        ts.fill(t("ffn_norm.bias"), F32, &[d], 0.0, 0.1);
+        ts.fill(
+            t("ffn_gate_inp.weight"),
+            F32,
+            &[d, ne],
+            0.0,
+            mat_std(d, 4.0),
+        );
+        ts.fill(
+            t("ffn_gate_exps.weight"),
+            wg,
+            &[d, fe, ne],
+            0.0,
+            mat_std(d, 1.5),
+        );
+        ts.fill(
+            t("ffn_up_exps.weight"),
+            wu,
+            &[d, fe, ne],
+            0.0,
+            mat_std(d, 1.5),
+        );
+        ts.fill(
+            t("ffn_down_exps.weight"),
+            wd,
+            &[fe, d, ne],
+            0.0,
+            mat_std(fe, 1.0),
+        );
+    }
+    ts.fill("output_norm.weight".into(), F32, &[d], 1.0, 0.2);
+    ts.fill("output_norm.bias".into(), F32, &[d], 0.0, 0.1);
+}
+
 fn model(s: &Spec) -> Result<Vec<u8>> {
     let ((tokens, scores, types), merges) = match s.vocab {
         VocabKind::Spm => (spm_vocab(&[])?, Vec::new()),
@@ -491,11 +863,12 @@ fn model(s: &Spec) -> Result<Vec<u8>> {
         Layout::PreNorm { post_norms } => pre_norm_tensors(s, &mut ts, post_norms),
         Layout::Phi2 => phi2_tensors(s, &mut ts),
         Layout::Phi3 => phi3_tensors(s, &mut ts),
+        Layout::PhiMoe => phimoe_tensors(s, &mut ts),
     }
     if let Some(ty) = s.output {
         let std = mat_std(d, 3.0);
         ts.fill("output.weight".into(), ty, &[d, n_vocab], 0.0, std);
-        if s.layout == Layout::Phi2 {
+        if matches!(s.layout, Layout::Phi2 | Layout::PhiMoe) {
             ts.fill("output.bias".into(), GgmlType::F32, &[n_vocab], 0.0, 0.5);
         }
     }
@@ -518,7 +891,7 @@ fn model(s: &Spec) -> Result<Vec<u8>> {
         .set(&k("block_count"), N_LAYER as u32)
         .set(&k("feed_forward_length"), s.n_ff as u32)
         .set(&k("attention.head_count"), N_HEAD as u32)
-        .set(&k("attention.head_count_kv"), N_HEAD_KV as u32)
+        .set(&k("attention.head_count_kv"), s.n_head_kv() as u32)
         .set(&k(norm_eps_key), s.norm_eps);
     if let Some(base) = s.rope_base {
         b.set(&k("rope.freq_base"), base);
@@ -535,6 +908,16 @@ fn model(s: &Spec) -> Result<Vec<u8>> {
     }
     if let Some(w) = s.sliding_window {
         b.set(&k("attention.sliding_window"), w);
+    }
+    if let Some(m) = s.moe {
+        b.set(&k("expert_count"), m.n_expert as u32)
+            .set(&k("expert_used_count"), m.n_used as u32);
+        if m.write_n_ff_exp {
+            b.set(&k("expert_feed_forward_length"), m.n_ff_exp as u32);
+        }
+        if let Some(sh) = m.shared {
+            b.set(&k("expert_shared_feed_forward_length"), sh as u32);
+        }
     }
     for (key, value) in s.extra {
         match value {

@@ -139,6 +139,18 @@ tensor_names! {
     FfnUpExps = "ffn_up_exps",
     /// `LLM_TENSOR_FFN_DOWN_EXPS`: the experts' down projections, stacked.
     FfnDownExps = "ffn_down_exps",
+    /// `LLM_TENSOR_FFN_GATE_INP_SHEXP`: the shared expert's gate, one logit per token
+    /// (Qwen2-MoE).
+    FfnGateInpShexp = "ffn_gate_inp_shexp",
+    /// `LLM_TENSOR_FFN_GATE_SHEXP`: the shared experts' gate projection.
+    FfnGateShexp = "ffn_gate_shexp",
+    /// `LLM_TENSOR_FFN_UP_SHEXP`: the shared experts' up projection.
+    FfnUpShexp = "ffn_up_shexp",
+    /// `LLM_TENSOR_FFN_DOWN_SHEXP`: the shared experts' down projection.
+    FfnDownShexp = "ffn_down_shexp",
+    /// `LLM_TENSOR_FFN_EXP_PROBS_B`: the bias added to expert scores for their selection only
+    /// (DeepSeek-V3).
+    FfnExpProbsB = "exp_probs_b",
     /// `LLM_TENSOR_LAYER_OUT_NORM`: the norm after the feed-forward residual (BERT).
     LayerOutNorm = "layer_output_norm",
 }

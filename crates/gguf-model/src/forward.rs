@@ -44,6 +44,8 @@ pub(crate) struct Scratch {
     pub attn_segment: Vec<f32>,
     /// Attention's buffers, one set per pool thread.
     pub attn_threads: AttnThreads,
+    /// The routed feed-forward network's buffers (mixtures of experts).
+    pub moe: crate::moe::MoeScratch,
 }
 
 /// Buffers of each thread's attention.
@@ -93,6 +95,24 @@ impl Ctx<'_> {
             Some(p) => p.matmul_on(self.pool, x, batch, out, quant)?,
             None => matmul_on(self.pool, m.ty, self.data(m), m.cols, x, batch, out, quant)?,
         }
+        Ok(())
+    }
+
+    /// [`Ctx::matmul`] of an expert's matrix (never packed), each output from the type's dot
+    /// kernel as ggml's `mul_mat_id` computes it, not from a GEMM kernel.
+    pub fn matmul_expert(
+        &self,
+        m: &Matrix,
+        x: &[f32],
+        out: &mut Vec<f32>,
+        quant: &mut Vec<u8>,
+    ) -> Result<()> {
+        let batch = x.len() / m.cols;
+        out.resize(batch * m.rows, 0.0);
+        if batch == 0 {
+            return Ok(());
+        }
+        gguf_quant::matmul_dots_on(self.pool, m.ty, self.data(m), m.cols, x, batch, out, quant)?;
         Ok(())
     }
 

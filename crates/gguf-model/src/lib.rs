@@ -30,6 +30,7 @@ mod generation;
 mod hparams;
 mod kv_cache;
 mod memory;
+mod moe;
 mod ops;
 mod parallel;
 pub mod quantize;

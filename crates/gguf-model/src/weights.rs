@@ -273,10 +273,10 @@ impl<'s> Loader<'s> {
         let found = self.find(tensor)?;
         let expected = [cols as u64, rows as u64];
         let shape = found.shape;
-        let fits = shape.len() >= 2
-            && shape[0] == expected[0]
-            && shape[1] == expected[1]
-            && shape[2..].iter().all(|&d| d == 1);
+        // A one-row matrix may be stored as a vector (Qwen2-MoE's `ffn_gate_inp_shexp`).
+        let fits = shape.first() == Some(&expected[0])
+            && shape.get(1).copied().unwrap_or(1) == expected[1]
+            && shape.iter().skip(2).all(|&d| d == 1);
         if !fits {
             return Err(self.shape_error(tensor, &expected, shape));
         }
@@ -289,6 +289,39 @@ impl<'s> Loader<'s> {
             len: found.len,
             packed: None,
         })
+    }
+
+    /// The `n_expert` matrices of `rows` rows of `cols` stacked in a mixture of experts'
+    /// tensor (`ffn_up_exps`, shape `[cols, rows, n_expert]`), each a view of its rows in the
+    /// map: nothing is copied or repacked, so a token reads only its experts' bytes.
+    pub fn experts(
+        &self,
+        tensor: &str,
+        cols: usize,
+        rows: usize,
+        n_expert: usize,
+    ) -> Result<Vec<Matrix>> {
+        let found = self.find(tensor)?;
+        let expected = [cols as u64, rows as u64, n_expert as u64];
+        let shape = found.shape;
+        if shape.len() < 3 || shape[..3] != expected || shape[3..].iter().any(|&d| d != 1) {
+            return Err(self.shape_error(tensor, &expected, shape));
+        }
+        let all = Matrix {
+            ty: found.ty,
+            cols,
+            rows: rows * n_expert,
+            part: found.part,
+            start: found.start,
+            len: found.len,
+            packed: None,
+        };
+        (0..n_expert)
+            .map(|e| {
+                all.rows(e * rows, rows)
+                    .ok_or_else(|| self.shape_error(tensor, &expected, shape))
+            })
+            .collect()
     }
 
     /// A matrix if the file has it.

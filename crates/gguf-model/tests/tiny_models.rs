@@ -197,6 +197,112 @@ fn qwen3_with_qk_norms_and_wide_heads_matches_llama_cpp() {
     check("model-qwen3.gguf", "model-qwen3.json");
 }
 
+/// Mixtral is `llama` with `llama.expert_count`: the stacked `ffn_*_exps` instead of the dense
+/// feed-forward tensors, a softmax router and the two chosen experts' weights normalised.
+#[test]
+fn mixtral_llama_with_experts_matches_llama_cpp() {
+    let model = Model::load(fixture("model-mixtral.gguf")).unwrap();
+    assert_eq!(model.hparams().arch, "llama");
+    assert!(model.file().tensor("blk.0.ffn_up_exps.weight").is_some());
+    assert!(model.file().tensor("blk.0.ffn_up.weight").is_none());
+    check("model-mixtral.gguf", "model-mixtral.json");
+}
+
+/// Qwen2-MoE: Qwen2's attention, four experts (two used, weights not normalised) of 64 and a
+/// shared expert of 160 scaled by the sigmoid of its own gate.
+#[test]
+fn qwen2moe_with_a_gated_shared_expert_matches_llama_cpp() {
+    let model = Model::load(fixture("model-qwen2moe.gguf")).unwrap();
+    assert!(model
+        .file()
+        .tensor("blk.1.ffn_gate_inp_shexp.weight")
+        .is_some());
+    check("model-qwen2moe.gguf", "model-qwen2moe.json");
+}
+
+/// Qwen3-MoE: per-head Q/K norms, eight experts of which three are used, normalised, and a
+/// tied output.
+#[test]
+fn qwen3moe_with_normalised_expert_weights_matches_llama_cpp() {
+    let model = Model::load(fixture("model-qwen3moe.gguf")).unwrap();
+    assert!(model.file().tensor("output.weight").is_none());
+    check("model-qwen3moe.gguf", "model-qwen3moe.json");
+}
+
+/// OLMoE: Q and K normed over their whole rows (as many K heads as Q heads), five experts.
+#[test]
+fn olmoe_with_whole_row_qk_norms_matches_llama_cpp() {
+    let model = Model::load(fixture("model-olmoe.gguf")).unwrap();
+    let hp = model.hparams();
+    assert_eq!((hp.n_head, hp.n_head_kv), (4, 4));
+    check("model-olmoe.gguf", "model-olmoe.json");
+}
+
+/// Granite: llama with its four multipliers (embeddings × 2, each sublayer's output × 0.6,
+/// attention scale 0.2, logits / 1.5) and a tied output.
+#[test]
+fn granite_with_its_multipliers_matches_llama_cpp() {
+    let model = Model::load(fixture("model-granite.gguf")).unwrap();
+    assert!(model.file().value("granite.logit_scale").is_some());
+    check("model-granite.gguf", "model-granite.json");
+}
+
+/// Granite-MoE: Granite's multipliers, four experts and an ungated shared expert of 96.
+#[test]
+fn granitemoe_with_an_ungated_shared_expert_matches_llama_cpp() {
+    let model = Model::load(fixture("model-granitemoe.gguf")).unwrap();
+    assert!(model.file().tensor("blk.0.ffn_up_shexp.weight").is_some());
+    assert!(model
+        .file()
+        .tensor("blk.0.ffn_gate_inp_shexp.weight")
+        .is_none());
+    check("model-granitemoe.gguf", "model-granitemoe.json");
+}
+
+/// PhiMoE: Phi-3's graph with separate biased Q/K/V, RMSNorms plus biases (as llama.cpp), an
+/// attention output bias, an output bias and four experts.
+#[test]
+fn phimoe_with_norm_biases_matches_llama_cpp() {
+    let model = Model::load(fixture("model-phimoe.gguf")).unwrap();
+    assert!(model.file().tensor("blk.0.ffn_norm.bias").is_some());
+    check("model-phimoe.gguf", "model-phimoe.json");
+}
+
+/// A mixture of experts' file whose counts or expert tensors are wrong is refused, naming the
+/// key or tensor.
+#[test]
+fn bad_expert_counts_and_shapes_are_named() {
+    for (name, edit, expected) in [
+        (
+            "used-beyond-count.gguf",
+            ("qwen3moe.expert_used_count", 9u32),
+            "qwen3moe.expert_used_count is 9; it must be 1 to 8",
+        ),
+        (
+            "no-experts.gguf",
+            ("qwen3moe.expert_count", 0),
+            "qwen3moe.expert_count is 0",
+        ),
+    ] {
+        let path = edited_copy_of("model-qwen3moe.gguf", name, |b| {
+            b.set(edit.0, edit.1);
+        });
+        let err = Model::load(&path).unwrap_err().to_string();
+        std::fs::remove_file(&path).unwrap();
+        assert!(err.contains(expected), "{name}: {err}");
+    }
+    let path = edited_copy_of("model-mixtral.gguf", "fewer-experts.gguf", |b| {
+        b.set("llama.expert_count", 5u32);
+    });
+    let err = Model::load(&path).unwrap_err();
+    std::fs::remove_file(&path).unwrap();
+    assert!(
+        matches!(&err, ModelError::TensorShape { name, expected, found, .. }
+            if name == "blk.0.ffn_gate_inp.weight" && expected == &[64, 5] && found == &[64, 6]),
+        "{err:?}"
+    );
+}
+
 /// llama.cpp refuses `general.architecture = mistral` (Mistral's own GGUFs say `llama`, and
 /// llama.cpp gives `llama` full attention whatever `sliding_window` says). We run `mistral`
 /// files with the sliding window; the reference is llama.cpp computing the same weights as
@@ -450,7 +556,21 @@ fn unsupported_architecture_is_named_with_the_supported_ones() {
     assert_eq!(
         SUPPORTED,
         [
-            "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi2", "phi3",
+            "llama",
+            "mistral",
+            "qwen2",
+            "qwen3",
+            "qwen2moe",
+            "qwen3moe",
+            "olmoe",
+            "granite",
+            "granitemoe",
+            "gemma",
+            "gemma2",
+            "gemma3",
+            "phi2",
+            "phi3",
+            "phimoe",
             "bert"
         ]
     );

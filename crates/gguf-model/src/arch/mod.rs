@@ -57,6 +57,26 @@ pub(crate) const ARCHITECTURES: &[Entry] = &[
         load: llama::load,
     },
     Entry {
+        name: "qwen2moe",
+        load: llama::load,
+    },
+    Entry {
+        name: "qwen3moe",
+        load: llama::load,
+    },
+    Entry {
+        name: "olmoe",
+        load: llama::load,
+    },
+    Entry {
+        name: "granite",
+        load: llama::load,
+    },
+    Entry {
+        name: "granitemoe",
+        load: llama::load,
+    },
+    Entry {
         name: "gemma",
         load: gemma::load,
     },
@@ -74,6 +94,10 @@ pub(crate) const ARCHITECTURES: &[Entry] = &[
     },
     Entry {
         name: "phi3",
+        load: phi3::load,
+    },
+    Entry {
+        name: "phimoe",
         load: phi3::load,
     },
     Entry {

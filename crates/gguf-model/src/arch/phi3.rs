@@ -12,6 +12,12 @@
 //! `attention.sliding_window` is read by llama.cpp and then switched off ("Phi SWA is currently
 //! disabled"; the converters write windows that do not match how the models were trained), so
 //! every layer attends to the whole context here too.
+//!
+//! PhiMoE (`phimoe`) is the same graph in llama.cpp with a mixture of experts for the
+//! feed-forward network (softmax router, the chosen weights normalised), separate Q, K and V,
+//! and biases: each RMSNorm's result plus a bias (llama.cpp's `build_norm` with a bias, though
+//! the Hugging Face model uses LayerNorm), on the attention output projection and on the
+//! output.
 
 use super::phi2::check_heads;
 use super::Architecture;
@@ -20,6 +26,7 @@ use crate::forward::{
     gated_ffn, output_rows, rms_norm_rows, wrote_hidden_states, Gate, Heads, Pass, SelfAttention,
 };
 use crate::hparams::{Hparams, Reader};
+use crate::moe::{Gating, MoeFfn, Routing};
 use crate::ops::{add_assign, add_bias, Rope, Scores};
 use crate::weights::{Biases, Loader, Matrix, Qkv};
 use gguf_format::tensor_names::TensorName as T;
@@ -31,13 +38,33 @@ const CTX_PAD: usize = 256;
 /// One block's tensors.
 struct Layer {
     attn_norm: Vec<f32>,
+    attn_norm_b: Option<Vec<f32>>,
     qkv: Qkv,
     wo: Matrix,
+    wo_b: Option<Vec<f32>>,
     ffn_norm: Vec<f32>,
-    /// The first and second halves of `ffn_up`.
-    w_gate: Matrix,
-    w_up: Matrix,
-    w_down: Matrix,
+    ffn_norm_b: Option<Vec<f32>>,
+    ffn: Ffn,
+}
+
+/// A block's feed-forward network.
+enum Ffn {
+    /// Phi-3's: the first and second halves of `ffn_up`, then `ffn_down`.
+    Dense {
+        gate: Matrix,
+        up: Matrix,
+        down: Matrix,
+    },
+    /// PhiMoE's experts.
+    Routed(Box<MoeFfn>),
+}
+
+/// RMSNorm of each row, times `w`, plus `b` if there is one (llama.cpp's `build_norm`).
+fn norm_rows(x: &[f32], w: &[f32], b: Option<&[f32]>, eps: f32, out: &mut Vec<f32>) {
+    rms_norm_rows(x, w, eps, out);
+    if let Some(b) = b {
+        add_bias(out, b);
+    }
 }
 
 struct Phi3 {
@@ -45,6 +72,7 @@ struct Phi3 {
     token_embd: Matrix,
     layers: Vec<Layer>,
     output_norm: Vec<f32>,
+    output_norm_b: Option<Vec<f32>>,
     output: Matrix,
     output_b: Option<Vec<f32>>,
     rope: Rope,
@@ -71,6 +99,15 @@ pub(super) fn load(l: &Loader<'_>, arch: &'static str) -> Result<Box<dyn Archite
         Some(n) => n,
     };
     let attn_factor = r.positive_or("rope.scaling.attn_factor", 1.0)?;
+    let moe = arch == "phimoe";
+    let routing = moe
+        .then(|| Routing::read(&r, Gating::Softmax, true))
+        .transpose()?;
+    // PhiMoE's biases are required, as llama.cpp's loader requires them.
+    let bias = |tensor: &str, n: usize| match moe {
+        true => l.vector(tensor, n).map(Some),
+        false => Ok(None),
+    };
 
     let (d, ff) = (hp.n_embd, hp.n_ff);
     hp.n_vocab = l.rows_of(T::TokenEmbd.weight(), d)?;
@@ -78,34 +115,33 @@ pub(super) fn load(l: &Loader<'_>, arch: &'static str) -> Result<Box<dyn Archite
     let (kv_k, kv_v) = hp.kv_widths();
     let mut layers = Vec::with_capacity(hp.n_layer);
     for i in 0..hp.n_layer {
-        let up_name = T::FfnUp.block_weight(i);
-        let gate_up = l.matrix(&up_name, d, 2 * ff)?;
-        // Both in range: the shape check made `gate_up` 2 * ff rows tall.
-        let half = |first| {
-            gate_up
-                .rows(first, ff)
-                .ok_or_else(|| ModelError::TensorShape {
-                    file: name.to_string(),
-                    name: up_name.clone(),
-                    expected: vec![d as u64, 2 * ff as u64],
-                    found: vec![d as u64, gate_up.rows as u64],
-                })
+        let ffn = match routing {
+            Some(ro) => Ffn::Routed(Box::new(MoeFfn::load(l, i, d, ff, ro)?)),
+            None => dense_ffn(l, i, d, ff)?,
         };
         layers.push(Layer {
             attn_norm: l.vector(&T::AttnNorm.block_weight(i), d)?,
+            attn_norm_b: bias(&T::AttnNorm.block_bias(i), d)?,
             qkv: l.qkv(i, d, (d, kv_k, kv_v), Biases::Optional)?,
             wo: l.matrix(&T::AttnOut.block_weight(i), d, d)?,
+            wo_b: bias(&T::AttnOut.block_bias(i), d)?,
             ffn_norm: l.vector(&T::FfnNorm.block_weight(i), d)?,
-            w_gate: half(0)?,
-            w_up: half(ff)?,
-            w_down: l.matrix(&T::FfnDown.block_weight(i), ff, d)?,
+            ffn_norm_b: bias(&T::FfnNorm.block_bias(i), d)?,
+            ffn,
         });
     }
     let output_norm = l.vector(T::OutputNorm.weight(), d)?;
-    let output = l
-        .optional_matrix(T::Output.weight(), d, hp.n_vocab)?
-        .map_or_else(|| l.packed(token_embd.clone()), Ok)?;
-    let output_b = l.optional_vector(T::Output.bias(), hp.n_vocab)?;
+    let output_norm_b = bias(T::OutputNorm.bias(), d)?;
+    let output = match moe {
+        true => l.matrix(T::Output.weight(), d, hp.n_vocab)?,
+        false => l
+            .optional_matrix(T::Output.weight(), d, hp.n_vocab)?
+            .map_or_else(|| l.packed(token_embd.clone()), Ok)?,
+    };
+    let output_b = match moe {
+        true => bias(T::Output.bias(), hp.n_vocab)?,
+        false => l.optional_vector(T::Output.bias(), hp.n_vocab)?,
+    };
     let factors_long = l.rope_factors(T::RopeFactorsLong.weight(), hp.n_rot / 2)?;
     let factors_short = l.rope_factors(T::RopeFactorsShort.weight(), hp.n_rot / 2)?;
     let mut rope = Rope::for_model(
@@ -124,6 +160,7 @@ pub(super) fn load(l: &Loader<'_>, arch: &'static str) -> Result<Box<dyn Archite
         token_embd,
         layers,
         output_norm,
+        output_norm_b,
         output,
         output_b,
         rope,
@@ -132,6 +169,29 @@ pub(super) fn load(l: &Loader<'_>, arch: &'static str) -> Result<Box<dyn Archite
         n_ctx_orig,
         query_scale,
     }))
+}
+
+/// Phi-3's feed-forward tensors of block `i`: the two halves of the fused `ffn_up` and
+/// `ffn_down`.
+fn dense_ffn(l: &Loader<'_>, i: usize, d: usize, ff: usize) -> Result<Ffn> {
+    let up_name = T::FfnUp.block_weight(i);
+    let gate_up = l.matrix(&up_name, d, 2 * ff)?;
+    // Both in range: the shape check made `gate_up` 2 * ff rows tall.
+    let half = |first| {
+        gate_up
+            .rows(first, ff)
+            .ok_or_else(|| ModelError::TensorShape {
+                file: l.name.to_string(),
+                name: up_name.clone(),
+                expected: vec![d as u64, 2 * ff as u64],
+                found: vec![d as u64, gate_up.rows as u64],
+            })
+    };
+    Ok(Ffn::Dense {
+        gate: half(0)?,
+        up: half(ff)?,
+        down: l.matrix(&T::FfnDown.block_weight(i), ff, d)?,
+    })
 }
 
 impl Phi3 {
@@ -171,7 +231,13 @@ impl Architecture for Phi3 {
         ctx.embed(&self.token_embd, tokens, &mut s.residual)?;
         s.fill_rope_with_factors(&self.rope, self.factors(*n_ctx), segments);
         for (il, l) in self.layers.iter().enumerate() {
-            rms_norm_rows(&s.residual, &l.attn_norm, eps, &mut s.sublayer);
+            norm_rows(
+                &s.residual,
+                &l.attn_norm,
+                l.attn_norm_b.as_deref(),
+                eps,
+                &mut s.sublayer,
+            );
             SelfAttention {
                 qkv: &l.qkv,
                 qk_norm: None,
@@ -185,13 +251,31 @@ impl Architecture for Phi3 {
             }
             .run(ctx, caches, segments, s, il)?;
             ctx.matmul(&l.wo, &s.attn, &mut s.sublayer, &mut s.quant)?;
+            if let Some(b) = &l.wo_b {
+                add_bias(&mut s.sublayer, b);
+            }
             add_assign(&mut s.residual, &s.sublayer);
-            rms_norm_rows(&s.residual, &l.ffn_norm, eps, &mut s.sublayer);
-            gated_ffn(ctx, s, &l.w_gate, &l.w_up, &l.w_down, Gate::Silu)?;
+            norm_rows(
+                &s.residual,
+                &l.ffn_norm,
+                l.ffn_norm_b.as_deref(),
+                eps,
+                &mut s.sublayer,
+            );
+            match &l.ffn {
+                Ffn::Dense { gate, up, down } => gated_ffn(ctx, s, gate, up, down, Gate::Silu)?,
+                Ffn::Routed(moe) => moe.run(ctx, s)?,
+            }
             add_assign(&mut s.residual, &s.sublayer);
         }
         let rows = output_rows(&s.residual, d, segments, *all_logits, &mut s.picked);
-        rms_norm_rows(rows, &self.output_norm, eps, &mut s.row);
+        norm_rows(
+            rows,
+            &self.output_norm,
+            self.output_norm_b.as_deref(),
+            eps,
+            &mut s.row,
+        );
         if wrote_hidden_states(*embeddings, &s.row, logits) {
             return Ok(());
         }

@@ -37,6 +37,14 @@ run -m "$root/fixtures/model-phi2.gguf" -o "$here/model-phi2.json" --tokens "$bp
 run -m "$root/fixtures/model-phi3.gguf" -o "$here/model-phi3.json" --tokens "$spm"
 run -m "$root/fixtures/model-phi3.gguf" -o "$here/model-phi3-short.json" --tokens "$spm" \
     --n-ctx 256
+# Mixtures of experts (Mixtral is `llama` with experts).
+run -m "$root/fixtures/model-mixtral.gguf" -o "$here/model-mixtral.json" --tokens "$spm"
+run -m "$root/fixtures/model-qwen2moe.gguf" -o "$here/model-qwen2moe.json" --tokens "$bpe"
+run -m "$root/fixtures/model-qwen3moe.gguf" -o "$here/model-qwen3moe.json" --tokens "$bpe"
+run -m "$root/fixtures/model-olmoe.gguf" -o "$here/model-olmoe.json" --tokens "$bpe"
+run -m "$root/fixtures/model-phimoe.gguf" -o "$here/model-phimoe.json" --tokens "$spm"
+run -m "$root/fixtures/model-granite.gguf" -o "$here/model-granite.json" --tokens "$spm"
+run -m "$root/fixtures/model-granitemoe.gguf" -o "$here/model-granitemoe.json" --tokens "$spm"
 # llama.cpp has no `mistral` architecture: the same weights loaded as `llama`, once with the
 # sliding window emulated (what gguf-model must give) and once with llama.cpp's full attention.
 run -m "$root/fixtures/model-mistral.gguf" -o "$here/model-mistral.json" --tokens "$spm" \

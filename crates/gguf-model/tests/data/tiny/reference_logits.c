@@ -30,7 +30,7 @@
 // Conditioning check: the run is repeated in a second context whose eval callback sees every
 // place where ggml rounds an activation, and measures how far the value being rounded is from
 // the rounding boundary, in float ulps of that value:
-//   q8_values    inputs of quantized matrix products scaled for Q8_0/Q8_1 (as ggml's x86 AVX2
+//   q8_values    inputs of quantized matrix products (and of the experts' MUL_MAT_ID) scaled for Q8_0/Q8_1 (as ggml's x86 AVX2
 //                quantize_row_q8_0/q8_1: scale 127/amax, ties to even) or Q8_K (as
 //                quantize_row_q8_K_ref: scale -127/max), against the x.5 boundaries;
 //   q8_scales    the Q8_0/Q8_1 block scales amax/127, rounded to f16;
@@ -362,7 +362,9 @@ static bool tie_callback(struct ggml_tensor * t, bool ask, void * user) {
                       (t->op == GGML_OP_GLU && ggml_get_glu_op(t) == GGML_GLU_OP_GEGLU);
     const bool ffn = (t->op == GGML_OP_MUL_MAT || t->op == GGML_OP_ADD) && t->type == GGML_TYPE_F32 &&
                      (strncmp(t->name, "ffn_up", 6) == 0 || strncmp(t->name, "ffn_gate", 8) == 0);
-    const bool wanted = t->op == GGML_OP_MUL_MAT || t->op == GGML_OP_FLASH_ATTN_EXT || t->op == GGML_OP_SET_ROWS || gelu || ffn;
+    // MUL_MAT_ID: a mixture of experts' products, whose every input row is quantized as MUL_MAT's.
+    const bool wanted = t->op == GGML_OP_MUL_MAT || t->op == GGML_OP_MUL_MAT_ID || t->op == GGML_OP_FLASH_ATTN_EXT ||
+                        t->op == GGML_OP_SET_ROWS || gelu || ffn;
     if (ask) {
         return wanted;
     }
