@@ -28,7 +28,8 @@ F16_TYPES="$ALL_TYPES"
   echo "  \"tiny\": {"
   first_model=1
   # mistral is missing: llama.cpp knows no such architecture (it reads Mistral files as llama).
-  for model in gemma gemma2 gemma3 llama phi2 phi3 qwen2 qwen3; do
+  for model in gemma gemma2 gemma3 llama phi2 phi3 qwen2 qwen3 \
+      mixtral qwen2moe qwen3moe olmoe phimoe granite granitemoe; do
     [ $first_model = 1 ] || echo ","
     first_model=0
     printf '    "model-%s.gguf": {' "$model"
