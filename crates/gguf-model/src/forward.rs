@@ -98,8 +98,10 @@ impl Ctx<'_> {
         Ok(())
     }
 
-    /// [`Ctx::matmul`] of an expert's matrix (never packed), each output from the type's dot
-    /// kernel as ggml's `mul_mat_id` computes it, not from a GEMM kernel.
+    /// [`Ctx::matmul`] of an expert's matrix as ggml's `mul_mat_id` computes it: one row at a
+    /// time, never a GEMM: on its packed copy through the packed GEMV (llama.cpp repacks the
+    /// same types, and its repacked `mul_mat_id` runs every row through the GEMV), else with
+    /// the type's dot kernel.
     pub fn matmul_expert(
         &self,
         m: &Matrix,
@@ -112,7 +114,13 @@ impl Ctx<'_> {
         if batch == 0 {
             return Ok(());
         }
-        gguf_quant::matmul_dots_on(self.pool, m.ty, self.data(m), m.cols, x, batch, out, quant)?;
+        match &m.packed {
+            Some(p) => p.matmul_gemv_on(self.pool, x, batch, out, quant)?,
+            None => {
+                let data = self.data(m);
+                gguf_quant::matmul_dots_on(self.pool, m.ty, data, m.cols, x, batch, out, quant)?
+            }
+        }
         Ok(())
     }
 

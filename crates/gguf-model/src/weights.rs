@@ -293,7 +293,8 @@ impl<'s> Loader<'s> {
 
     /// The `n_expert` matrices of `rows` rows of `cols` stacked in a mixture of experts'
     /// tensor (`ffn_up_exps`, shape `[cols, rows, n_expert]`), each a view of its rows in the
-    /// map: nothing is copied or repacked, so a token reads only its experts' bytes.
+    /// map, so a token reads only its experts' bytes; repacked where the loader packs and
+    /// llama.cpp repacks the type (Q4_K), as llama.cpp repacks the whole stacked tensor.
     pub fn experts(
         &self,
         tensor: &str,
@@ -318,8 +319,10 @@ impl<'s> Loader<'s> {
         };
         (0..n_expert)
             .map(|e| {
-                all.rows(e * rows, rows)
-                    .ok_or_else(|| self.shape_error(tensor, &expected, shape))
+                let view = all
+                    .rows(e * rows, rows)
+                    .ok_or_else(|| self.shape_error(tensor, &expected, shape))?;
+                self.packed(view)
             })
             .collect()
     }

@@ -154,6 +154,31 @@ impl PackedMatrix {
         y: &mut [f32],
         scratch: &mut Vec<u8>,
     ) -> Result<()> {
+        self.matmul_on_with(pool, x, batch, y, scratch, true)
+    }
+
+    /// [`PackedMatrix::matmul_on`] with every activation row through the GEMV, as llama.cpp's
+    /// repacked `mul_mat_id` (a mixture of experts' products) computes them.
+    pub fn matmul_gemv_on(
+        &self,
+        pool: &crate::ThreadPool,
+        x: &[f32],
+        batch: usize,
+        y: &mut [f32],
+        scratch: &mut Vec<u8>,
+    ) -> Result<()> {
+        self.matmul_on_with(pool, x, batch, y, scratch, false)
+    }
+
+    fn matmul_on_with(
+        &self,
+        pool: &crate::ThreadPool,
+        x: &[f32],
+        batch: usize,
+        y: &mut [f32],
+        scratch: &mut Vec<u8>,
+        gemm: bool,
+    ) -> Result<()> {
         let act_row = self.prepare(x, batch, y.len(), scratch)?;
         let groups = self.rows / GROUP;
         let threads = pool.threads();
@@ -168,7 +193,7 @@ impl PackedMatrix {
             // Each thread takes only its own share; the mutexes are never contended.
             let mut outs = parts[t].lock().unwrap_or_else(|e| e.into_inner());
             if !outs.is_empty() && !outs[0].is_empty() {
-                self.compute(acts, act_row, t * share, &mut outs);
+                self.compute(acts, act_row, t * share, &mut outs, gemm);
             }
         });
         Ok(())
@@ -196,7 +221,7 @@ impl PackedMatrix {
         parts
             .into_par_iter()
             .enumerate()
-            .for_each(|(t, mut outs)| self.compute(acts, act_row, t * share, &mut outs));
+            .for_each(|(t, mut outs)| self.compute(acts, act_row, t * share, &mut outs, true));
         Ok(())
     }
 
@@ -239,12 +264,20 @@ impl PackedMatrix {
 
     /// Groups `first..first + outs[b].len() / 8` against every activation row `b`, into
     /// `outs[b]`: a few groups at a time, each against the activation rows four by four
-    /// (GEMM), then one by one for the last `batch % 4` (GEMV).
-    fn compute(&self, acts: &[u8], act_row: usize, first: usize, outs: &mut [&mut [f32]]) {
+    /// (GEMM), then one by one for the last `batch % 4` (GEMV); without `gemm`, every row one
+    /// by one.
+    fn compute(
+        &self,
+        acts: &[u8],
+        act_row: usize,
+        first: usize,
+        outs: &mut [&mut [f32]],
+        gemm: bool,
+    ) {
         let tile_row = self.cols / 256 * Q4K_X8_TILE;
         let groups = outs[0].len() / GROUP;
         let batch = outs.len();
-        let whole = batch - batch % 4;
+        let whole = if gemm { batch - batch % 4 } else { 0 };
         let act = |b: usize| &acts[b * act_row..(b + 1) * act_row];
         for c in (0..groups).step_by(GROUPS_PER_CHUNK) {
             let n = GROUPS_PER_CHUNK.min(groups - c);

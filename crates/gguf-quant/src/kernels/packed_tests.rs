@@ -142,6 +142,18 @@ fn packed_products_follow_llama_cpp_and_stay_near_vec_dot() {
             p.matmul_on(&pool, &x, batch, &mut y1, &mut scratch)
                 .unwrap();
             p.matmul(&x, batch, &mut y2, &mut scratch).unwrap();
+            // Every row through the GEMV (llama.cpp's repacked mul_mat_id): each row's products
+            // are the GEMV's of that row alone.
+            let mut y3 = vec![0f32; batch * rows];
+            p.matmul_gemv_on(&pool, &x, batch, &mut y3, &mut scratch)
+                .unwrap();
+            for (b, row) in y3.chunks_exact(rows).enumerate() {
+                let alone = by_rule(&k, &packed, cols, &acts[b..b + 1], rows);
+                assert!(row
+                    .iter()
+                    .zip(&alone)
+                    .all(|(a, e)| a.to_bits() == e.to_bits()));
+            }
             for i in 0..batch * rows {
                 assert_eq!(y1[i].to_bits(), expected[i].to_bits(), "matmul_on {i}");
                 assert_eq!(y2[i].to_bits(), expected[i].to_bits(), "matmul {i}");
