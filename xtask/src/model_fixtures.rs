@@ -1040,7 +1040,7 @@ fn spm_vocab(specials: &[&str]) -> Result<VocabLists> {
 }
 
 /// GPT-2's byte-to-character map (`bytes_to_unicode`).
-fn byte_char(b: u8) -> char {
+pub(crate) fn byte_char(b: u8) -> char {
     let printable = |b: u8| (b'!'..=b'~').contains(&b) || (0xA1..=0xAC).contains(&b) || b >= 0xAE;
     if printable(b) {
         return char::from(b);

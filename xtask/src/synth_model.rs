@@ -187,14 +187,18 @@ pub fn run(args: Args) -> Result<()> {
             .set(&k("expert_count"), s.n_expert as u32)
             .set(&k("expert_used_count"), s.n_used as u32);
     }
-    // A byte-level BPE vocabulary: the 256 byte characters, then filler tokens.
-    let mut tokens: Vec<String> = (0..=255u8).map(|c| format!("<0x{c:02X}>")).collect();
+    // A byte-level BPE vocabulary: GPT-2's 256 byte characters, one merge, then filler tokens.
+    let mut tokens: Vec<String> = (0..=255u8)
+        .map(|c| crate::model_fixtures::byte_char(c).to_string())
+        .collect();
+    let space = crate::model_fixtures::byte_char(b' ');
+    tokens.push(format!("{space}t"));
     tokens.extend((tokens.len()..s.n_vocab).map(|i| format!("tok{i}")));
     b.set("tokenizer.ggml.model", "gpt2")
         .set("tokenizer.ggml.pre", "qwen2")
         .set("tokenizer.ggml.tokens", tokens)
         .set("tokenizer.ggml.token_type", vec![1i32; s.n_vocab])
-        .set("tokenizer.ggml.merges", Vec::<String>::new())
+        .set("tokenizer.ggml.merges", vec![format!("{space} t")])
         .set("tokenizer.ggml.bos_token_id", 0u32)
         .set("tokenizer.ggml.eos_token_id", 1u32);
     for (t, &ty) in tensors.iter().zip(&types) {
