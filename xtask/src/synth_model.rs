@@ -259,7 +259,10 @@ fn random_tensor(rng: &mut Rng, ty: GgmlType, shape: &[u64], norm: bool) -> Resu
         GgmlType::Q3_K => (110, &[108], 2e-4),
         other => bail!("synthetic blocks of {other} are not written"),
     };
-    ensure!(size % block == 0, "{ty}: {size} bytes are not whole blocks");
+    ensure!(
+        size.is_multiple_of(block),
+        "{ty}: {size} bytes are not whole blocks"
+    );
     let scale = f16::from_f32(d).to_le_bytes();
     for b in bytes.chunks_exact_mut(block) {
         for &at in scales {
