@@ -180,6 +180,27 @@ impl SharedExpert {
     }
 }
 
+/// A block's SwiGLU feed-forward network: dense, or a mixture of experts (the llama and Phi-3
+/// families have both).
+pub(crate) enum Ffn {
+    Dense {
+        gate: Matrix,
+        up: Matrix,
+        down: Matrix,
+    },
+    Routed(Box<MoeFfn>),
+}
+
+impl Ffn {
+    /// From the normed rows in `s.sublayer` to the network's output rows, in `s.sublayer`.
+    pub fn run(&self, ctx: &Ctx<'_>, s: &mut Scratch) -> Result<()> {
+        match self {
+            Ffn::Dense { gate, up, down } => gated_ffn(ctx, s, gate, up, down, Gate::Silu),
+            Ffn::Routed(moe) => moe.run(ctx, s),
+        }
+    }
+}
+
 /// One layer's routed feed-forward network.
 pub(crate) struct MoeFfn {
     pub routing: Routing,

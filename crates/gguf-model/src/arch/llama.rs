@@ -12,11 +12,9 @@
 
 use super::Architecture;
 use crate::error::Result;
-use crate::forward::{
-    gated_ffn, output_rows, rms_norm_rows, wrote_hidden_states, Gate, Heads, Pass, SelfAttention,
-};
+use crate::forward::{output_rows, rms_norm_rows, wrote_hidden_states, Heads, Pass, SelfAttention};
 use crate::hparams::{Hparams, Reader};
-use crate::moe::{Gating, MoeFfn, Routing, SharedExpert};
+use crate::moe::{Ffn, Gating, MoeFfn, Routing, SharedExpert};
 use crate::ops::{add_assign, add_bias, scale, Rope, Scores};
 use crate::weights::{Biases, Loader, Matrix, Qkv};
 use gguf_format::tensor_names::{self, TensorName as T};
@@ -142,16 +140,6 @@ struct Layer {
     wo_b: Option<Vec<f32>>,
     ffn_norm: Vec<f32>,
     ffn: Ffn,
-}
-
-/// A block's feed-forward network.
-enum Ffn {
-    Dense {
-        gate: Matrix,
-        up: Matrix,
-        down: Matrix,
-    },
-    Routed(Box<MoeFfn>),
 }
 
 /// How the family member routes its experts, from its metadata: `None` for a dense model.
@@ -372,10 +360,7 @@ impl Architecture for Llama {
             }
             add_assign(&mut s.residual, &s.sublayer);
             rms_norm_rows(&s.residual, &l.ffn_norm, eps, &mut s.sublayer);
-            match &l.ffn {
-                Ffn::Dense { gate, up, down } => gated_ffn(ctx, s, gate, up, down, Gate::Silu)?,
-                Ffn::Routed(moe) => moe.run(ctx, s)?,
-            }
+            l.ffn.run(ctx, s)?;
             if granite.residual != 0.0 {
                 scale(&mut s.sublayer, granite.residual);
             }

@@ -22,11 +22,9 @@
 use super::phi2::check_heads;
 use super::Architecture;
 use crate::error::{ModelError, Result};
-use crate::forward::{
-    gated_ffn, output_rows, rms_norm_rows, wrote_hidden_states, Gate, Heads, Pass, SelfAttention,
-};
+use crate::forward::{output_rows, rms_norm_rows, wrote_hidden_states, Heads, Pass, SelfAttention};
 use crate::hparams::{Hparams, Reader};
-use crate::moe::{Gating, MoeFfn, Routing};
+use crate::moe::{Ffn, Gating, MoeFfn, Routing};
 use crate::ops::{add_assign, add_bias, Rope, Scores};
 use crate::weights::{Biases, Loader, Matrix, Qkv};
 use gguf_format::tensor_names::TensorName as T;
@@ -45,18 +43,6 @@ struct Layer {
     ffn_norm: Vec<f32>,
     ffn_norm_b: Option<Vec<f32>>,
     ffn: Ffn,
-}
-
-/// A block's feed-forward network.
-enum Ffn {
-    /// Phi-3's: the first and second halves of `ffn_up`, then `ffn_down`.
-    Dense {
-        gate: Matrix,
-        up: Matrix,
-        down: Matrix,
-    },
-    /// PhiMoE's experts.
-    Routed(Box<MoeFfn>),
 }
 
 /// RMSNorm of each row, times `w`, plus `b` if there is one (llama.cpp's `build_norm`).
@@ -262,10 +248,7 @@ impl Architecture for Phi3 {
                 eps,
                 &mut s.sublayer,
             );
-            match &l.ffn {
-                Ffn::Dense { gate, up, down } => gated_ffn(ctx, s, gate, up, down, Gate::Silu)?,
-                Ffn::Routed(moe) => moe.run(ctx, s)?,
-            }
+            l.ffn.run(ctx, s)?;
             add_assign(&mut s.residual, &s.sublayer);
         }
         let rows = output_rows(&s.residual, d, segments, *all_logits, &mut s.picked);
