@@ -223,21 +223,25 @@ pub(super) fn load(l: &Loader<'_>, arch: &'static str) -> Result<Box<dyn Archite
             QkNorm::PerHead => l.vector(&t(s), hp.head_dim_k).map(Some),
             QkNorm::WholeRow => l.vector(&t(s), heads * hp.head_dim_k).map(Some),
         };
-        let ffn = match routing {
-            None => Ffn::Dense {
-                gate: l.matrix(&T::FfnGate.block_weight(i), hp.n_embd, hp.n_ff)?,
-                up: l.matrix(&T::FfnUp.block_weight(i), hp.n_embd, hp.n_ff)?,
-                down: l.matrix(&T::FfnDown.block_weight(i), hp.n_ff, hp.n_embd)?,
-            },
-            Some(ro) => {
-                let mut moe = MoeFfn::load(l, i, hp.n_embd, n_ff_exp, ro)?;
-                if variant.experts == (Experts::Always { shared: true }) {
-                    moe.shared = Some(SharedExpert::load_gated(l, i, hp.n_embd, n_ff_shared)?);
-                } else if variant.granite && n_ff_shared_given {
-                    moe.shared = Some(SharedExpert::load(l, i, hp.n_embd, n_ff_shared)?);
+        // Loaded after the attention tensors, so that a missing tensor is reported in the
+        // order llama.cpp's loader creates them.
+        let ffn = || -> Result<Ffn> {
+            Ok(match routing {
+                None => Ffn::Dense {
+                    gate: l.matrix(&T::FfnGate.block_weight(i), hp.n_embd, hp.n_ff)?,
+                    up: l.matrix(&T::FfnUp.block_weight(i), hp.n_embd, hp.n_ff)?,
+                    down: l.matrix(&T::FfnDown.block_weight(i), hp.n_ff, hp.n_embd)?,
+                },
+                Some(ro) => {
+                    let mut moe = MoeFfn::load(l, i, hp.n_embd, n_ff_exp, ro)?;
+                    if variant.experts == (Experts::Always { shared: true }) {
+                        moe.shared = Some(SharedExpert::load_gated(l, i, hp.n_embd, n_ff_shared)?);
+                    } else if variant.granite && n_ff_shared_given {
+                        moe.shared = Some(SharedExpert::load(l, i, hp.n_embd, n_ff_shared)?);
+                    }
+                    Ffn::Routed(Box::new(moe))
                 }
-                Ffn::Routed(Box::new(moe))
-            }
+            })
         };
         layers.push(Layer {
             attn_norm: l.vector(&T::AttnNorm.block_weight(i), hp.n_embd)?,
@@ -254,7 +258,7 @@ pub(super) fn load(l: &Loader<'_>, arch: &'static str) -> Result<Box<dyn Archite
                 false => None,
             },
             ffn_norm: l.vector(&T::FfnNorm.block_weight(i), hp.n_embd)?,
-            ffn,
+            ffn: ffn()?,
         });
     }
     let output = l
