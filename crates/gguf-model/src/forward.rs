@@ -85,17 +85,7 @@ impl Ctx<'_> {
         out: &mut Vec<f32>,
         quant: &mut Vec<u8>,
     ) -> Result<()> {
-        let batch = x.len() / m.cols;
-        out.resize(batch * m.rows, 0.0);
-        if batch == 0 {
-            // No rows (a step whose sequences all skip their logits).
-            return Ok(());
-        }
-        match &m.packed {
-            Some(p) => p.matmul_on(self.pool, x, batch, out, quant)?,
-            None => matmul_on(self.pool, m.ty, self.data(m), m.cols, x, batch, out, quant)?,
-        }
-        Ok(())
+        self.product(m, x, out, quant, Rows::Batched)
     }
 
     /// [`Ctx::matmul`] of an expert's matrix as ggml's `mul_mat_id` computes it: one row at a
@@ -109,16 +99,30 @@ impl Ctx<'_> {
         out: &mut Vec<f32>,
         quant: &mut Vec<u8>,
     ) -> Result<()> {
+        self.product(m, x, out, quant, Rows::OneByOne)
+    }
+
+    fn product(
+        &self,
+        m: &Matrix,
+        x: &[f32],
+        out: &mut Vec<f32>,
+        quant: &mut Vec<u8>,
+        rows: Rows,
+    ) -> Result<()> {
         let batch = x.len() / m.cols;
         out.resize(batch * m.rows, 0.0);
         if batch == 0 {
+            // No rows (a step whose sequences all skip their logits).
             return Ok(());
         }
-        match &m.packed {
-            Some(p) => p.matmul_gemv_on(self.pool, x, batch, out, quant)?,
-            None => {
-                let data = self.data(m);
-                gguf_quant::matmul_dots_on(self.pool, m.ty, data, m.cols, x, batch, out, quant)?
+        let (pool, data) = (self.pool, self.data(m));
+        match (&m.packed, rows) {
+            (Some(p), Rows::Batched) => p.matmul_on(pool, x, batch, out, quant)?,
+            (Some(p), Rows::OneByOne) => p.matmul_gemv_on(pool, x, batch, out, quant)?,
+            (None, Rows::Batched) => matmul_on(pool, m.ty, data, m.cols, x, batch, out, quant)?,
+            (None, Rows::OneByOne) => {
+                gguf_quant::matmul_dots_on(pool, m.ty, data, m.cols, x, batch, out, quant)?
             }
         }
         Ok(())
@@ -135,6 +139,14 @@ impl Ctx<'_> {
         }
         Ok(())
     }
+}
+
+/// How a product computes a batch of activation rows: with the GEMM kernels where the type
+/// has them, or each row alone (ggml's `mul_mat_id`).
+#[derive(Debug, Clone, Copy)]
+enum Rows {
+    Batched,
+    OneByOne,
 }
 
 /// One sequence's consecutive tokens in a batch: `len` tokens at positions `pos0..`, whose keys

@@ -2,7 +2,7 @@
 //! one, as llama.cpp's `build_moe_ffn` computes it on the CPU:
 //!
 //! 1. the router's logits (`ffn_gate_inp`), one per expert;
-//! 2. the gating function: a softmax over the experts (as `ggml_soft_max`) or a sigmoid;
+//! 2. the gating function: a softmax over the experts (as `ggml_soft_max`);
 //! 3. the `n_used` experts of the highest scores (the scores plus `exp_probs_b` where the
 //!    file has that selection bias), in descending order, a tie to the lower index;
 //! 4. their weights: the unbiased scores of the chosen experts, divided by their sum when the
@@ -31,19 +31,6 @@ const MAX_EXPERTS: usize = 1024;
 /// clamps it.
 const MIN_WEIGHT_SUM: f32 = 6.103_515_6e-5;
 
-/// How router logits become expert scores.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Gating {
-    /// A softmax over the layer's experts.
-    Softmax,
-    /// A sigmoid of each logit.
-    #[allow(
-        dead_code,
-        reason = "DeepSeek-V3's gating: tested here, used when deepseek2 lands"
-    )]
-    Sigmoid,
-}
-
 /// How a family routes tokens to experts (llama.cpp's arguments to `build_moe_ffn`).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Routing {
@@ -51,7 +38,6 @@ pub(crate) struct Routing {
     pub n_expert: usize,
     /// Experts each token uses (`{arch}.expert_used_count`).
     pub n_used: usize,
-    pub gating: Gating,
     /// The chosen experts' weights are divided by their sum.
     pub normalize: bool,
     /// The weights' factor (`{arch}.expert_weights_scale`; 0 and 1 leave them).
@@ -60,14 +46,13 @@ pub(crate) struct Routing {
 
 impl Routing {
     /// The expert counts of a family that has experts (both keys required, as llama.cpp's
-    /// loaders of these families require them).
-    pub fn read(r: &Reader<'_, '_>, gating: Gating, normalize: bool) -> Result<Routing> {
+    /// loaders of these families require them); every family here gates by a softmax.
+    pub fn read(r: &Reader<'_, '_>, normalize: bool) -> Result<Routing> {
         let n_expert = r.size("expert_count", MAX_EXPERTS)?;
         let n_used = r.size("expert_used_count", n_expert)?;
         Ok(Routing {
             n_expert,
             n_used,
-            gating,
             normalize,
             scale: 0.0,
         })
@@ -75,35 +60,22 @@ impl Routing {
 
     /// The expert counts if the file has `{arch}.expert_count` above 1 (llama with experts:
     /// Mixtral), else `None` (a dense model).
-    pub fn read_optional(
-        r: &Reader<'_, '_>,
-        gating: Gating,
-        normalize: bool,
-    ) -> Result<Option<Routing>> {
+    pub fn read_optional(r: &Reader<'_, '_>, normalize: bool) -> Result<Option<Routing>> {
         match r.opt_usize("expert_count")? {
             None | Some(0 | 1) => Ok(None),
-            Some(_) => Routing::read(r, gating, normalize).map(Some),
+            Some(_) => Routing::read(r, normalize).map(Some),
         }
     }
 
-    /// Turns one token's router logits into scores, in place.
+    /// Turns one token's router logits into scores, in place: `ggml_soft_max`'s maximum,
+    /// `expf` and f64 sum (ggml_vec_soft_max_f32), then a scale by the reciprocal, computed in
+    /// f64 and rounded to f32.
     fn scores(&self, logits: &mut [f32]) {
-        match self.gating {
-            Gating::Softmax => {
-                // ggml_soft_max: the maximum, expf and the f64 sum of ggml_vec_soft_max_f32,
-                // then a scale by the reciprocal, computed in f64 and rounded to f32.
-                let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                let sum = gguf_quant::vec::soft_max_f32(logits, max);
-                let inv = (1.0 / sum) as f32;
-                for v in logits.iter_mut() {
-                    *v *= inv;
-                }
-            }
-            Gating::Sigmoid => {
-                for v in logits.iter_mut() {
-                    *v = 1.0 / (1.0 + (-*v).exp());
-                }
-            }
+        let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let sum = gguf_quant::vec::soft_max_f32(logits, max);
+        let inv = (1.0 / sum) as f32;
+        for v in logits.iter_mut() {
+            *v *= inv;
         }
     }
 
@@ -172,10 +144,8 @@ impl SharedExpert {
     /// Qwen2-MoE's shared expert of block `i`: `n_ff` wide, with its sigmoid gate.
     pub fn load_gated(l: &Loader<'_>, i: usize, n_embd: usize, n_ff: usize) -> Result<Self> {
         Ok(SharedExpert {
-            gate: l.matrix(&T::FfnGateShexp.block_weight(i), n_embd, n_ff)?,
-            up: l.matrix(&T::FfnUpShexp.block_weight(i), n_embd, n_ff)?,
-            down: l.matrix(&T::FfnDownShexp.block_weight(i), n_ff, n_embd)?,
             gate_inp: Some(l.plain_matrix(&T::FfnGateInpShexp.block_weight(i), n_embd, 1)?),
+            ..SharedExpert::load(l, i, n_embd, n_ff)?
         })
     }
 }
@@ -357,11 +327,10 @@ impl MoeFfn {
 mod tests {
     use super::*;
 
-    fn routing(n_expert: usize, n_used: usize, gating: Gating, normalize: bool) -> Routing {
+    fn routing(n_expert: usize, n_used: usize, normalize: bool) -> Routing {
         Routing {
             n_expert,
             n_used,
-            gating,
             normalize,
             scale: 0.0,
         }
@@ -375,7 +344,7 @@ mod tests {
 
     #[test]
     fn softmax_scores_sum_to_one_and_keep_the_order() {
-        let r = routing(5, 2, Gating::Softmax, false);
+        let r = routing(5, 2, false);
         let mut x = [1.0f32, 3.0, -2.0, 3.5, 0.0];
         r.scores(&mut x);
         let sum: f32 = x.iter().sum();
@@ -395,7 +364,7 @@ mod tests {
 
     #[test]
     fn ties_go_to_the_lower_expert_and_a_bias_moves_only_the_choice() {
-        let r = routing(4, 2, Gating::Sigmoid, false);
+        let r = routing(4, 2, false);
         let scores = [0.5f32, 0.7, 0.7, 0.1];
         assert_eq!(choose(&r, &scores, None).0, [1, 2]);
         let bias = [0.0f32, 0.0, 0.0, 1.0];
@@ -407,7 +376,7 @@ mod tests {
 
     #[test]
     fn normalised_weights_sum_to_one_then_scale() {
-        let mut r = routing(3, 2, Gating::Sigmoid, true);
+        let mut r = routing(3, 2, true);
         let (_, w) = choose(&r, &[0.2, 0.6, 0.1], None);
         assert_eq!(w, [0.6 / 0.8f32, 0.2 / 0.8f32]);
         r.scale = 2.5;
@@ -416,14 +385,5 @@ mod tests {
         // A sum of zero is clamped, not divided by.
         let (_, w) = choose(&r, &[0.0, 0.0, 0.0], None);
         assert_eq!(w, [0.0, 0.0]);
-    }
-
-    #[test]
-    fn sigmoid_scores() {
-        let r = routing(2, 1, Gating::Sigmoid, false);
-        let mut x = [0.0f32, 2.0];
-        r.scores(&mut x);
-        assert_eq!(x[0], 0.5);
-        assert!((x[1] - 1.0 / (1.0 + (-2.0f32).exp())).abs() < 1e-7);
     }
 }

@@ -14,7 +14,7 @@ use super::Architecture;
 use crate::error::Result;
 use crate::forward::{output_rows, rms_norm_rows, wrote_hidden_states, Heads, Pass, SelfAttention};
 use crate::hparams::{Hparams, Reader};
-use crate::moe::{Ffn, Gating, MoeFfn, Routing, SharedExpert};
+use crate::moe::{Ffn, MoeFfn, Routing, SharedExpert};
 use crate::ops::{add_assign, add_bias, scale, Rope, Scores};
 use crate::weights::{Biases, Loader, Matrix, Qkv};
 use gguf_format::tensor_names::{self, TensorName as T};
@@ -45,6 +45,15 @@ struct GraniteScales {
     residual: f32,
     /// The inverse of `logit_scale`, computed in f32 as llama.cpp does.
     inv_logit: f32,
+}
+
+impl GraniteScales {
+    /// Every other family's: nothing scaled (a scale by 1 changes no bit, so it is skipped).
+    const NONE: GraniteScales = GraniteScales {
+        embedding: 0.0,
+        residual: 0.0,
+        inv_logit: 1.0,
+    };
 }
 
 /// Which RMSNorm Q and K get before RoPE.
@@ -149,8 +158,8 @@ fn routing(r: &Reader<'_, '_>, arch: &str, experts: Experts) -> Result<Option<Ro
     let normalize = matches!(arch, "llama" | "qwen3moe" | "granite" | "granitemoe");
     match experts {
         Experts::Never => Ok(None),
-        Experts::WhenCounted => Routing::read_optional(r, Gating::Softmax, normalize),
-        Experts::Always { .. } => Routing::read(r, Gating::Softmax, normalize).map(Some),
+        Experts::WhenCounted => Routing::read_optional(r, normalize),
+        Experts::Always { .. } => Routing::read(r, normalize).map(Some),
     }
 }
 
@@ -167,7 +176,7 @@ struct Llama {
     /// frequency factors).
     rope_freqs: Option<Vec<f32>>,
     scores: Scores,
-    granite: Option<GraniteScales>,
+    granite: GraniteScales,
 }
 
 pub(super) fn load(l: &Loader<'_>, arch: &'static str) -> Result<Box<dyn Architecture>> {
@@ -273,16 +282,14 @@ pub(super) fn load(l: &Loader<'_>, arch: &'static str) -> Result<Box<dyn Archite
         hp.rope_scaling,
         hp.n_ctx_train,
     );
-    let granite = variant
-        .granite
-        .then(|| -> Result<GraniteScales> {
-            Ok(GraniteScales {
-                embedding: r.finite_or("embedding_scale", 0.0)?,
-                residual: r.finite_or("residual_scale", 0.0)?,
-                inv_logit: 1.0 / r.required_positive("logit_scale")?,
-            })
-        })
-        .transpose()?;
+    let granite = match variant.granite {
+        true => GraniteScales {
+            embedding: r.finite_or("embedding_scale", 0.0)?,
+            residual: r.finite_or("residual_scale", 0.0)?,
+            inv_logit: 1.0 / r.required_positive("logit_scale")?,
+        },
+        false => GraniteScales::NONE,
+    };
     // Granite reads `rope.scaling.finetuned` as a switch that turns RoPE off when false.
     if arch == "granite" && r.opt_bool("rope.scaling.finetuned")? == Some(false) {
         return Err(
@@ -332,11 +339,7 @@ impl Architecture for Llama {
         let eps = hp.norm_eps;
         let heads = Heads::of(hp);
         ctx.embed(&self.token_embd, tokens, &mut s.residual)?;
-        let granite = self.granite.unwrap_or(GraniteScales {
-            embedding: 0.0,
-            residual: 0.0,
-            inv_logit: 1.0,
-        });
+        let granite = self.granite;
         if granite.embedding != 0.0 {
             scale(&mut s.residual, granite.embedding);
         }
@@ -377,7 +380,7 @@ impl Architecture for Llama {
             return Ok(());
         }
         ctx.matmul(&self.output, &s.row, logits, &mut s.quant)?;
-        if self.granite.is_some() {
+        if granite.inv_logit != 1.0 {
             scale(logits, granite.inv_logit);
         }
         Ok(())

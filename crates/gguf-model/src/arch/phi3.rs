@@ -24,7 +24,7 @@ use super::Architecture;
 use crate::error::{ModelError, Result};
 use crate::forward::{output_rows, rms_norm_rows, wrote_hidden_states, Heads, Pass, SelfAttention};
 use crate::hparams::{Hparams, Reader};
-use crate::moe::{Ffn, Gating, MoeFfn, Routing};
+use crate::moe::{Ffn, MoeFfn, Routing};
 use crate::ops::{add_assign, add_bias, Rope, Scores};
 use crate::weights::{Biases, Loader, Matrix, Qkv};
 use gguf_format::tensor_names::TensorName as T;
@@ -86,9 +86,7 @@ pub(super) fn load(l: &Loader<'_>, arch: &'static str) -> Result<Box<dyn Archite
     };
     let attn_factor = r.positive_or("rope.scaling.attn_factor", 1.0)?;
     let moe = arch == "phimoe";
-    let routing = moe
-        .then(|| Routing::read(&r, Gating::Softmax, true))
-        .transpose()?;
+    let routing = moe.then(|| Routing::read(&r, true)).transpose()?;
     // PhiMoE's biases are required, as llama.cpp's loader requires them.
     let bias = |tensor: &str, n: usize| match moe {
         true => l.vector(tensor, n).map(Some),
