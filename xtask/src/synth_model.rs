@@ -119,9 +119,9 @@ pub fn run(args: Args) -> Result<()> {
         push(T::AttnQ.block_weight(i), &[d, q], false);
         push(T::AttnK.block_weight(i), &[d, kv], false);
         push(T::AttnV.block_weight(i), &[d, kv], false);
-        let (qn, kn) = match (s.qk_norm_whole_rows && !args.dense, hd) {
-            (true, _) => (q, kv),
-            (false, hd) => (hd, hd),
+        let (qn, kn) = match s.qk_norm_whole_rows && !args.dense {
+            true => (q, kv),
+            false => (hd, hd),
         };
         push(T::AttnQNorm.block_weight(i), &[qn], true);
         push(T::AttnKNorm.block_weight(i), &[kn], true);
@@ -239,12 +239,8 @@ fn random_tensor(rng: &mut Rng, ty: GgmlType, shape: &[u64], norm: bool) -> Resu
         .tensor_size(shape)
         .with_context(|| format!("{ty} cannot hold {shape:?}"))? as usize;
     let mut bytes = vec![0u8; size];
-    let mut state = rng.next() | 1;
     for chunk in bytes.chunks_mut(8) {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        chunk.copy_from_slice(&state.to_le_bytes()[..chunk.len()]);
+        chunk.copy_from_slice(&rng.next().to_le_bytes()[..chunk.len()]);
     }
     // Where each block keeps its f16 scales, and their size: small enough that random
     // quants give weights of a few hundredths.
