@@ -111,6 +111,9 @@ tensor_names! {
     AttnVB = "attn_v_b",
     /// `LLM_TENSOR_ATTN_REL_B`: relative attention bias (T5).
     AttnRelB = "attn_rel_b",
+    /// `LLM_TENSOR_ATTN_SINKS`: one learned logit per query head that joins every softmax
+    /// of attention without a value (gpt-oss).
+    AttnSinks = "attn_sinks",
     /// `LLM_TENSOR_ATTN_Q_NORM`: the per-head query norm.
     AttnQNorm = "attn_q_norm",
     /// `LLM_TENSOR_ATTN_K_NORM`: the per-head key norm.

@@ -17,20 +17,15 @@ pub enum RopeScaling {
         /// `rope.scaling.factor`.
         factor: f32,
     },
-    /// YaRN.
+    /// YaRN. llama.cpp reads only these two keys: the file's `rope.scaling.yarn_ext_factor`,
+    /// `yarn_attn_factor` and `yarn_beta_fast/slow` are written by its converter but never
+    /// read by its loader, which takes 1, its own magnitude correction, 32 and 1 (see
+    /// [`Rope::for_model`](crate::ops::Rope)); so do we.
     Yarn {
         /// `rope.scaling.factor`.
         factor: f32,
         /// `rope.scaling.original_context_length`.
         original_context: usize,
-        /// `rope.scaling.yarn_ext_factor`.
-        ext_factor: f32,
-        /// `rope.scaling.yarn_attn_factor`.
-        attn_factor: f32,
-        /// `rope.scaling.yarn_beta_fast`.
-        beta_fast: f32,
-        /// `rope.scaling.yarn_beta_slow`.
-        beta_slow: f32,
     },
 }
 
@@ -317,10 +312,6 @@ impl Reader<'_, '_> {
                     }
                     Some(n) => n,
                 },
-                ext_factor: self.finite_or("rope.scaling.yarn_ext_factor", 1.0)?,
-                attn_factor: self.positive_or("rope.scaling.yarn_attn_factor", 1.0)?,
-                beta_fast: self.positive_or("rope.scaling.yarn_beta_fast", 32.0)?,
-                beta_slow: self.positive_or("rope.scaling.yarn_beta_slow", 1.0)?,
             },
             (Some(other), _) => {
                 return Err(self.error(format!(
@@ -328,6 +319,29 @@ impl Reader<'_, '_> {
                 )))
             }
         })
+    }
+
+    /// Per layer, whether it uses the sliding window: `attention.sliding_window_pattern` as an
+    /// array of bools, or as a period `n` (each `n`-th layer global, the others local), or
+    /// `default_period` without the key, as llama.cpp's `set_swa_pattern`.
+    pub fn swa_layers(&self, n_layer: usize, default_period: usize) -> Result<Vec<bool>> {
+        let key = self.key("attention.sliding_window_pattern");
+        if let Some(gguf_format::Value::Array(a)) = self.file.value(&key) {
+            let flags: Vec<bool> = self.file.get_array::<bool>(&key)?.collect();
+            if flags.len() != n_layer {
+                return Err(self.error(format!(
+                    "{key} has {} entries for {n_layer} layers",
+                    a.len()
+                )));
+            }
+            return Ok(flags);
+        }
+        let period = self
+            .opt_usize("attention.sliding_window_pattern")?
+            .unwrap_or(default_period);
+        Ok((0..n_layer)
+            .map(|il| period == 0 || il % period < period - 1)
+            .collect())
     }
 
     /// `attention.sliding_window`, if set and above zero.

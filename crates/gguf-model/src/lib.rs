@@ -21,6 +21,7 @@
 #![forbid(unsafe_code)]
 
 mod arch;
+mod attention;
 mod batch;
 mod embed;
 mod error;

@@ -17,10 +17,11 @@
 
 use super::phi2::check_heads;
 use super::Architecture;
+use crate::attention::{attention, Mask, Scores};
 use crate::error::{ModelError, Result};
-use crate::forward::{attention, layer_norm_rows, Heads, Mask, Pass, Segment};
+use crate::forward::{layer_norm_rows, Heads, Pass, Segment};
 use crate::hparams::{Hparams, Reader};
-use crate::ops::{self, add_assign, add_bias, Scores};
+use crate::ops::{self, add_assign, add_bias};
 use crate::weights::{Biases, Loader, Matrix, Qkv};
 use gguf_format::tensor_names::TensorName as T;
 

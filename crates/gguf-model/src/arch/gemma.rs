@@ -16,16 +16,16 @@
 //! the 27B models, as llama.cpp picks by layer count), then rounded to f16 by flash attention.
 
 use gguf_format::tensor_names::{self, TensorName as T};
-use gguf_format::Value;
 
 use super::Architecture;
+use crate::attention::Scores;
 use crate::error::Result;
 use crate::forward::{
     gated_ffn, output_rows, rms_norm_each, rms_norm_rows, wrote_hidden_states, Gate, Heads, Pass,
     SelfAttention,
 };
 use crate::hparams::{Hparams, Reader, RopeScaling};
-use crate::ops::{self, add_assign, Rope, Scores};
+use crate::ops::{self, add_assign, Rope};
 use crate::weights::{Biases, Loader, Matrix, Qkv};
 
 /// Which member of the family.
@@ -68,28 +68,6 @@ struct Gemma {
     final_softcap: f32,
 }
 
-/// Per layer, whether it uses the sliding window: `attention.sliding_window_pattern` as an
-/// array of bools, or as a period `n` (each `n`-th layer global), or `default_period`.
-fn swa_layers(r: &Reader<'_, '_>, n_layer: usize, default_period: usize) -> Result<Vec<bool>> {
-    let key = r.key("attention.sliding_window_pattern");
-    if let Some(Value::Array(a)) = r.file.value(&key) {
-        let flags: Vec<bool> = r.file.get_array::<bool>(&key)?.collect();
-        if flags.len() != n_layer {
-            return Err(r.error(format!(
-                "{key} has {} entries for {n_layer} layers",
-                a.len()
-            )));
-        }
-        return Ok(flags);
-    }
-    let period = r
-        .opt_usize("attention.sliding_window_pattern")?
-        .unwrap_or(default_period);
-    Ok((0..n_layer)
-        .map(|il| period == 0 || il % period < period - 1)
-        .collect())
-}
-
 pub(super) fn load(l: &Loader<'_>, arch: &'static str) -> Result<Box<dyn Architecture>> {
     let name = l.name;
     let generation = match arch {
@@ -114,7 +92,7 @@ pub(super) fn load(l: &Loader<'_>, arch: &'static str) -> Result<Box<dyn Archite
         } else {
             6
         };
-        let swa = swa_layers(&r, hp.n_layer, period)?;
+        let swa = r.swa_layers(hp.n_layer, period)?;
         hp.sliding_window = Some(w);
         hp.layer_windows = swa.iter().map(|&s| s.then_some(w)).collect();
     }

@@ -11,11 +11,12 @@
 //! `rope_freqs.weight` table of per-pair frequency factors, applied as llama.cpp applies it.
 
 use super::Architecture;
+use crate::attention::Scores;
 use crate::error::Result;
 use crate::forward::{output_rows, rms_norm_rows, wrote_hidden_states, Heads, Pass, SelfAttention};
 use crate::hparams::{Hparams, Reader};
 use crate::moe::{Ffn, MoeFfn, Routing, SharedExpert};
-use crate::ops::{add_assign, add_bias, scale, Rope, Scores};
+use crate::ops::{add_assign, add_bias, scale, Rope};
 use crate::weights::{Biases, Loader, Matrix, Qkv};
 use gguf_format::tensor_names::{self, TensorName as T};
 

@@ -8,12 +8,13 @@
 //! scaled by `1/sqrt(head_dim)` before attention, then rounded to f16 by flash attention.
 
 use super::Architecture;
+use crate::attention::Scores;
 use crate::error::Result;
 use crate::forward::{
     layer_norm_rows, output_rows, wrote_hidden_states, Heads, Pass, SelfAttention,
 };
 use crate::hparams::{Hparams, Reader};
-use crate::ops::{self, add_assign, add_bias, Rope, Scores};
+use crate::ops::{self, add_assign, add_bias, Rope};
 use crate::weights::{Biases, Loader, Matrix, Qkv};
 use gguf_format::tensor_names::TensorName as T;
 

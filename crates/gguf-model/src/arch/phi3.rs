@@ -21,11 +21,12 @@
 
 use super::phi2::check_heads;
 use super::Architecture;
+use crate::attention::Scores;
 use crate::error::{ModelError, Result};
 use crate::forward::{output_rows, rms_norm_rows, wrote_hidden_states, Heads, Pass, SelfAttention};
 use crate::hparams::{Hparams, Reader};
 use crate::moe::{Ffn, MoeFfn, Routing};
-use crate::ops::{add_assign, add_bias, Rope, Scores};
+use crate::ops::{add_assign, add_bias, Rope};
 use crate::weights::{Biases, Loader, Matrix, Qkv};
 use gguf_format::tensor_names::TensorName as T;
 
