@@ -76,12 +76,16 @@ enum Layout {
     /// PhiMoE: Phi-3's graph with separate Q/K/V (with biases), biases on every norm, on the
     /// attention output and on the output, and experts.
     PhiMoe,
+    /// gpt-oss: Q/K/V and attention output biases, attention sinks, `post_attention_norm`
+    /// before the experts, a router bias and per-expert biases.
+    GptOss,
 }
 
 /// An extra `{arch}.*` key.
 enum Meta {
     U32(u32),
     F32(f32),
+    Str(&'static str),
     Bools(&'static [bool]),
 }
 
@@ -577,6 +581,42 @@ fn specs() -> Vec<Spec> {
                 whole_row_qk_norm: true,
             }),
         },
+        // gpt-oss as its converter writes it: MXFP4 experts, YaRN (factor 4 over an original
+        // context of 128, so that the 20-token references see the ramp), a window of 8 on the
+        // even layers.
+        Spec {
+            file: "model-gpt-oss.gguf",
+            arch: "gpt-oss",
+            seed: 23,
+            layout: Layout::GptOss,
+            n_ff: 64,
+            head_dim: 16,
+            n_rot: Some(16),
+            norm_eps: 1e-5,
+            rope_base: Some(150_000.0),
+            sliding_window: Some(8),
+            vocab: VocabKind::Qwen,
+            embd: Q8_0,
+            embd_std: 1.0,
+            output: Some(Q8_0),
+            mats: [Q8_0, Q8_0, Q8_0, Q8_0, MXFP4, MXFP4, MXFP4],
+            qkv_bias: true,
+            qk_norm: false,
+            extra: &[
+                ("rope.scaling.type", Meta::Str("yarn")),
+                ("rope.scaling.factor", Meta::F32(4.0)),
+                ("rope.scaling.original_context_length", Meta::U32(128)),
+            ],
+            moe: Some(MoeSpec {
+                n_expert: 6,
+                n_used: 2,
+                n_ff_exp: 64,
+                write_n_ff_exp: true,
+                shared: None,
+                shared_gate: false,
+                whole_row_qk_norm: false,
+            }),
+        },
     ]
 }
 
@@ -839,6 +879,70 @@ fn phimoe_tensors(s: &Spec, ts: &mut Tensors) {
     ts.fill("output_norm.bias".into(), F32, &[d], 0.0, 0.1);
 }
 
+/// gpt-oss' blocks. The gate and up products spread wide enough that the clamped SwiGLU's
+/// limit (7) is reached, and the sinks lie both above and among the attention logits.
+fn gpt_oss_tensors(s: &Spec, ts: &mut Tensors) {
+    use GgmlType::F32;
+    let (d, hd) = (N_EMBD, s.head_dim);
+    let (q_out, kv_out) = (N_HEAD * hd, s.n_head_kv() * hd);
+    let [wq, wk, wv, wo, wg, wu, wd] = s.mats;
+    let m = s.moe.expect("gpt-oss has experts");
+    let (ne, fe) = (m.n_expert, m.n_ff_exp);
+    for i in 0..N_LAYER {
+        let t = |x: &str| format!("blk.{i}.{x}");
+        ts.fill(t("attn_norm.weight"), F32, &[d], 1.0, 0.2);
+        ts.fill(t("attn_q.weight"), wq, &[d, q_out], 0.0, mat_std(d, 1.6));
+        ts.fill(t("attn_q.bias"), F32, &[q_out], 0.0, 0.3);
+        ts.fill(t("attn_k.weight"), wk, &[d, kv_out], 0.0, mat_std(d, 1.6));
+        ts.fill(t("attn_k.bias"), F32, &[kv_out], 0.0, 0.3);
+        ts.fill(t("attn_v.weight"), wv, &[d, kv_out], 0.0, mat_std(d, 1.0));
+        ts.fill(t("attn_v.bias"), F32, &[kv_out], 0.0, 0.2);
+        ts.fill(
+            t("attn_output.weight"),
+            wo,
+            &[q_out, d],
+            0.0,
+            mat_std(q_out, 1.0),
+        );
+        ts.fill(t("attn_output.bias"), F32, &[d], 0.0, 0.1);
+        ts.fill(t("attn_sinks.weight"), F32, &[N_HEAD], 0.5, 2.0);
+        ts.fill(t("post_attention_norm.weight"), F32, &[d], 1.0, 0.2);
+        ts.fill(
+            t("ffn_gate_inp.weight"),
+            F32,
+            &[d, ne],
+            0.0,
+            mat_std(d, 4.0),
+        );
+        ts.fill(t("ffn_gate_inp.bias"), F32, &[ne], 0.0, 0.5);
+        ts.fill(
+            t("ffn_gate_exps.weight"),
+            wg,
+            &[d, fe, ne],
+            0.0,
+            mat_std(d, 4.0),
+        );
+        ts.fill(t("ffn_gate_exps.bias"), F32, &[fe, ne], 0.0, 1.0);
+        ts.fill(
+            t("ffn_up_exps.weight"),
+            wu,
+            &[d, fe, ne],
+            0.0,
+            mat_std(d, 4.0),
+        );
+        ts.fill(t("ffn_up_exps.bias"), F32, &[fe, ne], 0.0, 1.0);
+        ts.fill(
+            t("ffn_down_exps.weight"),
+            wd,
+            &[fe, d, ne],
+            0.0,
+            mat_std(fe, 0.1),
+        );
+        ts.fill(t("ffn_down_exps.bias"), F32, &[d, ne], 0.0, 0.1);
+    }
+    ts.fill("output_norm.weight".into(), F32, &[d], 1.0, 0.2);
+}
+
 fn model(s: &Spec) -> Result<Vec<u8>> {
     let ((tokens, scores, types), merges) = match s.vocab {
         VocabKind::Spm => (spm_vocab(&[])?, Vec::new()),
@@ -864,6 +968,7 @@ fn model(s: &Spec) -> Result<Vec<u8>> {
         Layout::Phi2 => phi2_tensors(s, &mut ts),
         Layout::Phi3 => phi3_tensors(s, &mut ts),
         Layout::PhiMoe => phimoe_tensors(s, &mut ts),
+        Layout::GptOss => gpt_oss_tensors(s, &mut ts),
     }
     if let Some(ty) = s.output {
         let std = mat_std(d, 3.0);
@@ -923,6 +1028,7 @@ fn model(s: &Spec) -> Result<Vec<u8>> {
         match value {
             Meta::U32(v) => b.set(&k(key), *v),
             Meta::F32(v) => b.set(&k(key), *v),
+            Meta::Str(v) => b.set(&k(key), *v),
             Meta::Bools(v) => b.set(&k(key), v.to_vec()),
         };
     }

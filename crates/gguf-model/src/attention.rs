@@ -93,15 +93,14 @@ impl Scores {
 /// `capacity` slots: `score(slot)` is the position's logit; `update(slot, rescale, weight)`
 /// multiplies the accumulated values by `rescale` (when a new maximum appears) and adds the
 /// position's value times `weight`. The weight sum is updated with a fused multiply-add, as
-/// GCC compiles ggml's one-query path. Returns the reciprocal of the weight sum (0 when
-/// nothing was attended).
+/// GCC compiles ggml's one-query path. Returns the final maximum and the weight sum.
 fn online_softmax(
     first: usize,
     last: usize,
     capacity: usize,
     mut score: impl FnMut(usize) -> f32,
     mut update: impl FnMut(usize, Option<f32>, f32),
-) -> f32 {
+) -> (f32, f32) {
     let mut sum = 0f32;
     let mut max = f32::NEG_INFINITY;
     let mut slot = first % capacity;
@@ -126,10 +125,33 @@ fn online_softmax(
             slot = 0;
         }
     }
-    if sum == 0.0 {
-        0.0
-    } else {
-        1.0 / sum
+    (max, sum)
+}
+
+/// The end of ggml's softmax for one query with the running maximum `max` and weight sum
+/// `sum`: a sink's logit `s` (gpt-oss' `attn_sinks`, one per head) joins the softmax with no
+/// value, so above the maximum it rescales the accumulated values by `e^(max - s)` and adds
+/// 1 to the rescaled sum, else it adds `e^(s - max)` (the sum updated by a fused
+/// multiply-add, as in the loop over positions). Returns the values' rescale, if any, and the
+/// reciprocal of the sum (0 when it is 0), by which ggml multiplies them in turn.
+fn finish_softmax(max: f32, sum: f32, sink: Option<f32>) -> (Option<f32>, f32) {
+    let (rescale, sum) = match sink {
+        Some(s) if s > max => {
+            let ms = (max - s).exp();
+            (Some(ms), sum.mul_add(ms, 1.0))
+        }
+        Some(s) => (None, sum + (s - max).exp()),
+        None => (None, sum),
+    };
+    (rescale, if sum == 0.0 { 0.0 } else { 1.0 / sum })
+}
+
+/// `acc · rescale · inv` as ggml scales an output row: by the sink's rescale first, then by
+/// the reciprocal sum, each a rounding of its own.
+fn scaled(acc: f32, rescale: Option<f32>, inv: f32) -> f32 {
+    match rescale {
+        Some(ms) => (acc * ms) * inv,
+        None => acc * inv,
     }
 }
 
@@ -148,13 +170,16 @@ fn online_softmax(
 /// and value update.
 ///
 /// # Panics
-/// If `heads` is 0 or does not divide the lengths of `q` and `out`.
+/// If `heads` is 0 or does not divide the lengths of `q` and `out`, or `sinks` (one per head,
+/// see [`finish_softmax`]) is not `heads` long.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn attend_f16(
     q: &[f32],
     heads: usize,
     kv: KvHead<'_, f16>,
     positions: (usize, usize),
     scores: Scores,
+    sinks: Option<&[f32]>,
     scratch: &mut AttendScratch,
     out: &mut [f32],
 ) {
@@ -167,6 +192,7 @@ pub(crate) fn attend_f16(
         weights,
         rescales,
         raises_max,
+        maxima,
         inverses,
     } = scratch;
     q16.resize(q.len(), f16::ZERO);
@@ -195,6 +221,7 @@ pub(crate) fn attend_f16(
     weights.resize(count * heads, 0.0);
     raises_max.clear();
     raises_max.resize(count * heads, false);
+    maxima.clear();
     for h in 0..heads {
         let mut max = f32::NEG_INFINITY;
         for i in (h..count * heads).step_by(heads) {
@@ -208,6 +235,7 @@ pub(crate) fn attend_f16(
                 weights[i] = s - max;
             }
         }
+        maxima.push(max);
     }
     vec::exp_f32(weights);
     inverses.clear();
@@ -225,7 +253,7 @@ pub(crate) fn attend_f16(
                 sum += weights[i];
             }
         }
-        inverses.push(if sum == 0.0 { 0.0 } else { 1.0 / sum });
+        inverses.push(finish_softmax(maxima[h], sum, sinks.map(|s| s[h])));
     }
     // The values, in the same runs.
     let values = |slot: usize| &kv.values[slot * kv.value_stride..];
@@ -247,13 +275,13 @@ pub(crate) fn attend_f16(
         &rescales[late.clone()],
         &weights[late],
     );
-    for ((out, acc), &inv) in out
+    for ((out, acc), &(rescale, inv)) in out
         .chunks_exact_mut(dv)
         .zip(acc.chunks_exact(dv))
         .zip(&*inverses)
     {
         for (o, a) in out.iter_mut().zip(acc) {
-            *o = a.to_f32() * inv;
+            *o = scaled(a.to_f32(), rescale, inv);
         }
     }
 }
@@ -268,8 +296,10 @@ pub(crate) struct AttendScratch {
     rescales: Vec<Option<f32>>,
     /// Whether each position raises its head's running maximum (laid out as the logits).
     raises_max: Vec<bool>,
-    /// Each head's reciprocal weight sum.
-    inverses: Vec<f32>,
+    /// Each head's final maximum.
+    maxima: Vec<f32>,
+    /// Each head's sink rescale and reciprocal weight sum ([`finish_softmax`]).
+    inverses: Vec<(Option<f32>, f32)>,
 }
 
 /// ggml's tile sizes for flash attention over a batch of queries (`GGML_FA_TILE_Q`,
@@ -329,7 +359,8 @@ pub(crate) struct QueryTile {
 /// 4. `acc[d] += Σ_j s[j] · v[t0 + j][d]`, one fused multiply-add chain over the 64 positions in
 ///    order, continuing from `acc[d]` (masked positions add `0 · v`, which changes nothing);
 ///
-/// and at the end `out = acc · (1 / S)` (0 when `S` is 0).
+/// and at the end, with a sink, its step ([`finish_softmax`]), then `out = acc · (1 / S)` (0
+/// when `S` is 0).
 ///
 /// A row's result depends only on its own query and positions, not on which rows share its
 /// tile, so it is the same for any grouping of rows and any number of threads. The tiles are
@@ -366,11 +397,13 @@ impl Tiled {
 
     /// Attention of the query rows last put in [`Tiled::queries`] (`tile.heads * tile.tokens`
     /// rows) over the KV head `kv`: the rows' outputs, `dv` each (see [`Tiled`] for the order).
+    /// `sinks` holds a sink logit for each of the tile's heads ([`finish_softmax`]).
     pub(crate) fn attend<T: CacheValue>(
         &mut self,
         kv: KvHead<'_, T>,
         tile: QueryTile,
         scores: Scores,
+        sinks: Option<&[f32]>,
         dk: usize,
         dv: usize,
     ) -> &[f32] {
@@ -430,9 +463,10 @@ impl Tiled {
             }
             vec::gemm_f32(&mut self.acc, kq, &self.values, rows, TILE_KV, dv);
         }
-        for (a, &s) in self.acc.chunks_exact_mut(dv).zip(&self.sum) {
-            let inv = if s == 0.0 { 0.0 } else { 1.0 / s };
-            a.iter_mut().for_each(|x| *x *= inv);
+        for (r, a) in self.acc.chunks_exact_mut(dv).enumerate() {
+            let sink = sinks.map(|s| s[r / tile.tokens]);
+            let (rescale, inv) = finish_softmax(self.max[r], self.sum[r], sink);
+            a.iter_mut().for_each(|x| *x = scaled(*x, rescale, inv));
         }
         &self.acc[..rows * dv]
     }
@@ -485,20 +519,22 @@ fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
     sum
 }
 
-/// As [`attend_f16`] for an f32 cache (values accumulated in f32).
+/// As [`attend_f16`] for an f32 cache (values accumulated in f32), one head with its `sink`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn attend_f32(
     q: &[f32],
     kv: KvHead<'_, f32>,
     first: usize,
     last: usize,
     scores: Scores,
+    sink: Option<f32>,
     acc: &mut Vec<f32>,
     out: &mut [f32],
 ) {
     let (dk, dv) = (q.len(), out.len());
     acc.clear();
     acc.resize(dv, 0.0);
-    let inv = online_softmax(
+    let (max, sum) = online_softmax(
         first,
         last,
         kv.capacity,
@@ -512,8 +548,9 @@ pub(crate) fn attend_f32(
             }
         },
     );
-    for (o, a) in out.iter_mut().zip(acc.iter()) {
-        *o = a * inv;
+    let (rescale, inv) = finish_softmax(max, sum, sink);
+    for (o, &a) in out.iter_mut().zip(acc.iter()) {
+        *o = scaled(a, rescale, inv);
     }
 }
 
@@ -536,6 +573,7 @@ pub(crate) fn attention(
     heads: Heads,
     mask: Mask,
     scores: Scores,
+    sinks: Option<&[f32]>,
     threads_scratch: &mut AttnThreads,
     out: &mut Vec<f32>,
 ) {
@@ -563,10 +601,12 @@ pub(crate) fn attention(
     if n >= TILE_Q {
         match &cache.layers[il] {
             LayerCache::F16 { k, v } => tiled_attention(
-                pool, cache, il, k, v, q, pos0, heads, window, full_end, scores, scratches, out,
+                pool, cache, il, k, v, q, pos0, heads, window, full_end, scores, sinks, scratches,
+                out,
             ),
             LayerCache::F32 { k, v } => tiled_attention(
-                pool, cache, il, k, v, q, pos0, heads, window, full_end, scores, scratches, out,
+                pool, cache, il, k, v, q, pos0, heads, window, full_end, scores, sinks, scratches,
+                out,
             ),
         }
         return;
@@ -605,7 +645,8 @@ pub(crate) fn attention(
                     };
                     let q = &q[u * dk..(u + heads) * dk];
                     let o = &mut out[j * dv..(j + heads) * dv];
-                    attend_f16(q, heads, kv, (first, last), scores, &mut a.one, o);
+                    let sinks = sinks.map(|s| &s[h..h + heads]);
+                    attend_f16(q, heads, kv, (first, last), scores, sinks, &mut a.one, o);
                     j += heads;
                 }
                 LayerCache::F32 { k, v } => {
@@ -618,7 +659,8 @@ pub(crate) fn attention(
                     };
                     let q = &q[u * dk..(u + 1) * dk];
                     let o = &mut out[j * dv..(j + 1) * dv];
-                    attend_f32(q, kv, first, last, scores, &mut a.acc32, o);
+                    let sink = sinks.map(|s| s[h]);
+                    attend_f32(q, kv, first, last, scores, sink, &mut a.acc32, o);
                     j += 1;
                 }
             }
@@ -644,6 +686,7 @@ fn tiled_attention<T: CacheValue + Send + Sync>(
     window: Option<usize>,
     full_end: Option<usize>,
     scores: Scores,
+    sinks: Option<&[f32]>,
     scratches: &[Mutex<AttnScratch>],
     out: &mut [f32],
 ) {
@@ -694,7 +737,8 @@ fn tiled_attention<T: CacheValue + Send + Sync>(
                 value_stride,
                 capacity,
             };
-            let result = tiled.attend(kv, tile, scores, dk, dv);
+            let sinks = sinks.map(|s| &s[first_head..first_head + tile.heads]);
+            let result = tiled.attend(kv, tile, scores, sinks, dk, dv);
             let mut out = out.lock().unwrap_or_else(|e| e.into_inner());
             for (r, row) in result.chunks_exact(dv).enumerate() {
                 let (h, i) = (first_head + r / tile.tokens, i0 + r % tile.tokens);
@@ -749,6 +793,7 @@ mod tests {
         (cache, q)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn run(
         threads: usize,
         cache: &KvCache,
@@ -757,6 +802,7 @@ mod tests {
         heads: Heads,
         window: Option<usize>,
         scores: Scores,
+        sinks: Option<&[f32]>,
     ) -> Vec<f32> {
         let pool = ThreadPool::new(threads).unwrap();
         let mut scratch = AttnThreads::default();
@@ -770,13 +816,15 @@ mod tests {
             heads,
             Mask::Causal(window),
             scores,
+            sinks,
             &mut scratch,
             &mut out,
         );
         out
     }
 
-    /// Plain softmax attention in f64 over the cache's (f16) keys and values.
+    /// Plain softmax attention in f64 over the cache's (f16) keys and values, each head's
+    /// sink (if any) one more term of the softmax's sum.
     #[allow(clippy::too_many_arguments)]
     fn reference(
         cache: &KvCache,
@@ -786,6 +834,7 @@ mod tests {
         window: Option<usize>,
         scale: f64,
         softcap: f64,
+        sinks: Option<&[f32]>,
     ) -> Vec<f64> {
         let Heads {
             n_head: hq,
@@ -821,9 +870,14 @@ mod tests {
                         }
                     })
                     .collect();
-                let max = logits.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                let sink = sinks.map(|s| f64::from(s[h]));
+                let max = logits
+                    .iter()
+                    .chain(&sink)
+                    .cloned()
+                    .fold(f64::NEG_INFINITY, f64::max);
                 let w: Vec<f64> = logits.iter().map(|l| (l - max).exp()).collect();
-                let total: f64 = w.iter().sum();
+                let total = w.iter().sum::<f64>() + sink.map_or(0.0, |s| (s - max).exp());
                 let o = &mut out[(i * hq + h) * dv..][..dv];
                 for (pp, wt) in (first..=p).zip(&w) {
                     let val = &v[(pp % cap) * vw + kvh * dv..][..dv];
@@ -843,20 +897,24 @@ mod tests {
     /// The tiled path (batches of 64 tokens or more) against plain f64 attention: within
     /// 2e-6 of it (values in [-1, 1); f32 accumulation over up to 300 positions, the weights
     /// from ggml's expf, good to about an ulp), with GQA, head dims of 64 and 256, sliding
-    /// windows, a ring that wraps and soft-capping; and bit for bit the same for 1, 2 and 3
+    /// windows, a ring that wraps, soft-capping and sinks (above and below the logits); and
+    /// bit for bit the same for 1, 2 and 3
     /// threads and for the batch cut at other tile remainders (the last 90 of 100 tokens, or
     /// 64 of 66, evaluated as a batch of their own, whose tiles hold other rows).
     #[test]
     fn tiled_attention_matches_f64_reference_and_is_independent_of_threads_and_tiling() {
         let cases = [
-            // (heads, kv heads, dk, dv, past positions, batch, window, ring capacity, softcap)
-            (9, 3, 64, 64, 0, 100, None, 256, 0.0),
-            (9, 3, 64, 64, 130, 64, None, 256, 0.0),
-            (4, 1, 256, 256, 70, 100, None, 256, 0.0),
-            (4, 2, 32, 48, 150, 100, Some(80), 179, 0.0),
-            (2, 2, 16, 16, 200, 66, Some(64), 129, 50.0),
+            // (heads, kv heads, dk, dv, past positions, batch, window, ring capacity, softcap,
+            // sinks)
+            (9, 3, 64, 64, 0, 100, None, 256, 0.0, false),
+            (9, 3, 64, 64, 130, 64, None, 256, 0.0, true),
+            (4, 1, 256, 256, 70, 100, None, 256, 0.0, false),
+            (4, 2, 32, 48, 150, 100, Some(80), 179, 0.0, true),
+            (2, 2, 16, 16, 200, 66, Some(64), 129, 50.0, false),
         ];
-        for (hq, hkv, dk, dv, past, n, window, cap, softcap) in cases {
+        let all_sinks = [6.0f32, -1.0, 0.5, 2.0, -3.0, 9.0, 0.0, 1.5, -0.5];
+        for (hq, hkv, dk, dv, past, n, window, cap, softcap, with_sinks) in cases {
+            let sinks = with_sinks.then_some(&all_sinks[..hq]);
             let heads = Heads {
                 n_head: hq,
                 n_head_kv: hkv,
@@ -866,7 +924,7 @@ mod tests {
             let (cache, q) = setup(heads, past + n, cap, n, 3.0);
             let scale = 1.0 / (dk as f32).sqrt();
             let scores = Scores::new(scale, softcap);
-            let one = run(1, &cache, &q, past, heads, window, scores);
+            let one = run(1, &cache, &q, past, heads, window, scores, sinks);
             let expected = reference(
                 &cache,
                 &q,
@@ -875,6 +933,7 @@ mod tests {
                 window,
                 f64::from(scale),
                 f64::from(softcap),
+                sinks,
             );
             for (i, (&a, &e)) in one.iter().zip(&expected).enumerate() {
                 assert!(
@@ -883,7 +942,7 @@ mod tests {
                 );
             }
             for threads in [2, 3] {
-                let other = run(threads, &cache, &q, past, heads, window, scores);
+                let other = run(threads, &cache, &q, past, heads, window, scores, sinks);
                 assert_eq!(bits(&one), bits(&other), "{threads} threads");
             }
             // The last 64 or more tokens as a batch of their own (their earlier keys stay in
@@ -899,6 +958,7 @@ mod tests {
                     heads,
                     window,
                     scores,
+                    sinks,
                 );
                 assert_eq!(bits(&one[skip * o..]), bits(&tail));
             }
@@ -959,7 +1019,7 @@ mod tests {
             };
             let scores = Scores::new(1.0 / (dk as f32).sqrt(), softcap);
             for threads in [1, 2] {
-                let out = run(threads, &cache, &q, pos0, heads, window, scores);
+                let out = run(threads, &cache, &q, pos0, heads, window, scores, None);
                 assert_eq!(bits(&out), expected, "{file}, {threads} threads");
             }
         }
@@ -968,8 +1028,9 @@ mod tests {
     /// `attend_f16` for several heads at once equals ggml's one-query flash attention computed
     /// the plain way, one head and one position at a time (`online_softmax` with libm's
     /// `expf`, `scale_f16` and `mad_f16` row by row), bit for bit: over a ring that wraps,
-    /// with a window, with logits far apart (so that maxima change and rescales happen) and a
-    /// soft cap.
+    /// with a window, with logits far apart (so that maxima change and rescales happen), a
+    /// soft cap, and sinks (one above every logit, the others among them) applied as ggml's
+    /// `ggml_compute_forward_flash_attn_ext_f16_one_chunk` does after the positions.
     #[test]
     fn attention_of_several_heads_equals_one_position_at_a_time() {
         let (dk, dv, capacity, heads) = (64usize, 64usize, 50usize, 3usize);
@@ -988,7 +1049,12 @@ mod tests {
             .map(|_| f16::from_f32(unit()))
             .collect();
         let q: Vec<f32> = (0..heads * dk).map(|_| unit() * 3.0).collect();
-        for (first, last, softcap) in [(0, 40, 0.0), (30, 75, 0.0), (61, 99, 30.0)] {
+        let sink_cases = [None, Some([40.0f32, -2.0, 0.7])];
+        let cases = [(0, 40, 0.0), (30, 75, 0.0), (61, 99, 30.0)];
+        for ((first, last, softcap), sinks) in
+            cases.into_iter().flat_map(|c| sink_cases.map(|s| (c, s)))
+        {
+            let sinks = sinks.as_ref().map(|s| &s[..]);
             let kv = KvHead {
                 keys: &keys[dk..],
                 values: &values[dv..],
@@ -1005,6 +1071,7 @@ mod tests {
                 kv,
                 (first, last),
                 scores,
+                sinks,
                 &mut scratch,
                 &mut ours,
             );
@@ -1014,7 +1081,7 @@ mod tests {
                     .map(|&v| f16::from_f32(v))
                     .collect();
                 let mut acc = vec![f16::ZERO; dv];
-                let inv = online_softmax(
+                let (max, mut sum) = online_softmax(
                     first,
                     last,
                     capacity,
@@ -1026,7 +1093,18 @@ mod tests {
                         vec::mad_f16(&mut acc, kv.value(slot, dv), weight);
                     },
                 );
-                let theirs: Vec<f32> = acc.iter().map(|a| a.to_f32() * inv).collect();
+                let mut theirs: Vec<f32> = acc.iter().map(|a| a.to_f32()).collect();
+                if let Some(s) = sinks.map(|s| s[h]) {
+                    if s > max {
+                        let ms = (max - s).exp();
+                        theirs.iter_mut().for_each(|v| *v *= ms);
+                        sum = sum.mul_add(ms, 1.0);
+                    } else {
+                        sum = sum.mul_add(1.0, (s - max).exp());
+                    }
+                }
+                let inv = if sum == 0.0 { 0.0 } else { 1.0 / sum };
+                theirs.iter_mut().for_each(|v| *v *= inv);
                 let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
                 assert_eq!(
                     bits(&ours[h * dv..(h + 1) * dv]),
@@ -1058,6 +1136,7 @@ mod tests {
             kv,
             (0, 0),
             Scores::new(0.3, 0.0),
+            None,
             &mut scratch,
             &mut out,
         );

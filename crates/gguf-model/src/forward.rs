@@ -214,6 +214,8 @@ pub(crate) struct SelfAttention<'a> {
     pub heads: Heads,
     pub window: Option<usize>,
     pub scores: Scores,
+    /// Each query head's sink logit (gpt-oss' `attn_sinks`; see [`crate::attention`]).
+    pub sinks: Option<&'a [f32]>,
 }
 
 impl SelfAttention<'_> {
@@ -282,6 +284,7 @@ impl SelfAttention<'_> {
                 self.heads,
                 mask,
                 self.scores,
+                self.sinks,
                 threads,
                 out,
             );
@@ -301,6 +304,19 @@ pub(crate) enum Gate {
     Silu,
     /// GeGLU with ggml's tanh GELU (Gemma).
     Gelu,
+    /// gpt-oss' clamped SwiGLU ([`ops::swiglu_oai`]).
+    SwigluOai,
+}
+
+impl Gate {
+    /// `gate[i] = act(gate[i]) * up[i]` (each activation's own form of it).
+    pub fn apply(self, gate: &mut [f32], up: &[f32]) {
+        match self {
+            Gate::Silu => gguf_quant::vec::swiglu(gate, up),
+            Gate::Gelu => ops::geglu(gate, up),
+            Gate::SwigluOai => ops::swiglu_oai(gate, up),
+        }
+    }
 }
 
 /// `down(act(gate(h)) * up(h))` from the normed rows in `s.sublayer`, into `s.sublayer`.
@@ -314,10 +330,7 @@ pub(crate) fn gated_ffn(
 ) -> Result<()> {
     ctx.matmul(gate, &s.sublayer, &mut s.gate, &mut s.quant)?;
     ctx.matmul(up, &s.sublayer, &mut s.up, &mut s.quant)?;
-    match act {
-        Gate::Silu => gguf_quant::vec::swiglu(&mut s.gate, &s.up),
-        Gate::Gelu => ops::geglu(&mut s.gate, &s.up),
-    }
+    act.apply(&mut s.gate, &s.up);
     ctx.matmul(down, &s.gate, &mut s.sublayer, &mut s.quant)
 }
 

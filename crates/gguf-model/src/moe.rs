@@ -2,14 +2,17 @@
 //! one, as llama.cpp's `build_moe_ffn` computes it on the CPU:
 //!
 //! 1. the router's logits (`ffn_gate_inp`), one per expert;
-//! 2. the gating function: a softmax over the experts (as `ggml_soft_max`);
+//!    plus the router's bias where it has one (gpt-oss);
+//! 2. the gating function: a softmax over the experts (as `ggml_soft_max`), or none for
+//!    gpt-oss, whose weights are a softmax over the chosen experts' logits (step 4);
 //! 3. the `n_used` experts of the highest scores (the scores plus `exp_probs_b` where the
 //!    file has that selection bias), in descending order, a tie to the lower index;
-//! 4. their weights: the unbiased scores of the chosen experts, divided by their sum when the
-//!    family normalises them (the sum in f64, clamped below at f16's smallest normal), times
-//!    the family's scale when it has one;
-//! 5. each chosen expert's gated feed-forward (`ffn_{gate,up,down}_exps`), times its weight,
-//!    summed in the order of choice;
+//! 4. their weights: the unbiased scores of the chosen experts (gpt-oss: their softmax),
+//!    divided by their sum when the family normalises them (the sum in f64, clamped below at
+//!    f16's smallest normal), times the family's scale when it has one;
+//! 5. each chosen expert's gated feed-forward (`ffn_{gate,up,down}_exps`, each product plus
+//!    the expert's bias where there are biases, gpt-oss' being `ggml_add_id`), times its
+//!    weight, summed in the order of choice;
 //! 6. a shared expert where the family has one, added (Qwen2-MoE's with a sigmoid gate of its
 //!    own, `ffn_gate_inp_shexp`).
 //!
@@ -31,6 +34,17 @@ const MAX_EXPERTS: usize = 1024;
 /// clamps it.
 const MIN_WEIGHT_SUM: f32 = 6.103_515_6e-5;
 
+/// How router logits become the chosen experts' weights (llama.cpp's
+/// `llama_expert_gating_func_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Gating {
+    /// A softmax over all the experts, the weights the chosen ones' scores (`SOFTMAX`).
+    Softmax,
+    /// The raw logits choose; the weights are a softmax over the chosen ones' logits
+    /// (`SOFTMAX_WEIGHT`, gpt-oss).
+    SoftmaxOfChosen,
+}
+
 /// How a family routes tokens to experts (llama.cpp's arguments to `build_moe_ffn`).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Routing {
@@ -42,6 +56,7 @@ pub(crate) struct Routing {
     pub normalize: bool,
     /// The weights' factor (`{arch}.expert_weights_scale`; 0 and 1 leave them).
     pub scale: f32,
+    pub gating: Gating,
 }
 
 impl Routing {
@@ -55,6 +70,7 @@ impl Routing {
             n_used,
             normalize,
             scale: 0.0,
+            gating: Gating::Softmax,
         })
     }
 
@@ -67,15 +83,11 @@ impl Routing {
         }
     }
 
-    /// Turns one token's router logits into scores, in place: `ggml_soft_max`'s maximum,
-    /// `expf` and f64 sum (ggml_vec_soft_max_f32), then a scale by the reciprocal, computed in
-    /// f64 and rounded to f32.
+    /// Turns one token's router logits into scores, in place, by the gating function.
     fn scores(&self, logits: &mut [f32]) {
-        let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        let sum = gguf_quant::vec::soft_max_f32(logits, max);
-        let inv = (1.0 / sum) as f32;
-        for v in logits.iter_mut() {
-            *v *= inv;
+        match self.gating {
+            Gating::Softmax => soft_max(logits),
+            Gating::SoftmaxOfChosen => {}
         }
     }
 
@@ -105,6 +117,9 @@ impl Routing {
             weights.push(scores[e]);
         }
         let mine = &mut weights[first..];
+        if self.gating == Gating::SoftmaxOfChosen {
+            soft_max(mine);
+        }
         if self.normalize {
             // ggml_sum_rows (an f64 sum rounded to f32), ggml_clamp, ggml_div.
             let sum = mine.iter().map(|&w| f64::from(w)).sum::<f64>() as f32;
@@ -118,6 +133,18 @@ impl Routing {
                 *w *= self.scale;
             }
         }
+    }
+}
+
+/// `ggml_soft_max` of one row, in place: its maximum, `expf` and f64 sum
+/// (`ggml_vec_soft_max_f32`), then a scale by the reciprocal, computed in f64 and rounded to
+/// f32.
+fn soft_max(row: &mut [f32]) {
+    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let sum = gguf_quant::vec::soft_max_f32(row, max);
+    let inv = (1.0 / sum) as f32;
+    for v in row.iter_mut() {
+        *v *= inv;
     }
 }
 
@@ -171,11 +198,45 @@ impl Ffn {
     }
 }
 
+/// Each expert's biases of its gate, up and down products (gpt-oss' `ffn_{gate,up,down}_exps.bias`):
+/// expert `e`'s are rows `e` of these tables.
+pub(crate) struct ExpertBiases {
+    pub gate: Vec<f32>,
+    pub up: Vec<f32>,
+    pub down: Vec<f32>,
+}
+
+impl ExpertBiases {
+    /// Block `i`'s expert biases, for `n_expert` experts of `n_ff` from and to `n_embd`.
+    pub fn load(
+        l: &Loader<'_>,
+        i: usize,
+        n_embd: usize,
+        n_ff: usize,
+        n_expert: usize,
+    ) -> Result<ExpertBiases> {
+        Ok(ExpertBiases {
+            gate: l.table(&T::FfnGateExps.block_bias(i), n_ff, n_expert)?,
+            up: l.table(&T::FfnUpExps.block_bias(i), n_ff, n_expert)?,
+            down: l.table(&T::FfnDownExps.block_bias(i), n_embd, n_expert)?,
+        })
+    }
+}
+
+/// Adds row `e` of `table` (rows of `width`) to every row of `rows`, as `ggml_add_id`.
+fn add_expert_bias(rows: &mut [f32], table: &[f32], e: usize, width: usize) {
+    crate::ops::add_bias(rows, &table[e * width..(e + 1) * width]);
+}
+
 /// One layer's routed feed-forward network.
 pub(crate) struct MoeFfn {
     pub routing: Routing,
     /// `ffn_gate_inp`: one row of logits per expert.
     pub router: Matrix,
+    /// `ffn_gate_inp.bias`, added to the logits (gpt-oss).
+    pub router_bias: Option<Vec<f32>>,
+    /// The experts' product biases (gpt-oss).
+    pub biases: Option<ExpertBiases>,
     /// `exp_probs_b`: added to the scores for the choice only.
     pub selection_bias: Option<Vec<f32>>,
     /// Each expert's gate, up and down projections: views of the stacked tensors.
@@ -224,6 +285,8 @@ impl MoeFfn {
         Ok(MoeFfn {
             routing,
             router: l.matrix(&T::FfnGateInp.block_weight(i), n_embd, ne)?,
+            router_bias: None,
+            biases: None,
             selection_bias: l.optional_vector(&T::FfnExpProbsB.block_bias(i), ne)?,
             gate: l.experts(&T::FfnGateExps.block_weight(i), n_embd, n_ff, ne)?,
             up: l.experts(&T::FfnUpExps.block_weight(i), n_embd, n_ff, ne)?,
@@ -240,6 +303,9 @@ impl MoeFfn {
         let n_tokens = s.sublayer.len() / d;
         let m = &mut s.moe;
         ctx.matmul(&self.router, &s.sublayer, &mut m.scores, &mut s.quant)?;
+        if let Some(b) = &self.router_bias {
+            crate::ops::add_bias(&mut m.scores, b);
+        }
         m.chosen.clear();
         m.weights.clear();
         let bias = self.selection_bias.as_deref();
@@ -267,15 +333,19 @@ impl MoeFfn {
             }
             ctx.matmul_expert(&self.gate[e], &m.rows, &mut m.gate, &mut s.quant)?;
             ctx.matmul_expert(&self.up[e], &m.rows, &mut m.up, &mut s.quant)?;
-            // Row by row, as ggml applies the activation to each row of its tensor.
             let n_ff = self.gate[e].rows;
+            if let Some(b) = &self.biases {
+                add_expert_bias(&mut m.up, &b.up, e, n_ff);
+                add_expert_bias(&mut m.gate, &b.gate, e, n_ff);
+            }
+            // Row by row, as ggml applies the activation to each row of its tensor.
             for (g, u) in m.gate.chunks_exact_mut(n_ff).zip(m.up.chunks_exact(n_ff)) {
-                match self.act {
-                    Gate::Silu => gguf_quant::vec::swiglu(g, u),
-                    Gate::Gelu => crate::ops::geglu(g, u),
-                }
+                self.act.apply(g, u);
             }
             ctx.matmul_expert(&self.down[e], &m.gate, &mut m.down, &mut s.quant)?;
+            if let Some(b) = &self.biases {
+                add_expert_bias(&mut m.down, &b.down, e, d);
+            }
             for (&slot, out) in slots.iter().zip(m.down.chunks_exact(d)) {
                 let w = m.weights[slot];
                 for (o, &x) in m.slots[slot * d..(slot + 1) * d].iter_mut().zip(out) {
@@ -333,6 +403,7 @@ mod tests {
             n_used,
             normalize,
             scale: 0.0,
+            gating: Gating::Softmax,
         }
     }
 

@@ -238,6 +238,20 @@ pub(crate) fn geglu(gate: &mut [f32], up: &[f32]) {
     vec::geglu(gate, up);
 }
 
+/// gpt-oss' SwiGLU (`ggml_swiglu_oai` with llama.cpp's alpha 1.702 and limit 7):
+/// `x = min(gate, 7)`, `y = clamp(up, -7, 7)`, `gate = x / (1 + e^(-1.702 x)) · (y + 1)`,
+/// each step rounded as ggml's scalar loop rounds it.
+pub(crate) fn swiglu_oai(gate: &mut [f32], up: &[f32]) {
+    const ALPHA: f32 = 1.702;
+    const LIMIT: f32 = 7.0;
+    for (g, &u) in gate.iter_mut().zip(up) {
+        let x = g.min(LIMIT);
+        let y = u.clamp(-LIMIT, LIMIT);
+        let glu = x / (1.0 + (ALPHA * -x).exp());
+        *g = glu * (y + 1.0);
+    }
+}
+
 /// `x[i] += y[i]`: the residual connections.
 pub(crate) fn add_assign(x: &mut [f32], y: &[f32]) {
     for (a, &b) in x.iter_mut().zip(y) {

@@ -359,6 +359,22 @@ impl<'s> Loader<'s> {
         Ok(self.known_vector(tensor, n)?.1)
     }
 
+    /// A table of `rows` rows of `cols` values (shape `[cols, rows]`), as f32, row after row:
+    /// per-expert biases. Zeros for a planned tensor without bytes.
+    pub fn table(&self, tensor: &str, cols: usize, rows: usize) -> Result<Vec<f32>> {
+        let found = self.find(tensor)?;
+        let expected = [cols as u64, rows as u64];
+        let shape = found.shape;
+        if shape.len() < 2 || shape[..2] != expected || shape[2..].iter().any(|&d| d != 1) {
+            return Err(self.shape_error(tensor, &expected, shape));
+        }
+        let mut out = vec![0f32; cols * rows];
+        if let Some(data) = found.data {
+            gguf_quant::dequantize_row(found.ty, data, &mut out)?;
+        }
+        Ok(out)
+    }
+
     /// [`Loader::vector`], and whether its values are known (false for a planned tensor
     /// without bytes, whose values read as zeros).
     fn known_vector(&self, tensor: &str, n: usize) -> Result<(bool, Vec<f32>)> {

@@ -238,6 +238,23 @@ fn olmoe_with_whole_row_qk_norms_matches_llama_cpp() {
     check("model-olmoe.gguf", "model-olmoe.json");
 }
 
+/// gpt-oss: attention sinks, alternating sliding-window (8) and full layers, YaRN, biases on
+/// Q/K/V, the attention output, the router and every expert product, the weights a softmax of
+/// the chosen experts' logits, the clamped SwiGLU, MXFP4 experts.
+#[test]
+fn gpt_oss_with_sinks_yarn_and_mxfp4_experts_matches_llama_cpp() {
+    let model = Model::load(fixture("model-gpt-oss.gguf")).unwrap();
+    let hp = model.hparams();
+    assert_eq!(hp.layer_windows, [Some(8), None]);
+    assert!(matches!(
+        hp.rope_scaling,
+        gguf_model::RopeScaling::Yarn { factor, original_context: 128 } if factor == 4.0
+    ));
+    let experts = model.file().tensor("blk.0.ffn_up_exps.weight").unwrap();
+    assert_eq!(experts.ggml_type, gguf_format::GgmlType::MXFP4);
+    check("model-gpt-oss.gguf", "model-gpt-oss.json");
+}
+
 /// Granite: llama with its four multipliers (embeddings × 2, each sublayer's output × 0.6,
 /// attention scale 0.2, logits / 1.5) and a tied output.
 #[test]
@@ -571,6 +588,7 @@ fn unsupported_architecture_is_named_with_the_supported_ones() {
             "phi2",
             "phi3",
             "phimoe",
+            "gpt-oss",
             "bert"
         ]
     );

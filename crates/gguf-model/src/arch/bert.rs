@@ -184,6 +184,7 @@ impl Architecture for Bert {
                 Heads::of(hp),
                 mask,
                 self.scores,
+                None,
                 &mut s.attn_threads,
                 &mut s.attn,
             );

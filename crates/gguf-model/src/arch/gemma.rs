@@ -228,6 +228,7 @@ impl Architecture for Gemma {
                 heads,
                 window,
                 scores,
+                sinks: None,
             }
             .run(ctx, caches, segments, s, il)?;
             ctx.matmul(&l.wo, &s.attn, &mut s.sublayer, &mut s.quant)?;

@@ -357,6 +357,7 @@ impl Architecture for Llama {
                 heads,
                 window: hp.layer_windows[il],
                 scores: self.scores,
+                sinks: None,
             }
             .run(ctx, caches, segments, s, il)?;
             ctx.matmul(&l.wo, &s.attn, &mut s.sublayer, &mut s.quant)?;

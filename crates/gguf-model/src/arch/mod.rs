@@ -7,6 +7,7 @@
 
 mod bert;
 mod gemma;
+mod gpt_oss;
 mod llama;
 mod phi2;
 mod phi3;
@@ -99,6 +100,10 @@ pub(crate) const ARCHITECTURES: &[Entry] = &[
     Entry {
         name: "phimoe",
         load: phi3::load,
+    },
+    Entry {
+        name: "gpt-oss",
+        load: gpt_oss::load,
     },
     Entry {
         name: "bert",

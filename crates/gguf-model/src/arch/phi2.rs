@@ -157,6 +157,7 @@ impl Architecture for Phi2 {
                 heads,
                 window: None,
                 scores,
+                sinks: None,
             }
             .run(ctx, caches, segments, s, il)?;
             // Attention's output goes to `queries` (no longer needed), the feed-forward's to `values`.

@@ -233,6 +233,7 @@ impl Architecture for Phi3 {
                 heads,
                 window: None,
                 scores,
+                sinks: None,
             }
             .run(ctx, caches, segments, s, il)?;
             ctx.matmul(&l.wo, &s.attn, &mut s.sublayer, &mut s.quant)?;
