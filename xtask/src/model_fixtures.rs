@@ -79,13 +79,36 @@ enum Layout {
     /// gpt-oss: Q/K/V and attention output biases, attention sinks, `post_attention_norm`
     /// before the experts, a router bias and per-expert biases.
     GptOss,
+    /// DeepSeek 2: latent attention (compressed query, one cached latent key and value per
+    /// token, per-head `attn_k_b`/`attn_v_b`), dense leading blocks, then experts with a
+    /// selection bias and an ungated shared expert. The shapes are [`DEEPSEEK2`]'s.
+    DeepSeek2,
 }
+
+/// The tiny DeepSeek 2's latent attention: four heads of 32 + 16 query/key dimensions and 32
+/// value dimensions through a latent of 64, the query through a rank of 96.
+struct LatentShape {
+    nope: usize,
+    rope: usize,
+    v: usize,
+    kv_lora: usize,
+    q_lora: usize,
+}
+
+const DEEPSEEK2: LatentShape = LatentShape {
+    nope: 32,
+    rope: 16,
+    v: 32,
+    kv_lora: 64,
+    q_lora: 96,
+};
 
 /// An extra `{arch}.*` key.
 enum Meta {
     U32(u32),
     F32(f32),
     Str(&'static str),
+    Bool(bool),
     Bools(&'static [bool]),
 }
 
@@ -144,6 +167,7 @@ impl Spec {
     /// Key/value heads: grouped, except for OLMoE's whole-row K norm.
     fn n_head_kv(&self) -> usize {
         match self.moe {
+            _ if self.layout == Layout::DeepSeek2 => 1,
             Some(m) if m.whole_row_qk_norm => N_HEAD,
             _ => N_HEAD_KV,
         }
@@ -617,6 +641,57 @@ fn specs() -> Vec<Spec> {
                 whole_row_qk_norm: false,
             }),
         },
+        // DeepSeek-V3's routing (sigmoid scores, a selection bias, 3 of 8 experts from the 2
+        // best of 4 groups, normalised and scaled by 2.5, one shared expert) behind a dense
+        // first block, latent attention ([`DEEPSEEK2`]), and YaRN with DeepSeek's
+        // `yarn_log_multiplier`.
+        Spec {
+            file: "model-deepseek2.gguf",
+            arch: "deepseek2",
+            seed: 2,
+            layout: Layout::DeepSeek2,
+            n_ff: 96,
+            head_dim: N_EMBD / N_HEAD,
+            n_rot: Some(DEEPSEEK2.rope),
+            norm_eps: 1e-6,
+            rope_base: Some(10_000.0),
+            sliding_window: None,
+            vocab: VocabKind::Qwen,
+            embd: Q8_0,
+            embd_std: 1.0,
+            output: Some(Q8_0),
+            mats: [Q8_0, Q8_0, Q8_0, Q8_0, Q4_0, Q5_0, Q8_0],
+            qkv_bias: false,
+            qk_norm: false,
+            extra: &[
+                ("attention.key_length", Meta::U32(80)),
+                ("attention.value_length", Meta::U32(64)),
+                ("attention.key_length_mla", Meta::U32(48)),
+                ("attention.value_length_mla", Meta::U32(32)),
+                ("attention.kv_lora_rank", Meta::U32(64)),
+                ("attention.q_lora_rank", Meta::U32(96)),
+                ("leading_dense_block_count", Meta::U32(1)),
+                ("expert_shared_count", Meta::U32(1)),
+                ("expert_weights_scale", Meta::F32(2.5)),
+                ("expert_weights_norm", Meta::Bool(true)),
+                ("expert_gating_func", Meta::U32(2)),
+                ("expert_group_count", Meta::U32(4)),
+                ("expert_group_used_count", Meta::U32(2)),
+                ("rope.scaling.type", Meta::Str("yarn")),
+                ("rope.scaling.factor", Meta::F32(4.0)),
+                ("rope.scaling.original_context_length", Meta::U32(128)),
+                ("rope.scaling.yarn_log_multiplier", Meta::F32(0.0707)),
+            ],
+            moe: Some(MoeSpec {
+                n_expert: 8,
+                n_used: 3,
+                n_ff_exp: 32,
+                write_n_ff_exp: true,
+                shared: Some(32),
+                shared_gate: false,
+                whole_row_qk_norm: false,
+            }),
+        },
     ]
 }
 
@@ -943,6 +1018,126 @@ fn gpt_oss_tensors(s: &Spec, ts: &mut Tensors) {
     ts.fill("output_norm.weight".into(), F32, &[d], 1.0, 0.2);
 }
 
+/// DeepSeek 2's blocks: block 0 dense, block 1 with experts.
+fn deepseek2_tensors(s: &Spec, ts: &mut Tensors) {
+    use GgmlType::{F32, Q8_0};
+    let d = N_EMBD;
+    let LatentShape {
+        nope,
+        rope,
+        v,
+        kv_lora,
+        q_lora,
+    } = DEEPSEEK2;
+    let [_, _, _, _, wg, wu, wd] = s.mats;
+    let m = s.moe.expect("DeepSeek 2 has experts");
+    let (ne, fe) = (m.n_expert, m.n_ff_exp);
+    let q_out = N_HEAD * (nope + rope);
+    for i in 0..N_LAYER {
+        let t = |x: &str| format!("blk.{i}.{x}");
+        ts.fill(t("attn_norm.weight"), F32, &[d], 1.0, 0.2);
+        ts.fill(t("attn_q_a_norm.weight"), F32, &[q_lora], 1.0, 0.2);
+        ts.fill(t("attn_kv_a_norm.weight"), F32, &[kv_lora], 1.0, 0.2);
+        ts.fill(
+            t("attn_q_a.weight"),
+            Q8_0,
+            &[d, q_lora],
+            0.0,
+            mat_std(d, 1.0),
+        );
+        ts.fill(
+            t("attn_q_b.weight"),
+            Q8_0,
+            &[q_lora, q_out],
+            0.0,
+            mat_std(q_lora, 1.6),
+        );
+        let kv_a = kv_lora + rope;
+        ts.fill(
+            t("attn_kv_a_mqa.weight"),
+            Q8_0,
+            &[d, kv_a],
+            0.0,
+            mat_std(d, 1.6),
+        );
+        ts.fill(
+            t("attn_k_b.weight"),
+            Q8_0,
+            &[nope, kv_lora, N_HEAD],
+            0.0,
+            mat_std(nope, 1.0),
+        );
+        ts.fill(
+            t("attn_v_b.weight"),
+            Q8_0,
+            &[kv_lora, v, N_HEAD],
+            0.0,
+            mat_std(kv_lora, 1.0),
+        );
+        ts.fill(
+            t("attn_output.weight"),
+            Q8_0,
+            &[N_HEAD * v, d],
+            0.0,
+            mat_std(N_HEAD * v, 1.0),
+        );
+        ts.fill(t("ffn_norm.weight"), F32, &[d], 1.0, 0.2);
+        if i == 0 {
+            let ff = s.n_ff;
+            ts.fill(t("ffn_gate.weight"), wg, &[d, ff], 0.0, mat_std(d, 1.5));
+            ts.fill(t("ffn_down.weight"), wd, &[ff, d], 0.0, mat_std(ff, 1.0));
+            ts.fill(t("ffn_up.weight"), wu, &[d, ff], 0.0, mat_std(d, 1.5));
+            continue;
+        }
+        ts.fill(
+            t("ffn_gate_inp.weight"),
+            F32,
+            &[d, ne],
+            0.0,
+            mat_std(d, 4.0),
+        );
+        ts.fill(t("exp_probs_b.bias"), F32, &[ne], 0.0, 0.3);
+        ts.fill(
+            t("ffn_down_exps.weight"),
+            wd,
+            &[fe, d, ne],
+            0.0,
+            mat_std(fe, 1.0),
+        );
+        ts.fill(
+            t("ffn_gate_exps.weight"),
+            wg,
+            &[d, fe, ne],
+            0.0,
+            mat_std(d, 1.5),
+        );
+        ts.fill(
+            t("ffn_up_exps.weight"),
+            wu,
+            &[d, fe, ne],
+            0.0,
+            mat_std(d, 1.5),
+        );
+        let sh = m.shared.expect("a shared expert");
+        ts.fill(
+            t("ffn_gate_shexp.weight"),
+            wg,
+            &[d, sh],
+            0.0,
+            mat_std(d, 1.5),
+        );
+        ts.fill(
+            t("ffn_down_shexp.weight"),
+            wd,
+            &[sh, d],
+            0.0,
+            mat_std(sh, 1.0),
+        );
+        ts.fill(t("ffn_up_shexp.weight"), wu, &[d, sh], 0.0, mat_std(d, 1.5));
+    }
+    ts.fill("output_norm.weight".into(), F32, &[d], 1.0, 0.2);
+}
+
 fn model(s: &Spec) -> Result<Vec<u8>> {
     let ((tokens, scores, types), merges) = match s.vocab {
         VocabKind::Spm => (spm_vocab(&[])?, Vec::new()),
@@ -969,6 +1164,7 @@ fn model(s: &Spec) -> Result<Vec<u8>> {
         Layout::Phi3 => phi3_tensors(s, &mut ts),
         Layout::PhiMoe => phimoe_tensors(s, &mut ts),
         Layout::GptOss => gpt_oss_tensors(s, &mut ts),
+        Layout::DeepSeek2 => deepseek2_tensors(s, &mut ts),
     }
     if let Some(ty) = s.output {
         let std = mat_std(d, 3.0);
@@ -1020,7 +1216,8 @@ fn model(s: &Spec) -> Result<Vec<u8>> {
         if m.write_n_ff_exp {
             b.set(&k("expert_feed_forward_length"), m.n_ff_exp as u32);
         }
-        if let Some(sh) = m.shared {
+        // DeepSeek 2 counts its shared experts instead (`expert_shared_count`).
+        if let (Some(sh), false) = (m.shared, s.layout == Layout::DeepSeek2) {
             b.set(&k("expert_shared_feed_forward_length"), sh as u32);
         }
     }
@@ -1029,6 +1226,7 @@ fn model(s: &Spec) -> Result<Vec<u8>> {
             Meta::U32(v) => b.set(&k(key), *v),
             Meta::F32(v) => b.set(&k(key), *v),
             Meta::Str(v) => b.set(&k(key), *v),
+            Meta::Bool(v) => b.set(&k(key), *v),
             Meta::Bools(v) => b.set(&k(key), v.to_vec()),
         };
     }

@@ -100,6 +100,11 @@ tensor_names! {
     AttnQA = "attn_q_a",
     /// `LLM_TENSOR_ATTN_Q_B`: latent attention's query expansion (DeepSeek 2).
     AttnQB = "attn_q_b",
+    /// `LLM_TENSOR_ATTN_Q_A_NORM`: the norm of latent attention's compressed query (DeepSeek 2).
+    AttnQANorm = "attn_q_a_norm",
+    /// `LLM_TENSOR_ATTN_KV_A_NORM`: the norm of latent attention's compressed key-value
+    /// (DeepSeek 2).
+    AttnKvANorm = "attn_kv_a_norm",
     /// `LLM_TENSOR_ATTN_KV_A_MQA`: multi-head latent attention's compressed key-value
     /// projection (DeepSeek 2).
     AttnKvAMqa = "attn_kv_a_mqa",

@@ -44,6 +44,10 @@ pub(crate) struct Scratch {
     pub attn_threads: AttnThreads,
     /// The routed feed-forward network's buffers (mixtures of experts).
     pub moe: crate::moe::MoeScratch,
+    /// One attention head's rows gathered from the batch, and their product with that head's
+    /// matrix (latent attention's per-head `attn_k_b`/`attn_v_b`).
+    pub head_rows: Vec<f32>,
+    pub head_product: Vec<f32>,
 }
 
 /// What a pass reads and does not change: the pool and the mapped bytes of each part.
@@ -245,6 +249,38 @@ impl SelfAttention<'_> {
         if let Some(scale) = self.query_scale {
             ops::scale(&mut s.queries, scale);
         }
+        CachedAttention {
+            heads: self.heads,
+            window: self.window,
+            scores: self.scores,
+            sinks: self.sinks,
+        }
+        .run(ctx, caches, segments, s, il);
+        Ok(())
+    }
+}
+
+/// Attention over the cache once the batch's queries, keys and values are in `s.queries`,
+/// `s.keys` and `s.values` (rotated and scaled as the architecture wants them): the part of
+/// [`SelfAttention`] after its projections, which latent attention (DeepSeek 2) shares.
+pub(crate) struct CachedAttention<'a> {
+    pub heads: Heads,
+    pub window: Option<usize>,
+    pub scores: Scores,
+    pub sinks: Option<&'a [f32]>,
+}
+
+impl CachedAttention<'_> {
+    /// Stores each segment's keys and values in layer `il` of its cache and writes
+    /// attention's output rows to `s.attn`.
+    pub fn run(
+        &self,
+        ctx: &Ctx<'_>,
+        caches: &mut [KvCache],
+        segments: &[Segment],
+        s: &mut Scratch,
+        il: usize,
+    ) {
         let Heads {
             n_head: hq,
             n_head_kv: hkv,
@@ -293,7 +329,6 @@ impl SelfAttention<'_> {
             }
             row = rows.end;
         }
-        Ok(())
     }
 }
 

@@ -43,6 +43,30 @@ pub(crate) enum Gating {
     /// The raw logits choose; the weights are a softmax over the chosen ones' logits
     /// (`SOFTMAX_WEIGHT`, gpt-oss).
     SoftmaxOfChosen,
+    /// Each expert's score is the sigmoid of its logit (`SIGMOID`, DeepSeek-V3).
+    Sigmoid,
+}
+
+impl Gating {
+    /// llama.cpp's `{arch}.expert_gating_func` value (`llama_expert_gating_func_type`), for
+    /// the functions this crate computes.
+    pub fn from_id(id: u64) -> Option<Gating> {
+        match id {
+            1 => Some(Gating::Softmax),
+            2 => Some(Gating::Sigmoid),
+            3 => Some(Gating::SoftmaxOfChosen),
+            _ => None,
+        }
+    }
+}
+
+/// Group-limited routing (DeepSeek-V3's `n_group`/`topk_group`): the experts form `count`
+/// equal groups, each scored by the sum of its two best selection scores, and only the
+/// experts of the `used` best groups may be chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ExpertGroups {
+    pub count: usize,
+    pub used: usize,
 }
 
 /// How a family routes tokens to experts (llama.cpp's arguments to `build_moe_ffn`).
@@ -57,6 +81,7 @@ pub(crate) struct Routing {
     /// The weights' factor (`{arch}.expert_weights_scale`; 0 and 1 leave them).
     pub scale: f32,
     pub gating: Gating,
+    pub groups: Option<ExpertGroups>,
 }
 
 impl Routing {
@@ -71,6 +96,7 @@ impl Routing {
             normalize,
             scale: 0.0,
             gating: Gating::Softmax,
+            groups: None,
         })
     }
 
@@ -88,29 +114,48 @@ impl Routing {
         match self.gating {
             Gating::Softmax => soft_max(logits),
             Gating::SoftmaxOfChosen => {}
+            // ggml_sigmoid: 1 / (1 + expf(-x)).
+            Gating::Sigmoid => logits
+                .iter_mut()
+                .for_each(|x| *x = 1.0 / (1.0 + (-*x).exp())),
         }
     }
 
     /// Appends the `n_used` experts chosen from one token's `scores` (by `scores + bias` if
-    /// there is a bias) to `chosen` and their weights to `weights`. `order` is scratch.
+    /// there is a bias, within the best groups if experts are grouped) to `chosen` and their
+    /// weights to `weights`.
     fn choose(
         &self,
         scores: &[f32],
         bias: Option<&[f32]>,
-        order: &mut Vec<usize>,
+        scratch: &mut Choice,
         chosen: &mut Vec<usize>,
         weights: &mut Vec<f32>,
     ) {
-        let key = |e: usize| bias.map_or(scores[e], |b| scores[e] + b[e]);
-        order.clear();
-        order.extend(0..scores.len());
-        // ggml_argsort, descending. A stable sort breaks ties by index, as libstdc++'s
-        // std::sort does for up to 16 experts (an insertion sort); NaN scores compare equal.
-        order.sort_by(|&a, &b| {
-            key(b)
-                .partial_cmp(&key(a))
-                .unwrap_or(std::cmp::Ordering::Equal)
-        });
+        let Choice {
+            keys,
+            order,
+            group_scores,
+            group_order,
+        } = scratch;
+        keys.clear();
+        keys.extend((0..scores.len()).map(|e| bias.map_or(scores[e], |b| scores[e] + b[e])));
+        if let Some(groups) = self.groups {
+            // Each group's two best keys, summed as ggml_sum_rows sums (in f64), then the
+            // `used` best groups; the other groups' keys become -inf.
+            let per = keys.len() / groups.count;
+            group_scores.clear();
+            for g in keys.chunks_exact(per) {
+                descending(order, g.len(), |e| g[e]);
+                let top2 = f64::from(g[order[0]]) + order.get(1).map_or(0.0, |&e| f64::from(g[e]));
+                group_scores.push(top2 as f32);
+            }
+            descending(group_order, groups.count, |g| group_scores[g]);
+            for &g in &group_order[groups.used..] {
+                keys[g * per..(g + 1) * per].fill(f32::NEG_INFINITY);
+            }
+        }
+        descending(order, keys.len(), |e| keys[e]);
         let first = weights.len();
         for &e in &order[..self.n_used] {
             chosen.push(e);
@@ -134,6 +179,29 @@ impl Routing {
             }
         }
     }
+}
+
+/// The buffers of [`Routing::choose`].
+#[derive(Debug, Default)]
+struct Choice {
+    /// The selection keys of one token's experts.
+    keys: Vec<f32>,
+    order: Vec<usize>,
+    group_scores: Vec<f32>,
+    group_order: Vec<usize>,
+}
+
+/// `0..n` ordered by `key`, descending, as `ggml_argsort` orders them: a stable sort breaks
+/// ties by index, as libstdc++'s std::sort does for up to 16 values (an insertion sort); NaN
+/// keys compare equal.
+fn descending(order: &mut Vec<usize>, n: usize, key: impl Fn(usize) -> f32) {
+    order.clear();
+    order.extend(0..n);
+    order.sort_by(|&a, &b| {
+        key(b)
+            .partial_cmp(&key(a))
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
 }
 
 /// `ggml_soft_max` of one row, in place: its maximum, `expf` and f64 sum
@@ -252,7 +320,7 @@ pub(crate) struct MoeFfn {
 pub(crate) struct MoeScratch {
     /// The router's logits, then scores: one row of `n_expert` per token.
     scores: Vec<f32>,
-    order: Vec<usize>,
+    choice: Choice,
     /// Per token, its chosen experts and their weights (`n_used` each, in order of choice).
     chosen: Vec<usize>,
     weights: Vec<f32>,
@@ -312,7 +380,7 @@ impl MoeFfn {
         for row in m.scores.chunks_exact_mut(ne) {
             self.routing.scores(row);
             let r = &self.routing;
-            r.choose(row, bias, &mut m.order, &mut m.chosen, &mut m.weights);
+            r.choose(row, bias, &mut m.choice, &mut m.chosen, &mut m.weights);
         }
         m.by_expert.resize_with(ne, Vec::new);
         for slots in &mut m.by_expert {
@@ -404,12 +472,13 @@ mod tests {
             normalize,
             scale: 0.0,
             gating: Gating::Softmax,
+            groups: None,
         }
     }
 
     fn choose(r: &Routing, scores: &[f32], bias: Option<&[f32]>) -> (Vec<usize>, Vec<f32>) {
-        let (mut order, mut chosen, mut weights) = (Vec::new(), Vec::new(), Vec::new());
-        r.choose(scores, bias, &mut order, &mut chosen, &mut weights);
+        let (mut choice, mut chosen, mut weights) = (Choice::default(), Vec::new(), Vec::new());
+        r.choose(scores, bias, &mut choice, &mut chosen, &mut weights);
         (chosen, weights)
     }
 
@@ -443,6 +512,40 @@ mod tests {
         assert_eq!(chosen, [3, 1]);
         // The weights are the unbiased scores.
         assert_eq!(weights, [0.1, 0.7]);
+    }
+
+    #[test]
+    fn groups_limit_the_choice_to_the_experts_of_the_best_groups() {
+        let mut r = routing(9, 3, false);
+        // Groups of three, scored by their two best: 1.5, 1.0 (though it holds the best
+        // expert), 1.2.
+        let scores = [0.8f32, 0.1, 0.7, 0.95, 0.05, 0.05, 0.6, 0.6, 0.55];
+        assert_eq!(choose(&r, &scores, None).0, [3, 0, 2]);
+        r.groups = Some(ExpertGroups { count: 3, used: 2 });
+        let (chosen, weights) = choose(&r, &scores, None);
+        // Groups 0 and 2; the tie between experts 6 and 7 goes to the lower.
+        assert_eq!(chosen, [0, 2, 6]);
+        assert_eq!(weights, [0.8, 0.7, 0.6]);
+        // The bias counts in the groups' scores and the choice, not in the weights.
+        let bias = [0.0f32, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0];
+        let (chosen, weights) = choose(&r, &scores, Some(&bias));
+        assert_eq!(chosen, [4, 3, 0]);
+        assert_eq!(weights, [0.05, 0.95, 0.8]);
+    }
+
+    #[test]
+    fn sigmoid_scores_are_ggml_sigmoid_of_each_logit() {
+        let mut r = routing(3, 2, true);
+        r.gating = Gating::Sigmoid;
+        let mut x = [0.0f32, 2.0, -1.5];
+        r.scores(&mut x);
+        assert_eq!(x[0], 0.5);
+        assert_eq!(x[1], 1.0 / (1.0 + (-2.0f32).exp()));
+        assert_eq!(x[2], 1.0 / (1.0 + 1.5f32.exp()));
+        let (chosen, weights) = choose(&r, &x, None);
+        assert_eq!(chosen, [1, 0]);
+        let sum = (f64::from(x[1]) + f64::from(x[0])) as f32;
+        assert_eq!(weights, [x[1] / sum, x[0] / sum]);
     }
 
     #[test]

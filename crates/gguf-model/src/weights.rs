@@ -302,6 +302,30 @@ impl<'s> Loader<'s> {
         rows: usize,
         n_expert: usize,
     ) -> Result<Vec<Matrix>> {
+        self.stacked(tensor, cols, rows, n_expert, true)
+    }
+
+    /// The `n` matrices of `rows` rows of `cols` stacked in a 3-D tensor multiplied slice by
+    /// slice (latent attention's per-head `attn_k_b`, `attn_v_b`), as views; never repacked,
+    /// as ggml repacks only 2-D `mul_mat` weights and stacked `mul_mat_id` ones.
+    pub fn per_head(
+        &self,
+        tensor: &str,
+        cols: usize,
+        rows: usize,
+        n: usize,
+    ) -> Result<Vec<Matrix>> {
+        self.stacked(tensor, cols, rows, n, false)
+    }
+
+    fn stacked(
+        &self,
+        tensor: &str,
+        cols: usize,
+        rows: usize,
+        n_expert: usize,
+        pack: bool,
+    ) -> Result<Vec<Matrix>> {
         let found = self.find(tensor)?;
         let expected = [cols as u64, rows as u64, n_expert as u64];
         let shape = found.shape;
@@ -322,7 +346,10 @@ impl<'s> Loader<'s> {
                 let view = all
                     .rows(e * rows, rows)
                     .ok_or_else(|| self.shape_error(tensor, &expected, shape))?;
-                self.packed(view)
+                match pack {
+                    true => self.packed(view),
+                    false => Ok(view),
+                }
             })
             .collect()
     }

@@ -142,7 +142,24 @@ fn batched_equals_alone(model: &Model, steps: usize, agreement: Agreement) {
 #[test]
 fn batched_sequences_equal_lone_sessions_on_every_decoder_fixture() {
     for name in [
-        "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi2", "phi3",
+        "llama",
+        "mistral",
+        "qwen2",
+        "qwen3",
+        "gemma",
+        "gemma2",
+        "gemma3",
+        "phi2",
+        "phi3",
+        "mixtral",
+        "qwen2moe",
+        "qwen3moe",
+        "olmoe",
+        "granite",
+        "granitemoe",
+        "phimoe",
+        "gpt-oss",
+        "deepseek2",
     ] {
         let model = Model::load(fixture(&format!("model-{name}.gguf"))).unwrap();
         batched_equals_alone(&model, 6, Agreement::Exact);

@@ -255,6 +255,24 @@ fn gpt_oss_with_sinks_yarn_and_mxfp4_experts_matches_llama_cpp() {
     check("model-gpt-oss.gguf", "model-gpt-oss.json");
 }
 
+/// DeepSeek 2 in the shape of DeepSeek-V3: latent attention (a compressed query, one cached
+/// latent key and value per token, the per-head absorption and expansion), YaRN with DeepSeek's
+/// log multiplier, a dense first block, then sigmoid routing with a selection bias, 3 of 8
+/// experts from the 2 best of 4 groups, normalised and scaled, and a shared expert.
+#[test]
+fn deepseek2_with_latent_attention_and_grouped_sigmoid_routing_matches_llama_cpp() {
+    let model = Model::load(fixture("model-deepseek2.gguf")).unwrap();
+    let hp = model.hparams();
+    // The cache holds one key of latent + rope and one value of latent per token.
+    assert_eq!(
+        (hp.n_head, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v),
+        (4, 1, 80, 64)
+    );
+    assert!(model.file().tensor("blk.0.ffn_up.weight").is_some());
+    assert!(model.file().tensor("blk.1.exp_probs_b.bias").is_some());
+    check("model-deepseek2.gguf", "model-deepseek2.json");
+}
+
 /// Granite: llama with its four multipliers (embeddings × 2, each sublayer's output × 0.6,
 /// attention scale 0.2, logits / 1.5) and a tied output.
 #[test]
@@ -318,6 +336,45 @@ fn bad_expert_counts_and_shapes_are_named() {
             if name == "blk.0.ffn_gate_inp.weight" && expected == &[64, 5] && found == &[64, 6]),
         "{err:?}"
     );
+}
+
+/// DeepSeek 2 files llama.cpp's latent attention cannot read, and routing it cannot compute,
+/// are refused with the key that says why.
+#[test]
+fn deepseek2_without_split_latent_or_with_impossible_groups_is_refused() {
+    let legacy = edited_copy_of("model-deepseek2.gguf", "ds-legacy.gguf", |b| {
+        b.remove("deepseek2.attention.key_length_mla");
+    });
+    let err = Model::load(&legacy).unwrap_err().to_string();
+    std::fs::remove_file(&legacy).unwrap();
+    assert!(err.contains("predates the split of attn_kv_b"), "{err}");
+    for (name, key, value, expected) in [
+        (
+            "ds-groups.gguf",
+            "deepseek2.expert_group_count",
+            3u32,
+            "do not split 8 experts into groups",
+        ),
+        (
+            "ds-group-used.gguf",
+            "deepseek2.expert_group_used_count",
+            1,
+            "3 experts cannot be chosen from 1 groups of 2",
+        ),
+        (
+            "ds-gating.gguf",
+            "deepseek2.expert_gating_func",
+            3,
+            "not a gating function of DeepSeek 2",
+        ),
+    ] {
+        let path = edited_copy_of("model-deepseek2.gguf", name, |b| {
+            b.set(key, value);
+        });
+        let err = Model::load(&path).unwrap_err().to_string();
+        std::fs::remove_file(&path).unwrap();
+        assert!(err.contains(expected), "{name}: {err}");
+    }
 }
 
 /// llama.cpp refuses `general.architecture = mistral` (Mistral's own GGUFs say `llama`, and
@@ -589,6 +646,7 @@ fn unsupported_architecture_is_named_with_the_supported_ones() {
             "phi3",
             "phimoe",
             "gpt-oss",
+            "deepseek2",
             "bert"
         ]
     );

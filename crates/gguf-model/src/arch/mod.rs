@@ -6,6 +6,7 @@
 //! Adding one means a module here, a line in [`ARCHITECTURES`], and its tests.
 
 mod bert;
+mod deepseek2;
 mod gemma;
 mod gpt_oss;
 mod llama;
@@ -104,6 +105,10 @@ pub(crate) const ARCHITECTURES: &[Entry] = &[
     Entry {
         name: "gpt-oss",
         load: gpt_oss::load,
+    },
+    Entry {
+        name: "deepseek2",
+        load: deepseek2::load,
     },
     Entry {
         name: "bert",

@@ -46,6 +46,7 @@ run -m "$root/fixtures/model-phimoe.gguf" -o "$here/model-phimoe.json" --tokens 
 run -m "$root/fixtures/model-granite.gguf" -o "$here/model-granite.json" --tokens "$spm"
 run -m "$root/fixtures/model-granitemoe.gguf" -o "$here/model-granitemoe.json" --tokens "$spm"
 run -m "$root/fixtures/model-gpt-oss.gguf" -o "$here/model-gpt-oss.json" --tokens "$bpe"
+run -m "$root/fixtures/model-deepseek2.gguf" -o "$here/model-deepseek2.json" --tokens "$bpe"
 # llama.cpp has no `mistral` architecture: the same weights loaded as `llama`, once with the
 # sliding window emulated (what gguf-model must give) and once with llama.cpp's full attention.
 run -m "$root/fixtures/model-mistral.gguf" -o "$here/model-mistral.json" --tokens "$spm" \

@@ -417,14 +417,23 @@ static bool tie_callback(struct ggml_tensor * t, bool ask, void * user) {
     if (act != GGML_TYPE_Q8_0 && act != GGML_TYPE_Q8_1 && act != GGML_TYPE_Q8_K) {
         return true;
     }
-    if (x->type != GGML_TYPE_F32 || !ggml_is_contiguous(x)) {
-        die("tie check: a quantized product's input is not a contiguous f32 tensor");
+    // Rows may be strided (latent attention multiplies a permuted view per head), but each
+    // row's values must be contiguous f32.
+    if (x->type != GGML_TYPE_F32 || x->nb[0] != sizeof(float)) {
+        die("tie check: a quantized product's input rows are not contiguous f32");
     }
     const int64_t n = x->ne[0];
-    const long rows = (long) (ggml_nelements(x) / n);
-    tie_min * vals = strstr(w->name, "attn_output") ? &st->q8_attn_out : &st->q8_values;
-    for (long r = 0; r < rows; r++) {
-        tie_check_q8_row(st, vals, w->name, r, (const float *) x->data + r * n, n, act);
+    // Attention's output feeds attn_output, or with latent attention first attn_v_b.
+    const bool attn_out = strstr(w->name, "attn_output") || strstr(w->name, "attn_v_b");
+    tie_min * vals = attn_out ? &st->q8_attn_out : &st->q8_values;
+    long r = 0;
+    for (int64_t i3 = 0; i3 < x->ne[3]; i3++) {
+        for (int64_t i2 = 0; i2 < x->ne[2]; i2++) {
+            for (int64_t i1 = 0; i1 < x->ne[1]; i1++, r++) {
+                const char * row = (const char *) x->data + i1 * x->nb[1] + i2 * x->nb[2] + i3 * x->nb[3];
+                tie_check_q8_row(st, vals, w->name, r, (const float *) row, n, act);
+            }
+        }
     }
     return true;
 }
