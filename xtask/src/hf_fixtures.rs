@@ -23,6 +23,8 @@ const HEADS: usize = 4;
 const HEAD_DIM: usize = 16;
 const FF: usize = 128;
 const LAYERS: usize = 2;
+/// Mixtral's experts per layer (two of them used per token).
+const MIXTRAL_EXPERTS: usize = 3;
 
 /// The SentencePiece vocabulary: unknown, BOS, EOS, 256 byte pieces, a user-defined piece and
 /// some ordinary ones with falling scores.
@@ -85,6 +87,26 @@ fn layer_tensors(arch: &str, kv_heads: usize) -> Vec<(String, Vec<usize>)> {
                 vec![(HEADS + 2 * kv_heads) * HEAD_DIM, HIDDEN],
             ));
             t.push((p("mlp.gate_up_proj.weight"), vec![2 * FF, HIDDEN]));
+        } else if arch == "mixtral" {
+            t.push((p("self_attn.q_proj.weight"), vec![HEADS * HEAD_DIM, HIDDEN]));
+            t.push((
+                p("self_attn.k_proj.weight"),
+                vec![kv_heads * HEAD_DIM, HIDDEN],
+            ));
+            t.push((
+                p("self_attn.v_proj.weight"),
+                vec![kv_heads * HEAD_DIM, HIDDEN],
+            ));
+            t.push((
+                p("block_sparse_moe.gate.weight"),
+                vec![MIXTRAL_EXPERTS, HIDDEN],
+            ));
+            for e in 0..MIXTRAL_EXPERTS {
+                let x = |w: &str| p(&format!("block_sparse_moe.experts.{e}.{w}.weight"));
+                t.push((x("w1"), vec![FF, HIDDEN]));
+                t.push((x("w2"), vec![HIDDEN, FF]));
+                t.push((x("w3"), vec![FF, HIDDEN]));
+            }
         } else {
             t.push((p("self_attn.q_proj.weight"), vec![HEADS * HEAD_DIM, HIDDEN]));
             t.push((
@@ -108,7 +130,9 @@ fn layer_tensors(arch: &str, kv_heads: usize) -> Vec<(String, Vec<usize>)> {
             t.push((p("self_attn.k_norm.weight"), vec![HEAD_DIM]));
         }
         t.push((p("self_attn.o_proj.weight"), vec![HIDDEN, HEADS * HEAD_DIM]));
-        t.push((p("mlp.down_proj.weight"), vec![HIDDEN, FF]));
+        if arch != "mixtral" {
+            t.push((p("mlp.down_proj.weight"), vec![HIDDEN, FF]));
+        }
         t.push((p("post_attention_layernorm.weight"), vec![HIDDEN]));
         if matches!(arch, "gemma2" | "gemma3") {
             t.push((p("pre_feedforward_layernorm.weight"), vec![HIDDEN]));
@@ -242,6 +266,20 @@ fn specs(vocab: usize) -> Vec<Spec> {
             ),
             dtype: Dtype::F32,
             tensors: tensors("phi3", 2, true),
+            shards: 2,
+        },
+        // Last: the checkpoints share one generator, so a new one goes after the others.
+        Spec {
+            dir: "tiny-mixtral",
+            config: with(
+                base("mixtral", "MixtralForCausalLM", 2),
+                json!({"num_local_experts": MIXTRAL_EXPERTS, "num_experts_per_tok": 2,
+                    "rope_theta": 1000000.0, "sliding_window": null,
+                    "router_aux_loss_coef": 0.02, "output_router_logits": false,
+                    "tie_word_embeddings": false}),
+            ),
+            dtype: Dtype::F32,
+            tensors: tensors("mixtral", 2, true),
             shards: 2,
         },
     ]

@@ -21,6 +21,7 @@ const TINY: &[&str] = &[
     "tiny-gemma2",
     "tiny-gemma3",
     "tiny-phi3",
+    "tiny-mixtral",
 ];
 
 fn convert(dir: &Path, outtype: OutType) -> Vec<u8> {
@@ -266,6 +267,27 @@ const LLAMA_CPP_DIGESTS: &[(&str, &str, &str)] = &[
         "tiny-phi3",
         "q8_0",
         "dd0ed493b6ebe290a9ca659bafaa6e667f0c471c6fda1968554adffc3ac216fe",
+    ), // Mixtral's experts stacked per layer (llama.cpp 0c1e57098's script under transformers
+    // 4.57.6).
+    (
+        "tiny-mixtral",
+        "f32",
+        "120324908bafe6e1cf806344792a7670623f1dba034f939d822e57dc5db2635a",
+    ),
+    (
+        "tiny-mixtral",
+        "f16",
+        "1b8eb60808190e1d97ca49a7c2cfec8ed63df3b89dd76e052b5569221d53566f",
+    ),
+    (
+        "tiny-mixtral",
+        "bf16",
+        "743fe8e5cb09177184e0c5df6e54449b2ce3096e4c0baa64e0e8e1faf76eb68f",
+    ),
+    (
+        "tiny-mixtral",
+        "q8_0",
+        "12a6f0430ff702d89c009c432a38cd95c1fd19e78cc80ab5af282c310135f875",
     ),
 ];
 

@@ -10,9 +10,9 @@ use gguf_format::{GgmlType, GgufBuilder, TensorSpec};
 use half::f16;
 use serde_json::Value;
 
-use super::arch::{self, Ctx, Transform};
+use super::arch::{self, Ctx, ExpertSlice, HfArch, Transform};
 use super::checkpoint::{Checkpoint, Dtype, HfTensor};
-use super::params::{text_model_parameters, Hparams, BLOCK_COUNT_KEYS};
+use super::params::{text_model_parameters, Hparams, BLOCK_COUNT_KEYS, EXPERT_COUNT_KEYS};
 use crate::check::{check_plan, Origins};
 use crate::error::{Error, Result};
 
@@ -89,6 +89,9 @@ pub struct PlannedTensor {
     pub shape: Vec<u64>,
     /// What is done to the values.
     pub transform: Transform,
+    /// For a tensor stacked from the experts' matrices, the checkpoint tensors of its slices
+    /// in order (`source` is the first); empty otherwise.
+    pub slices: Vec<String>,
 }
 
 /// A checkpoint's conversion, planned: the metadata to write and each tensor's name, type
@@ -207,6 +210,13 @@ impl<'c> HfConversion<'c> {
         let hparams = Hparams::new(config)?;
         let block_count = hparams.require_u32(BLOCK_COUNT_KEYS)?;
         let a = entry.arch;
+        if !a.converts_experts() && hparams.find(EXPERT_COUNT_KEYS).is_some() {
+            return Err(Error::Unsupported(format!(
+                "{}: config.json describes a mixture of experts, which this converter does not \
+                 write for {hf_arch} yet",
+                ckpt.dir().display()
+            )));
+        }
 
         // The tensors, filtered and renamed, in the checkpoint's order.
         let mut sources: Vec<(String, HfTensor<'_>)> = Vec::new();
@@ -278,10 +288,34 @@ impl<'c> HfConversion<'c> {
                     source_dtype: Dtype::F32,
                     shape: vec![g.values.len() as u64],
                     transform: Transform::None,
+                    slices: Vec::new(),
                 });
             }
+            // Each layer's expert slices, until the layer has them all.
+            let mut pending: std::collections::BTreeMap<u32, Vec<(ExpertSlice, &HfTensor<'_>)>> =
+                Default::default();
             for (name, t) in &sources {
                 let bid = block_id(name);
+                if let Some(slice) = a.expert_slice(&ctx, name, bid)? {
+                    let Some(layer) = bid else {
+                        return Err(Error::Unsupported(format!(
+                            "tensor '{name}': an expert's matrix outside a layer"
+                        )));
+                    };
+                    let wanted = slice.kinds * slice.n_expert;
+                    let parts = pending.entry(layer).or_default();
+                    parts.push((slice, t));
+                    if parts.len() >= wanted {
+                        let parts = pending.remove(&layer).unwrap_or_default();
+                        for planned in stack_experts(&ctx, a, layer, parts)? {
+                            tensors.push(PlannedTensor {
+                                ty: choose(&planned.name, bid, &planned.torch_shape),
+                                ..planned.tensor
+                            });
+                        }
+                    }
+                    continue;
+                }
                 for m in a.map(&ctx, name, bid)? {
                     let mut shape = t.shape.to_vec();
                     if let Transform::FirstRows { rows } = m.transform {
@@ -296,8 +330,20 @@ impl<'c> HfConversion<'c> {
                         source_dtype: t.dtype,
                         shape: shape.iter().rev().map(|&d| d as u64).collect(),
                         transform: m.transform,
+                        slices: Vec::new(),
                     });
                 }
+            }
+            if let Some((layer, parts)) = pending.into_iter().next() {
+                let (slice, t) = &parts[0];
+                return Err(Error::Unsupported(format!(
+                    "{}: layer {layer} has {} of the {} expert matrices its stacked tensors need \
+                     (first: '{}'); the checkpoint is incomplete",
+                    ckpt.dir().display(),
+                    parts.len(),
+                    slice.kinds * slice.n_expert,
+                    t.name
+                )));
             }
         }
 
@@ -416,7 +462,25 @@ impl<'c> HfConversion<'c> {
                     let source = self.ckpt.tensor(name).ok_or_else(|| {
                         Error::Unsupported(format!("tensor '{name}' vanished from the checkpoint"))
                     })?;
-                    if let Transform::PermuteRows { .. } = t.transform {
+                    if !t.slices.is_empty() {
+                        let mut slices = Vec::with_capacity(t.slices.len());
+                        for s in &t.slices {
+                            let slice = self.ckpt.tensor(s).ok_or_else(|| {
+                                Error::Unsupported(format!(
+                                    "tensor '{s}' vanished from the checkpoint"
+                                ))
+                            })?;
+                            slice.values_f32(0..0)?;
+                            slices.push(slice);
+                        }
+                        // One expert after another: the stacked tensor's bytes.
+                        w.write_tensor_with(|out| {
+                            slices.iter().try_for_each(|slice| {
+                                stream_tensor(slice, t, out)
+                                    .map_err(|e| std::io::Error::other(e.to_string()))
+                            })
+                        })?;
+                    } else if let Transform::PermuteRows { .. } = t.transform {
                         // Rows move across the whole tensor (Q and K are small).
                         w.write_tensor(&convert_tensor(&source, t)?)?;
                     } else {
@@ -434,6 +498,71 @@ impl<'c> HfConversion<'c> {
         }
         Ok(w.finish()?)
     }
+}
+
+/// A stacked expert tensor, planned but for its type.
+struct StackedPlan {
+    name: String,
+    /// PyTorch's order, outermost first (the experts).
+    torch_shape: Vec<usize>,
+    tensor: PlannedTensor,
+}
+
+/// The stacked tensors of one layer from all of its expert slices, in the reference's order
+/// (by kind, each stacking the experts in order), each mapped as the architecture maps the
+/// stacked name.
+fn stack_experts(
+    ctx: &Ctx<'_>,
+    a: &dyn HfArch,
+    layer: u32,
+    mut parts: Vec<(ExpertSlice, &HfTensor<'_>)>,
+) -> Result<Vec<StackedPlan>> {
+    parts.sort_by_key(|(s, _)| (s.kind, s.expert));
+    let mut out = Vec::new();
+    for group in parts.chunk_by(|(x, _), (y, _)| x.kind == y.kind) {
+        let (first, t0) = &group[0];
+        let in_order = group.iter().enumerate().all(|(i, (s, _))| s.expert == i);
+        if group.len() != first.n_expert || !in_order {
+            return Err(Error::Unsupported(format!(
+                "tensor '{}': layer {layer} does not have each of its {} experts' matrices \
+                 once for '{}'",
+                t0.name, first.n_expert, first.stacked
+            )));
+        }
+        if let Some((_, odd)) = group
+            .iter()
+            .find(|(_, t)| t.shape != t0.shape || t.dtype != t0.dtype)
+        {
+            return Err(Error::Unsupported(format!(
+                "tensor '{}' has shape {:?} ({:?}) where '{}' has {:?} ({:?}): experts' \
+                 matrices must match to be stacked",
+                odd.name, odd.shape, odd.dtype, t0.name, t0.shape, t0.dtype
+            )));
+        }
+        let mapped = a.map(ctx, &first.stacked, Some(layer))?;
+        let [m] = mapped.as_slice() else {
+            return Err(Error::Unsupported(format!(
+                "cannot map the stacked tensor '{}'",
+                first.stacked
+            )));
+        };
+        let mut torch_shape = vec![group.len()];
+        torch_shape.extend_from_slice(t0.shape);
+        out.push(StackedPlan {
+            name: m.name.clone(),
+            tensor: PlannedTensor {
+                name: m.name.clone(),
+                source: Some(t0.name.to_string()),
+                source_dtype: t0.dtype,
+                ty: GgmlType::F32,
+                shape: torch_shape.iter().rev().map(|&d| d as u64).collect(),
+                transform: Transform::None,
+                slices: group.iter().map(|(_, t)| t.name.to_string()).collect(),
+            },
+            torch_shape,
+        });
+    }
+    Ok(out)
 }
 
 /// Elements converted at a time when a tensor is streamed.

@@ -368,6 +368,10 @@ fn count_or_list(v: &Value, key: &str) -> Result<OwnedValue> {
 }
 
 /// The keys a model's layer count is read from (`block_count`).
+/// The `config.json` keys of an expert count, in the reference's order.
+pub(crate) const EXPERT_COUNT_KEYS: &[&str] =
+    &["num_local_experts", "num_experts", "n_routed_experts"];
+
 pub(crate) const BLOCK_COUNT_KEYS: &[&str] =
     &["n_layers", "num_hidden_layers", "n_layer", "num_layers"];
 
@@ -530,13 +534,45 @@ pub(crate) fn text_model_parameters(
     if let Some(eps) = h.find_f64(&eps_keys)? {
         b.set(&k("attention.layer_norm_epsilon"), eps as f32);
     }
-    if h.find(&["num_local_experts", "num_experts", "n_routed_experts"])
-        .is_some()
-    {
-        return Err(Error::Unsupported(
-            "config.json describes a mixture of experts, which this converter does not write"
-                .into(),
-        ));
+    if let Some(n) = h.find_u32(EXPERT_COUNT_KEYS)? {
+        b.set(&k("expert_count"), n);
+    }
+    let used_keys = [
+        "num_experts_per_tok",
+        "num_experts_per_token",
+        "top_k_experts",
+    ];
+    if let Some(n) = h.find_u32(&used_keys)? {
+        b.set(&k("expert_used_count"), n);
+    }
+    if let Some(n) = h.find_u32(&["n_group"])? {
+        b.set(&k("expert_group_count"), n);
+    }
+    if let Some(n) = h.find_u32(&["topk_group"])? {
+        b.set(&k("expert_group_used_count"), n);
+    }
+    let score_keys = [
+        "score_function",
+        "scoring_func",
+        "score_func",
+        "moe_router_activation",
+        "moe_router_activation_func",
+        "expert_selection_fn",
+    ];
+    if let Some(v) = h.find(&score_keys) {
+        // gguf-py's ExpertGatingFuncType.
+        let id = match v.as_str() {
+            Some("softmax") => 1u32,
+            Some("sigmoid") => 2,
+            Some("sqrtsoftplus") => 4,
+            _ => {
+                return Err(bad(
+                    h.present(&score_keys).unwrap_or("score_function"),
+                    "is not softmax, sigmoid or sqrtsoftplus",
+                ))
+            }
+        };
+        b.set(&k("expert_gating_func"), id);
     }
     if let Some(head_dim) = h.get("head_dim").filter(|v| !v.is_null()) {
         let n = as_u32(head_dim).ok_or_else(|| bad("head_dim", "is not a count"))?;

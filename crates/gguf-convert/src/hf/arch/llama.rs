@@ -1,12 +1,13 @@
-//! Llama-family decoders: Llama 1-3 and Mistral (`llama`, with the Q/K rows permuted from
-//! Hugging Face's rotary layout back to GGML's), Qwen 2 and Qwen 3 (`qwen2`, `qwen3`, as they
+//! Llama-family decoders: Llama 1-3, Mistral and Mixtral (`llama`, with the Q/K rows permuted
+//! from Hugging Face's rotary layout back to GGML's; Mixtral's experts stacked per layer as
+//! the reference's `LlamaModel` stacks them), Qwen 2 and Qwen 3 (`qwen2`, `qwen3`, as they
 //! are).
 
 use gguf_format::tensor_names::TensorName as T;
 use gguf_format::GgufBuilder;
 use serde_json::Value;
 
-use super::{map_decoder, pooling_type, Ctx, Generated, HfArch, Mapped, Transform};
+use super::{map_decoder, pooling_type, Ctx, ExpertSlice, Generated, HfArch, Mapped, Transform};
 use crate::error::{Error, Result};
 use crate::hf::special_vocab::SpecialVocab;
 use crate::hf::vocab::{write_gpt2, write_sentencepiece};
@@ -194,15 +195,59 @@ impl HfArch for LlamaLike {
         }])
     }
 
+    fn converts_experts(&self) -> bool {
+        self.arch == "llama"
+    }
+
+    /// Mixtral's `model.layers.{bid}.block_sparse_moe.experts.{e}.{w1,w2,w3}.weight`, stacked
+    /// into `layers.{bid}.feed_forward.experts.{w}.weight` in the order w1, w2, w3.
+    fn expert_slice(
+        &self,
+        ctx: &Ctx<'_>,
+        name: &str,
+        bid: Option<u32>,
+    ) -> Result<Option<ExpertSlice>> {
+        let name = match ctx.hf_arch {
+            "LlamaModel" => format!("model.{name}"),
+            _ => name.to_string(),
+        };
+        let (Some(b), true) = (bid, self.arch == "llama") else {
+            return Ok(None);
+        };
+        let Some(rest) = name.strip_prefix(&format!("model.layers.{b}.block_sparse_moe.experts."))
+        else {
+            return Ok(None);
+        };
+        let parsed = rest.split_once('.').and_then(|(e, w)| {
+            let kind = ["w1.weight", "w2.weight", "w3.weight"]
+                .iter()
+                .position(|x| *x == w)?;
+            Some((e.parse::<usize>().ok()?, kind))
+        });
+        let Some((expert, kind)) = parsed else {
+            return Err(Error::Unsupported(format!(
+                "tensor '{name}': not a Mixtral expert's w1, w2 or w3 weight"
+            )));
+        };
+        let n_expert = count(ctx, &["num_local_experts"])? as usize;
+        if expert >= n_expert {
+            return Err(Error::Unsupported(format!(
+                "tensor '{name}': expert {expert} of a model with num_local_experts {n_expert}"
+            )));
+        }
+        Ok(Some(ExpertSlice {
+            stacked: format!("layers.{b}.feed_forward.experts.w{}.weight", kind + 1),
+            kind,
+            kinds: 3,
+            expert,
+            n_expert,
+        }))
+    }
+
     fn map(&self, ctx: &Ctx<'_>, name: &str, bid: Option<u32>) -> Result<Vec<Mapped>> {
         let mut name = name.to_string();
-        if matches!(ctx.hf_arch, "LlamaModel" | "Qwen2Model") {
+        if matches!(ctx.hf_arch, "LlamaModel" | "Qwen2Model") && !name.starts_with("layers.") {
             name = format!("model.{name}");
-        }
-        if name.contains("block_sparse_moe") || name.contains(".experts.") {
-            return Err(Error::Unsupported(format!(
-                "tensor '{name}': mixtures of experts are not converted"
-            )));
         }
         let mut transform = Transform::None;
         if self.arch == "llama" {

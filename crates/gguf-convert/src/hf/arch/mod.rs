@@ -68,6 +68,22 @@ pub(crate) struct Mapped {
     pub transform: Transform,
 }
 
+/// One expert's matrix of a tensor the reference stacks (`torch.stack` over the experts), as
+/// an architecture names it.
+#[derive(Debug, Clone)]
+pub(crate) struct ExpertSlice {
+    /// The checkpoint-style name of the stacked tensor, which [`HfArch::map`] then maps
+    /// (Mixtral's `layers.0.feed_forward.experts.w1.weight`).
+    pub stacked: String,
+    /// Which of the layer's stacked tensors this is, in the order the reference writes them
+    /// once it has every expert's matrices of the layer.
+    pub kind: usize,
+    /// How many stacked tensors a layer has.
+    pub kinds: usize,
+    pub expert: usize,
+    pub n_expert: usize,
+}
+
 /// One architecture.
 pub(crate) trait HfArch: Sync {
     /// `general.architecture`.
@@ -97,6 +113,22 @@ pub(crate) trait HfArch: Sync {
 
     /// The GGUF tensors a (filtered) checkpoint tensor becomes; `bid` is its layer.
     fn map(&self, ctx: &Ctx<'_>, name: &str, bid: Option<u32>) -> Result<Vec<Mapped>>;
+
+    /// Whether the architecture converts mixtures of experts (a `config.json` with an expert
+    /// count is refused otherwise).
+    fn converts_experts(&self) -> bool {
+        false
+    }
+
+    /// The stacked tensor a (filtered) checkpoint tensor is one expert's slice of, if it is.
+    fn expert_slice(
+        &self,
+        _ctx: &Ctx<'_>,
+        _name: &str,
+        _bid: Option<u32>,
+    ) -> Result<Option<ExpertSlice>> {
+        Ok(None)
+    }
 }
 
 /// One registered architecture: the `architectures[0]` values that select it.
@@ -112,6 +144,7 @@ pub(crate) const ARCHITECTURES: &[Entry] = &[
             "LlamaForCausalLM",
             "LLaMAForCausalLM",
             "MistralForCausalLM",
+            "MixtralForCausalLM",
             "LlamaModel",
         ],
         arch: &llama::LLAMA,
@@ -202,6 +235,13 @@ pub(crate) fn decoder_table(arch: &str) -> Vec<(&'static str, T)> {
     // Gemma and Gemma 2 have no output matrix in llama.cpp (their head is the embedding).
     if !matches!(arch, "gemma" | "gemma2") {
         t.push(("lm_head", T::Output));
+    }
+    if arch == "llama" {
+        // Mixtral's router and its stacked experts (`LlamaModel`'s merged names).
+        t.push(("model.layers.{bid}.block_sparse_moe.gate", T::FfnGateInp));
+        t.push(("layers.{bid}.feed_forward.experts.w1", T::FfnGateExps));
+        t.push(("layers.{bid}.feed_forward.experts.w2", T::FfnDownExps));
+        t.push(("layers.{bid}.feed_forward.experts.w3", T::FfnUpExps));
     }
     // Phi-3 has no separate gate.
     if arch != "phi3" {
