@@ -261,6 +261,60 @@ fn mistral_is_unpermuted_and_keeps_its_window() {
     assert!(!t.contains_key("lm_head.weight"));
 }
 
+/// Mixtral (`llama` with experts) exports as `MixtralForCausalLM`: each stacked expert tensor
+/// becomes one matrix per expert (`block_sparse_moe.experts.E.w1/w2/w3`, the rows of expert E),
+/// the router `block_sparse_moe.gate`, and the expert counts go to `config.json`.
+#[test]
+fn mixtral_unstacks_its_experts() {
+    let bytes = f32_copy("model-mixtral.gguf");
+    let file = GgufFile::parse(&bytes).unwrap();
+    let export = Export::plan(&file, &f32_options()).unwrap();
+    let t = exported(&export);
+    let c = export.config();
+    assert_eq!(c["architectures"][0], "MixtralForCausalLM");
+    assert_eq!(c["model_type"], "mixtral");
+    assert_eq!(
+        (
+            c["num_local_experts"].as_u64(),
+            c["num_experts_per_tok"].as_u64()
+        ),
+        (Some(6), Some(2))
+    );
+    for (gguf, w) in [
+        ("ffn_gate_exps", "w1"),
+        ("ffn_down_exps", "w2"),
+        ("ffn_up_exps", "w3"),
+    ] {
+        let (shape, all) = gguf_values(&file, &format!("blk.1.{gguf}.weight"));
+        let (cols, rows, n) = (shape[0] as usize, shape[1] as usize, shape[2] as usize);
+        assert_eq!(n, 6);
+        for e in 0..n {
+            let (hf_shape, values) =
+                &t[&format!("model.layers.1.block_sparse_moe.experts.{e}.{w}.weight")];
+            assert_eq!(hf_shape, &[rows, cols]);
+            assert_eq!(
+                values,
+                &all[e * rows * cols..(e + 1) * rows * cols],
+                "expert {e} {w}"
+            );
+        }
+        assert!(!t.contains_key(&format!(
+            "model.layers.1.block_sparse_moe.experts.6.{w}.weight"
+        )));
+    }
+    let (_, router) = gguf_values(&file, "blk.0.ffn_gate_inp.weight");
+    assert_eq!(
+        t["model.layers.0.block_sparse_moe.gate.weight"],
+        (vec![6, 64], router)
+    );
+    // Q and K are unpermuted as for llama.
+    let (_, original) = gguf_values(&file, "blk.1.attn_q.weight");
+    assert_eq!(
+        permute(&t["model.layers.1.self_attn.q_proj.weight"].1, 64, 64, 4),
+        original
+    );
+}
+
 #[test]
 fn qwen2_biases_are_copied_and_not_permuted() {
     let bytes = f32_copy("model-qwen2.gguf");
@@ -414,7 +468,7 @@ fn phi3_keeps_its_fused_tensors_and_longrope() {
 #[test]
 fn every_fixture_writes_a_readable_checkpoint() {
     for name in [
-        "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3",
+        "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3", "mixtral",
     ] {
         let bytes = fixture_bytes(&format!("model-{name}.gguf"));
         let file = GgufFile::parse(&bytes).unwrap();
@@ -765,7 +819,7 @@ fn reconversion_may_differ(arch: &str, key: &str) -> bool {
 fn fixtures_survive_export_and_reconversion() {
     use gguf_convert::hf::{Checkpoint, HfConversion, HfOptions, OutType};
     for name in [
-        "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3",
+        "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3", "mixtral",
     ] {
         let bytes = fixture_bytes(&format!("model-{name}.gguf"));
         let file = GgufFile::parse(&bytes).unwrap();

@@ -335,6 +335,17 @@ pub(crate) fn config_json(
     }
 
     match arch {
+        Arch::Mixtral => {
+            put("hidden_act", json!("silu"));
+            put("num_local_experts", json!(m.required("expert_count")?));
+            put(
+                "num_experts_per_tok",
+                json!(m.required("expert_used_count")?),
+            );
+            put("router_aux_loss_coef", json!(0.02));
+            put("output_router_logits", json!(false));
+            put("sliding_window", Value::Null);
+        }
         Arch::Llama | Arch::Mistral => {
             put("hidden_act", json!("silu"));
             put("attention_bias", json!(false));

@@ -141,12 +141,17 @@ pub struct ExportTensor {
     pub shape: Vec<usize>,
     /// What is done to the values.
     pub transform: Transform,
+    /// For one expert's matrix of a stacked expert tensor (`ffn_up_exps`): which expert, whose
+    /// rows of the source it takes.
+    pub expert: Option<usize>,
 }
 
 /// The Hugging Face architecture of a supported GGUF architecture.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Arch {
     Llama,
+    /// `llama` with experts (`llama.expert_count` above 1).
+    Mixtral,
     Mistral,
     Qwen2,
     Qwen3,
@@ -181,6 +186,7 @@ impl Arch {
     pub(crate) fn hf_class(self) -> &'static str {
         match self {
             Arch::Llama => "LlamaForCausalLM",
+            Arch::Mixtral => "MixtralForCausalLM",
             Arch::Mistral => "MistralForCausalLM",
             Arch::Qwen2 => "Qwen2ForCausalLM",
             Arch::Qwen3 => "Qwen3ForCausalLM",
@@ -196,6 +202,7 @@ impl Arch {
     pub(crate) fn model_type(self) -> &'static str {
         match self {
             Arch::Llama => "llama",
+            Arch::Mixtral => "mixtral",
             Arch::Mistral => "mistral",
             Arch::Qwen2 => "qwen2",
             Arch::Qwen3 => "qwen3",
@@ -279,6 +286,11 @@ impl<'f> Export<'f> {
             .copied()
             .find(|a| *a == name)
             .unwrap_or("llama");
+        let experts = file.get_opt::<u32>("llama.expert_count").ok().flatten();
+        let arch = match (arch, experts) {
+            (Arch::Llama, Some(n)) if n > 1 => Arch::Mixtral,
+            (arch, _) => arch,
+        };
         let dtype = options.dtype.unwrap_or_else(|| ExportDtype::for_file(file));
         let mut warnings = Vec::new();
         let hp = config::Hparams::read(file, arch)?;
@@ -390,7 +402,7 @@ impl<'f> Export<'f> {
             .get(index)
             .ok_or_else(|| Error::Unsupported(format!("no tensor {index} in the export")))?;
         let info = &self.file.tensors()[self.sources[index]];
-        tensors::convert(self.file, info, t.transform, self.dtype)
+        tensors::convert(self.file, info, t.transform, t.expert, self.dtype)
     }
 
     /// Writes the export into `dir`, which must not exist or be empty unless `force` (then

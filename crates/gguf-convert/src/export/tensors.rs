@@ -54,7 +54,11 @@ fn hf_name(arch: Arch, name: &str) -> Result<Option<String>> {
             (T::OutputNorm, WEIGHT) => Ok(Some("model.norm.weight".into())),
             (T::Output, WEIGHT) => Ok(Some("lm_head.weight".into())),
             // Computed from config.json's rope_scaling when the checkpoint is loaded.
-            (T::RopeFreqs, WEIGHT) if matches!(arch, Arch::Llama | Arch::Mistral) => Ok(None),
+            (T::RopeFreqs, WEIGHT)
+                if matches!(arch, Arch::Llama | Arch::Mistral | Arch::Mixtral) =>
+            {
+                Ok(None)
+            }
             (T::RopeFactorsLong | T::RopeFactorsShort, WEIGHT) if arch == Arch::Phi3 => Ok(None),
             _ => Err(unknown()),
         };
@@ -78,13 +82,29 @@ fn hf_name(arch: Arch, name: &str) -> Result<Option<String>> {
         T::FfnNorm => "post_attention_layernorm",
         T::AttnPostNorm if gemma23 => "post_attention_layernorm",
         T::FfnPostNorm if gemma23 => "post_feedforward_layernorm",
-        T::FfnGate if arch != Arch::Phi3 => "mlp.gate_proj",
+        T::FfnGate if !matches!(arch, Arch::Phi3 | Arch::Mixtral) => "mlp.gate_proj",
         T::FfnUp if arch == Arch::Phi3 => "mlp.gate_up_proj",
-        T::FfnUp => "mlp.up_proj",
-        T::FfnDown => "mlp.down_proj",
+        T::FfnUp if arch != Arch::Mixtral => "mlp.up_proj",
+        T::FfnDown if arch != Arch::Mixtral => "mlp.down_proj",
+        T::FfnGateInp if arch == Arch::Mixtral => "block_sparse_moe.gate",
         _ => return Err(unknown()),
     };
     Ok(Some(format!("model.layers.{layer}.{hf}.{suffix}")))
+}
+
+/// For Mixtral's stacked `blk.N.ffn_{gate,down,up}_exps.weight`, the name of expert `{e}`'s
+/// matrix with `{e}` to fill in (`block_sparse_moe.experts.{e}.w1/w2/w3`, as the converter
+/// reads them).
+fn mixtral_expert_name(name: &str) -> Option<(String, &'static str)> {
+    let (layer, rest) = tensor_names::split_block(name)?;
+    let (stem, suffix) = rest.rsplit_once('.')?;
+    let w = match (T::parse(stem)?, suffix) {
+        (T::FfnGateExps, WEIGHT) => "w1",
+        (T::FfnDownExps, WEIGHT) => "w2",
+        (T::FfnUpExps, WEIGHT) => "w3",
+        _ => return None,
+    };
+    Some((format!("model.layers.{layer}.block_sparse_moe.experts."), w))
 }
 
 /// A `bert` tensor's `BertModel` name (gguf-py's mapping for BERT, reversed).
@@ -128,6 +148,32 @@ pub(crate) fn plan(
     let mut tensors = Vec::new();
     let mut sources = Vec::new();
     for (index, info) in file.tensors().iter().enumerate() {
+        if let Some((prefix, w)) = (arch == Arch::Mixtral)
+            .then(|| mixtral_expert_name(info.name))
+            .flatten()
+        {
+            // One Hugging Face matrix per expert, the stacked tensor's rows in turn.
+            let [cols, rows, n_expert] = info.shape() else {
+                return Err(Error::Unsupported(format!(
+                    "{}: a stacked expert tensor of shape {:?}, not 3-D",
+                    info.name,
+                    info.shape()
+                )));
+            };
+            check_dequantizable(file, info)?;
+            for e in 0..*n_expert as usize {
+                tensors.push(ExportTensor {
+                    name: format!("{prefix}{e}.{w}.weight"),
+                    source: info.name.to_string(),
+                    source_type: info.ggml_type,
+                    shape: vec![*rows as usize, *cols as usize],
+                    transform: Transform::Copy,
+                    expert: Some(e),
+                });
+                sources.push(index);
+            }
+            continue;
+        }
         let Some(name) = hf_name(arch, info.name)? else {
             continue;
         };
@@ -156,6 +202,7 @@ pub(crate) fn plan(
             source_type: info.ggml_type,
             shape,
             transform,
+            expert: None,
         });
         sources.push(index);
     }
@@ -172,7 +219,7 @@ fn transform_for(arch: Arch, gguf_name: &str, hf_name: &str, hp: &Hparams) -> Tr
     if arch.is_gemma() && hf_name.ends_with("norm.weight") {
         return Transform::SubtractOne;
     }
-    if matches!(arch, Arch::Llama | Arch::Mistral) {
+    if matches!(arch, Arch::Llama | Arch::Mistral | Arch::Mixtral) {
         let block_tensor = tensor_names::split_block(gguf_name)
             .and_then(|(_, rest)| rest.rsplit_once('.'))
             .and_then(|(stem, _)| T::parse(stem));
@@ -215,22 +262,32 @@ fn check_dequantizable(file: &GgufFile, info: &TensorInfo) -> Result<()> {
 /// Elements dequantized at a time (about 4 MiB of f32).
 const CHUNK_ELEMENTS: usize = 1 << 20;
 
-/// The tensor's values, dequantized, transformed, in PyTorch's layout, as `dtype` bytes.
+/// The tensor's values (with `expert`, that expert's rows of a stacked expert tensor only),
+/// dequantized, transformed, in PyTorch's layout, as `dtype` bytes.
 pub(crate) fn convert(
     file: &GgufFile,
     info: &TensorInfo,
     transform: Transform,
+    expert: Option<usize>,
     dtype: ExportDtype,
 ) -> Result<Vec<u8>> {
     let shape = info.shape();
-    let total = info.element_count() as usize;
+    let all = info.element_count() as usize;
     let esize = dtype.size();
-    let mut out = vec![0u8; total * esize];
-    if total == 0 {
-        return Ok(out);
+    if all == 0 {
+        return Ok(Vec::new());
     }
     let cols = shape.first().copied().unwrap_or(1).max(1) as usize;
-    let rows = total / cols;
+    let all_rows = all / cols;
+    let (first_row, rows) = match expert {
+        Some(e) => {
+            let per = all_rows / shape.get(2).copied().unwrap_or(1).max(1) as usize;
+            (e * per, per)
+        }
+        None => (0, all_rows),
+    };
+    let total = rows * cols;
+    let mut out = vec![0u8; total * esize];
     let fail = |e: gguf_quant::QuantError| Error::Unsupported(format!("tensor {}: {e}", info.name));
     let row_bytes = gguf_quant::row_bytes(info.ggml_type, cols).map_err(fail)?;
     let data = file.tensor_data(info);
@@ -244,7 +301,8 @@ pub(crate) fn convert(
     let mut r0 = 0;
     while r0 < rows {
         let r1 = (r0 + rows_per_chunk).min(rows);
-        let bytes = data.get(r0 * row_bytes..r1 * row_bytes).ok_or_else(|| {
+        let (b0, b1) = ((first_row + r0) * row_bytes, (first_row + r1) * row_bytes);
+        let bytes = data.get(b0..b1).ok_or_else(|| {
             Error::Unsupported(format!("tensor {}: data is truncated", info.name))
         })?;
         let values =
