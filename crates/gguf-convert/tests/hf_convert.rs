@@ -610,6 +610,40 @@ fn a_tokenizer_model_without_pieces_is_refused() {
     }
 }
 
+/// Mixtral checkpoints whose experts do not match `num_local_experts` are refused naming the
+/// tensor or the layer, before anything is written; other mixtures of experts are refused
+/// naming their class.
+#[test]
+fn mismatched_experts_and_unconverted_mixtures_are_refused() {
+    let fewer = with_config(
+        "tiny-mixtral",
+        "\"num_local_experts\": 3",
+        "\"num_local_experts\": 2",
+    );
+    let e = plan_error(fewer.path());
+    assert!(
+        e.contains("block_sparse_moe.experts.2.") && e.contains("num_local_experts 2"),
+        "{e}"
+    );
+    let more = with_config(
+        "tiny-mixtral",
+        "\"num_local_experts\": 3",
+        "\"num_local_experts\": 4",
+    );
+    let e = plan_error(more.path());
+    assert!(e.contains("layer 0 has 9 of the 12 expert matrices"), "{e}");
+    let qwen = with_config(
+        "tiny-qwen3",
+        "\"head_dim\"",
+        "\"num_experts\": 4, \"head_dim\"",
+    );
+    let e = plan_error(qwen.path());
+    assert!(
+        e.contains("mixture of experts") && e.contains("Qwen3ForCausalLM"),
+        "{e}"
+    );
+}
+
 /// A fixture with `from` replaced by `to` in its `config.json` (which must contain `from`).
 fn with_config(name: &str, from: &str, to: &str) -> tempfile::TempDir {
     let config = std::fs::read_to_string(fixture(&format!("hf/{name}/config.json"))).unwrap();
