@@ -20,7 +20,7 @@ pub enum RopeScaling {
     /// YaRN. llama.cpp reads only these two keys: the file's `rope.scaling.yarn_ext_factor`,
     /// `yarn_attn_factor` and `yarn_beta_fast/slow` are written by its converter but never
     /// read by its loader, which takes 1, its own magnitude correction, 32 and 1 (see
-    /// [`Rope::for_model`](crate::ops::Rope)); so do we.
+    /// `ops::Rope::for_model`); so do we.
     Yarn {
         /// `rope.scaling.factor`.
         factor: f32,
