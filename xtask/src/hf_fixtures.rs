@@ -25,6 +25,8 @@ const FF: usize = 128;
 const LAYERS: usize = 2;
 /// Mixtral's experts per layer (two of them used per token).
 const MIXTRAL_EXPERTS: usize = 3;
+/// PhiMoE's experts per layer (two of them used per token).
+const PHIMOE_EXPERTS: usize = 5;
 
 /// The SentencePiece vocabulary: unknown, BOS, EOS, 256 byte pieces, a user-defined piece and
 /// some ordinary ones with falling scores.
@@ -87,6 +89,30 @@ fn layer_tensors(arch: &str, kv_heads: usize) -> Vec<(String, Vec<usize>)> {
                 vec![(HEADS + 2 * kv_heads) * HEAD_DIM, HIDDEN],
             ));
             t.push((p("mlp.gate_up_proj.weight"), vec![2 * FF, HIDDEN]));
+        } else if arch == "phimoe" {
+            for (x, rows) in [("q", HEADS), ("k", kv_heads), ("v", kv_heads)] {
+                t.push((
+                    p(&format!("self_attn.{x}_proj.weight")),
+                    vec![rows * HEAD_DIM, HIDDEN],
+                ));
+                t.push((
+                    p(&format!("self_attn.{x}_proj.bias")),
+                    vec![rows * HEAD_DIM],
+                ));
+            }
+            t.push((p("self_attn.o_proj.bias"), vec![HIDDEN]));
+            t.push((p("input_layernorm.bias"), vec![HIDDEN]));
+            t.push((p("post_attention_layernorm.bias"), vec![HIDDEN]));
+            t.push((
+                p("block_sparse_moe.gate.weight"),
+                vec![PHIMOE_EXPERTS, HIDDEN],
+            ));
+            for e in 0..PHIMOE_EXPERTS {
+                let x = |w: &str| p(&format!("block_sparse_moe.experts.{e}.{w}.weight"));
+                t.push((x("w1"), vec![FF, HIDDEN]));
+                t.push((x("w2"), vec![HIDDEN, FF]));
+                t.push((x("w3"), vec![FF, HIDDEN]));
+            }
         } else if arch == "mixtral" {
             t.push((p("self_attn.q_proj.weight"), vec![HEADS * HEAD_DIM, HIDDEN]));
             t.push((
@@ -130,7 +156,7 @@ fn layer_tensors(arch: &str, kv_heads: usize) -> Vec<(String, Vec<usize>)> {
             t.push((p("self_attn.k_norm.weight"), vec![HEAD_DIM]));
         }
         t.push((p("self_attn.o_proj.weight"), vec![HIDDEN, HEADS * HEAD_DIM]));
-        if arch != "mixtral" {
+        if !matches!(arch, "mixtral" | "phimoe") {
             t.push((p("mlp.down_proj.weight"), vec![HIDDEN, FF]));
         }
         t.push((p("post_attention_layernorm.weight"), vec![HIDDEN]));
@@ -281,6 +307,26 @@ fn specs(vocab: usize) -> Vec<Spec> {
             dtype: Dtype::F32,
             tensors: tensors("mixtral", 2, true),
             shards: 2,
+        },
+        Spec {
+            dir: "tiny-phimoe",
+            config: with(
+                base("phimoe", "PhiMoEForCausalLM", 2),
+                json!({"num_local_experts": PHIMOE_EXPERTS, "num_experts_per_tok": 2,
+                    "original_max_position_embeddings": 256, "rope_scaling": null,
+                    "sliding_window": null, "attention_bias": true, "lm_head_bias": true,
+                    "router_jitter_noise": 0.0, "input_jitter_noise": 0.0,
+                    "router_aux_loss_coef": 0.0, "output_router_logits": false,
+                    "tie_word_embeddings": false}),
+            ),
+            dtype: Dtype::F32,
+            tensors: {
+                let mut t = tensors("phimoe", 2, true);
+                t.push(("model.norm.bias".to_string(), vec![HIDDEN]));
+                t.push(("lm_head.bias".to_string(), vec![vocab]));
+                t
+            },
+            shards: 1,
         },
     ]
 }

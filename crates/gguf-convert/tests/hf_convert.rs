@@ -267,7 +267,8 @@ const LLAMA_CPP_DIGESTS: &[(&str, &str, &str)] = &[
         "tiny-phi3",
         "q8_0",
         "dd0ed493b6ebe290a9ca659bafaa6e667f0c471c6fda1968554adffc3ac216fe",
-    ), // Mixtral's experts stacked per layer (llama.cpp 0c1e57098's script under transformers
+    ),
+    // Mixtral's experts stacked per layer (llama.cpp 0c1e57098's script under transformers
     // 4.57.6).
     (
         "tiny-mixtral",
@@ -288,6 +289,28 @@ const LLAMA_CPP_DIGESTS: &[(&str, &str, &str)] = &[
         "tiny-mixtral",
         "q8_0",
         "12a6f0430ff702d89c009c432a38cd95c1fd19e78cc80ab5af282c310135f875",
+    ),
+    // PhiMoE's too (its engine logits are not compared with transformers': llama.cpp
+    // computes its norms as RMSNorm plus a bias, transformers as LayerNorm).
+    (
+        "tiny-phimoe",
+        "f32",
+        "496c9fce9249a2dc2a8e09730bced69df36314c1067a7e379c298b0ff4a66cce",
+    ),
+    (
+        "tiny-phimoe",
+        "f16",
+        "8267b0dd7c24223e54ee3d86d4999db37086e0033fca94561992b139d9e82471",
+    ),
+    (
+        "tiny-phimoe",
+        "bf16",
+        "76546eb88a7d6fb07a0fd3261c11ad607ce1898be9a0b640fa501e1772cf6683",
+    ),
+    (
+        "tiny-phimoe",
+        "q8_0",
+        "0d23a116430d91f75afd1f3ad77d136f079c0dda7fd441e5979cc64522da5c5b",
     ),
 ];
 

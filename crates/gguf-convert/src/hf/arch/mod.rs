@@ -171,7 +171,12 @@ pub(crate) const ARCHITECTURES: &[Entry] = &[
     },
     Entry {
         hf_names: &["Phi3ForCausalLM"],
-        arch: &phi3::Phi3,
+        arch: &phi3::PHI3,
+    },
+    Entry {
+        // The class the published checkpoints name (llama.cpp's), and transformers' own.
+        hf_names: &["PhiMoEForCausalLM", "PhimoeForCausalLM"],
+        arch: &phi3::PHIMOE,
     },
     Entry {
         hf_names: &["BertModel", "BertForMaskedLM"],
@@ -235,6 +240,22 @@ pub(crate) fn decoder_table(arch: &str) -> Vec<(&'static str, T)> {
     // Gemma and Gemma 2 have no output matrix in llama.cpp (their head is the embedding).
     if !matches!(arch, "gemma" | "gemma2") {
         t.push(("lm_head", T::Output));
+    }
+    if arch == "phimoe" {
+        // PhiMoE's router and its stacked experts (`PhiMoeModel`'s merged names).
+        t.push(("model.layers.{bid}.block_sparse_moe.gate", T::FfnGateInp));
+        t.push((
+            "model.layers.{bid}.block_sparse_moe.experts.w1",
+            T::FfnGateExps,
+        ));
+        t.push((
+            "model.layers.{bid}.block_sparse_moe.experts.w2",
+            T::FfnDownExps,
+        ));
+        t.push((
+            "model.layers.{bid}.block_sparse_moe.experts.w3",
+            T::FfnUpExps,
+        ));
     }
     if arch == "llama" {
         // Mixtral's router and its stacked experts (`LlamaModel`'s merged names).

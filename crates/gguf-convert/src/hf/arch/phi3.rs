@@ -1,16 +1,24 @@
 //! Phi-3 decoders: fused `qkv_proj` and `gate_up_proj` written as they are, their own key
 //! order, a SentencePiece vocabulary with Phi-3's rules for added tokens (or a GPT-2 one), and
-//! for long-context models the RoPE factor tables as tensors.
+//! for long-context models the RoPE factor tables as tensors. PhiMoE (`phimoe`) is the same
+//! conversion with separate Q/K/V, biases, and its experts stacked per layer (w1, w2, w3) as
+//! the reference's `PhiMoeModel` stacks them.
 
 use gguf_format::tensor_names::TensorName as T;
 use gguf_format::GgufBuilder;
 use serde_json::Value;
 
-use super::{map_decoder, Ctx, Generated, HfArch, Mapped, Transform};
+use super::{map_decoder, Ctx, ExpertSlice, Generated, HfArch, Mapped, Transform};
 use crate::error::{Error, Result};
 use crate::hf::vocab::{write_gpt2, write_sentencepiece_with, SpmRules};
 
-pub(crate) struct Phi3;
+/// Phi-3 or PhiMoE.
+pub(crate) struct Phi3 {
+    arch: &'static str,
+}
+
+pub(crate) const PHI3: Phi3 = Phi3 { arch: "phi3" };
+pub(crate) const PHIMOE: Phi3 = Phi3 { arch: "phimoe" };
 
 fn rope_number(ctx: &Ctx<'_>, key: &str) -> Result<f64> {
     let rope = ctx.hparams.rope();
@@ -45,7 +53,54 @@ fn dims(ctx: &Ctx<'_>) -> Result<(u32, u32, u32)> {
 
 impl HfArch for Phi3 {
     fn gguf_arch(&self) -> &'static str {
-        "phi3"
+        self.arch
+    }
+
+    fn converts_experts(&self) -> bool {
+        self.arch == "phimoe"
+    }
+
+    /// `model.layers.{bid}.block_sparse_moe.experts.{e}.{w1,w2,w3}.weight`, stacked into
+    /// `model.layers.{bid}.block_sparse_moe.experts.{w}.weight` in the order w1, w2, w3.
+    fn expert_slice(
+        &self,
+        ctx: &Ctx<'_>,
+        name: &str,
+        bid: Option<u32>,
+    ) -> Result<Option<ExpertSlice>> {
+        let (Some(b), true) = (bid, self.arch == "phimoe") else {
+            return Ok(None);
+        };
+        let prefix = format!("model.layers.{b}.block_sparse_moe.experts.");
+        let Some(rest) = name.strip_prefix(&prefix) else {
+            return Ok(None);
+        };
+        let parsed = rest.split_once('.').and_then(|(e, w)| {
+            let kind = ["w1.weight", "w2.weight", "w3.weight"]
+                .iter()
+                .position(|x| *x == w)?;
+            Some((e.parse::<usize>().ok()?, kind))
+        });
+        let Some((expert, kind)) = parsed else {
+            return Err(Error::Unsupported(format!(
+                "tensor '{name}': not a PhiMoE expert's w1, w2 or w3 weight"
+            )));
+        };
+        let n_expert = ctx
+            .hparams
+            .require_u32(&["num_local_experts", "num_experts"])? as usize;
+        if expert >= n_expert {
+            return Err(Error::Unsupported(format!(
+                "tensor '{name}': expert {expert} of a model with num_local_experts {n_expert}"
+            )));
+        }
+        Ok(Some(ExpertSlice {
+            stacked: format!("{prefix}w{}.weight", kind + 1),
+            kind,
+            kinds: 3,
+            expert,
+            n_expert,
+        }))
     }
 
     fn uses_shared_parameters(&self) -> bool {
@@ -53,36 +108,34 @@ impl HfArch for Phi3 {
     }
 
     fn parameters(&self, ctx: &Ctx<'_>, b: &mut GgufBuilder<'_>) -> Result<()> {
+        let k = |key: &str| format!("{}.{key}", self.arch);
         let h = &ctx.hparams;
         let (n_embd, n_head, rope_dims) = dims(ctx)?;
         b.set(
-            "phi3.context_length",
+            &k("context_length"),
             h.require_u32(&["n_positions", "max_position_embeddings"])?,
         );
         b.set(
-            "phi3.rope.scaling.original_context_length",
+            &k("rope.scaling.original_context_length"),
             rope_number(ctx, "original_max_position_embeddings")? as u32,
         );
-        b.set("phi3.embedding_length", n_embd);
+        b.set(&k("embedding_length"), n_embd);
         b.set(
-            "phi3.feed_forward_length",
+            &k("feed_forward_length"),
             h.require_u32(&["intermediate_size"])?,
         );
-        b.set("phi3.block_count", ctx.block_count);
-        b.set("phi3.attention.head_count", n_head);
+        b.set(&k("block_count"), ctx.block_count);
+        b.set(&k("attention.head_count"), n_head);
         b.set(
-            "phi3.attention.head_count_kv",
+            &k("attention.head_count_kv"),
             h.require_u32(&["num_key_value_heads", "n_head_kv"])?,
         );
         let eps = h
             .find_f64(&["rms_norm_eps"])?
             .ok_or_else(|| Error::Unsupported("config.json: rms_norm_eps is missing".into()))?;
-        b.set("phi3.attention.layer_norm_rms_epsilon", eps as f32);
-        b.set("phi3.rope.dimension_count", rope_dims);
-        b.set(
-            "phi3.rope.freq_base",
-            rope_number(ctx, "rope_theta")? as f32,
-        );
+        b.set(&k("attention.layer_norm_rms_epsilon"), eps as f32);
+        b.set(&k("rope.dimension_count"), rope_dims);
+        b.set(&k("rope.freq_base"), rope_number(ctx, "rope_theta")? as f32);
         b.set("general.file_type", ctx.file_type);
         let window = match h.get("sliding_window") {
             None | Some(Value::Null) => 0,
@@ -93,7 +146,13 @@ impl HfArch for Phi3 {
                     Error::Unsupported(format!("config.json: sliding_window is {v}, not a count"))
                 })?,
         };
-        b.set("phi3.attention.sliding_window", window);
+        b.set(&k("attention.sliding_window"), window);
+        if self.arch == "phimoe" {
+            let used = ["num_experts_per_tok", "num_experts_per_token"];
+            b.set("phimoe.expert_used_count", h.require_u32(&used)?);
+            let count = ["num_local_experts", "num_experts"];
+            b.set("phimoe.expert_count", h.require_u32(&count)?);
+        }
         Ok(())
     }
 
@@ -117,6 +176,7 @@ impl HfArch for Phi3 {
     }
 
     fn generated(&self, ctx: &Ctx<'_>, b: &mut GgufBuilder<'_>) -> Result<Vec<Generated>> {
+        let k = |key: &str| format!("{}.{key}", self.arch);
         let rope = ctx.hparams.rope();
         let factors = |k: &str| -> Result<Option<Vec<f32>>> {
             match rope.get(k) {
@@ -166,7 +226,7 @@ impl HfArch for Phi3 {
                 )))
             }
         };
-        b.set("phi3.rope.scaling.attn_factor", attn_factor as f32);
+        b.set(&k("rope.scaling.attn_factor"), attn_factor as f32);
         let short = factors("short_factor")?.ok_or_else(|| {
             Error::Unsupported(
                 "config.json: rope_scaling has long_factor but no short_factor".into(),
@@ -194,7 +254,7 @@ impl HfArch for Phi3 {
 
     fn map(&self, _ctx: &Ctx<'_>, name: &str, bid: Option<u32>) -> Result<Vec<Mapped>> {
         Ok(vec![Mapped {
-            name: map_decoder("phi3", name, bid)?,
+            name: map_decoder(self.arch, name, bid)?,
             transform: Transform::None,
         }])
     }
