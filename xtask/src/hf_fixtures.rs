@@ -27,6 +27,8 @@ const LAYERS: usize = 2;
 const MIXTRAL_EXPERTS: usize = 3;
 /// PhiMoE's experts per layer (two of them used per token).
 const PHIMOE_EXPERTS: usize = 5;
+/// Granite-MoE's experts per layer (three of them used per token).
+const GRANITE_EXPERTS: usize = 4;
 
 /// The SentencePiece vocabulary: unknown, BOS, EOS, 256 byte pieces, a user-defined piece and
 /// some ordinary ones with falling scores.
@@ -113,6 +115,28 @@ fn layer_tensors(arch: &str, kv_heads: usize) -> Vec<(String, Vec<usize>)> {
                 t.push((x("w2"), vec![HIDDEN, FF]));
                 t.push((x("w3"), vec![FF, HIDDEN]));
             }
+        } else if arch == "granitemoe" {
+            t.push((p("self_attn.q_proj.weight"), vec![HEADS * HEAD_DIM, HIDDEN]));
+            t.push((
+                p("self_attn.k_proj.weight"),
+                vec![kv_heads * HEAD_DIM, HIDDEN],
+            ));
+            t.push((
+                p("self_attn.v_proj.weight"),
+                vec![kv_heads * HEAD_DIM, HIDDEN],
+            ));
+            t.push((
+                p("block_sparse_moe.router.layer.weight"),
+                vec![GRANITE_EXPERTS, HIDDEN],
+            ));
+            t.push((
+                p("block_sparse_moe.input_linear.weight"),
+                vec![GRANITE_EXPERTS, 2 * FF, HIDDEN],
+            ));
+            t.push((
+                p("block_sparse_moe.output_linear.weight"),
+                vec![GRANITE_EXPERTS, HIDDEN, FF],
+            ));
         } else if arch == "mixtral" {
             t.push((p("self_attn.q_proj.weight"), vec![HEADS * HEAD_DIM, HIDDEN]));
             t.push((
@@ -156,7 +180,7 @@ fn layer_tensors(arch: &str, kv_heads: usize) -> Vec<(String, Vec<usize>)> {
             t.push((p("self_attn.k_norm.weight"), vec![HEAD_DIM]));
         }
         t.push((p("self_attn.o_proj.weight"), vec![HIDDEN, HEADS * HEAD_DIM]));
-        if !matches!(arch, "mixtral" | "phimoe") {
+        if !matches!(arch, "mixtral" | "phimoe" | "granitemoe") {
             t.push((p("mlp.down_proj.weight"), vec![HIDDEN, FF]));
         }
         t.push((p("post_attention_layernorm.weight"), vec![HIDDEN]));
@@ -326,6 +350,38 @@ fn specs(vocab: usize) -> Vec<Spec> {
                 t.push(("lm_head.bias".to_string(), vec![vocab]));
                 t
             },
+            shards: 1,
+        },
+        Spec {
+            dir: "tiny-granite",
+            config: with(
+                base("granite", "GraniteForCausalLM", 2),
+                with(
+                    json!({"attention_multiplier": 0.2, "embedding_multiplier": 2.0,
+                    "residual_multiplier": 0.6, "logits_scaling": 1.5, "attention_bias": false,
+                    "mlp_bias": false}),
+                    json!({"tie_word_embeddings": false}),
+                ),
+            ),
+            dtype: Dtype::BF16,
+            tensors: tensors("granite", 2, true),
+            shards: 1,
+        },
+        Spec {
+            dir: "tiny-granitemoe",
+            config: with(
+                base("granitemoe", "GraniteMoeForCausalLM", 2),
+                with(
+                    json!({"attention_multiplier": 0.2, "embedding_multiplier": 2.0,
+                    "residual_multiplier": 0.6, "logits_scaling": 1.5, "attention_bias": false,
+                    "mlp_bias": false}),
+                    json!({"num_local_experts": GRANITE_EXPERTS, "num_experts_per_tok": 3,
+                        "output_router_logits": false, "router_aux_loss_coef": 0.0,
+                        "tie_word_embeddings": true}),
+                ),
+            ),
+            dtype: Dtype::F32,
+            tensors: tensors("granitemoe", 2, false),
             shards: 1,
         },
     ]

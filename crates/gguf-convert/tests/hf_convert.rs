@@ -22,6 +22,8 @@ const TINY: &[&str] = &[
     "tiny-gemma3",
     "tiny-phi3",
     "tiny-mixtral",
+    "tiny-granite",
+    "tiny-granitemoe",
 ];
 
 fn convert(dir: &Path, outtype: OutType) -> Vec<u8> {
@@ -311,6 +313,48 @@ const LLAMA_CPP_DIGESTS: &[(&str, &str, &str)] = &[
         "tiny-phimoe",
         "q8_0",
         "0d23a116430d91f75afd1f3ad77d136f079c0dda7fd441e5979cc64522da5c5b",
+    ),
+    // Granite (its multipliers) and Granite-MoE (the fused input_linear split into gate and
+    // up, as GraniteMoeModel splits it).
+    (
+        "tiny-granite",
+        "f32",
+        "449c2a2428f1a244bfe8a862688fb779592ca4e0490767fab03a6463b4f8dadf",
+    ),
+    (
+        "tiny-granite",
+        "f16",
+        "085b57d10cab06a218f4152480471e2ad89b6cc9c811d13828b97b22e4800aa2",
+    ),
+    (
+        "tiny-granite",
+        "bf16",
+        "b14cae31635dc29e080f32764358ba943e0f3aba192bdb49c26c445c93699f94",
+    ),
+    (
+        "tiny-granite",
+        "q8_0",
+        "0ed98e6f69830979a9e5b0e81c7302bec79b2ec7e7a5f216700d945597b325f1",
+    ),
+    (
+        "tiny-granitemoe",
+        "f32",
+        "9b651c405732a3be1787179a1e95a8e676665d780d4ebfd30b27e6de1e1dd191",
+    ),
+    (
+        "tiny-granitemoe",
+        "f16",
+        "43666114f1bf4f848d0b882c94bf5a378dde0a17a6b276ddda735fb28a63b410",
+    ),
+    (
+        "tiny-granitemoe",
+        "bf16",
+        "89fd01511b772e09c35d3ee916e4de3faa2b8d61fbbdf7783dac85beb28c0890",
+    ),
+    (
+        "tiny-granitemoe",
+        "q8_0",
+        "a2ce739d8e3b05994a02b0b5b347fbf10c160f947c9302d25511107cc066b558",
     ),
 ];
 

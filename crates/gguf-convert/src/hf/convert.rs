@@ -323,6 +323,19 @@ impl<'c> HfConversion<'c> {
                             *first = (*first).min(rows);
                         }
                     }
+                    if let Transform::SliceRows { period, first, n } = m.transform {
+                        let fused = shape.len().checked_sub(2).map(|d| &mut shape[d]);
+                        match fused {
+                            Some(dim) if *dim == period && first + n <= period => *dim = n,
+                            _ => {
+                                return Err(Error::Unsupported(format!(
+                                    "tensor '{name}' of shape {:?} has no dimension of {period} \
+                                     rows to split",
+                                    t.shape
+                                )))
+                            }
+                        }
+                    }
                     tensors.push(PlannedTensor {
                         ty: choose(&m.name, bid, &shape),
                         name: m.name,
@@ -480,7 +493,9 @@ impl<'c> HfConversion<'c> {
                                     .map_err(|e| std::io::Error::other(e.to_string()))
                             })
                         })?;
-                    } else if let Transform::PermuteRows { .. } = t.transform {
+                    } else if let Transform::PermuteRows { .. } | Transform::SliceRows { .. } =
+                        t.transform
+                    {
                         // Rows move across the whole tensor (Q and K are small).
                         w.write_tensor(&convert_tensor(&source, t)?)?;
                     } else {
@@ -614,6 +629,14 @@ fn convert_tensor(source: &HfTensor<'_>, t: &PlannedTensor) -> Result<Vec<u8>> {
         Transform::FirstRows { rows } => {
             let row_len: usize = source.shape.iter().skip(1).product();
             values.truncate(rows.saturating_mul(row_len));
+        }
+        Transform::SliceRows { period, first, n } => {
+            let row_len = source.shape.last().copied().unwrap_or(1).max(1);
+            values = values
+                .chunks_exact(period * row_len)
+                .flat_map(|group| &group[first * row_len..(first + n) * row_len])
+                .copied()
+                .collect();
         }
         Transform::PermuteRows { heads } => {
             values = permute_rows(&values, source.shape, heads).ok_or_else(|| {

@@ -20,6 +20,16 @@ pub(crate) struct LlamaLike {
 pub(crate) const LLAMA: LlamaLike = LlamaLike { arch: "llama" };
 pub(crate) const QWEN2: LlamaLike = LlamaLike { arch: "qwen2" };
 pub(crate) const QWEN3: LlamaLike = LlamaLike { arch: "qwen3" };
+pub(crate) const GRANITE: LlamaLike = LlamaLike { arch: "granite" };
+pub(crate) const GRANITE_MOE: LlamaLike = LlamaLike { arch: "granitemoe" };
+
+impl LlamaLike {
+    /// The reference's `LlamaModel` and its subclasses (Granite's): Q/K permuted, the
+    /// vocabulary and RoPE keys of llama.
+    fn llama_based(&self) -> bool {
+        matches!(self.arch, "llama" | "granite" | "granitemoe")
+    }
+}
 
 fn count(ctx: &Ctx<'_>, keys: &[&str]) -> Result<u32> {
     ctx.hparams.require_u32(keys)
@@ -59,8 +69,9 @@ impl HfArch for LlamaLike {
     }
 
     fn parameters(&self, ctx: &Ctx<'_>, b: &mut GgufBuilder<'_>) -> Result<()> {
-        if self.arch == "llama" {
-            b.set("llama.vocab_size", count(ctx, &["vocab_size"])?);
+        if self.llama_based() {
+            let k = |key: &str| format!("{}.{key}", self.arch);
+            b.set(&k("vocab_size"), count(ctx, &["vocab_size"])?);
             let rope_dim = match ctx.hparams.get("head_dim").filter(|v| !v.is_null()) {
                 Some(_) => count(ctx, &["head_dim"])?,
                 None => {
@@ -73,7 +84,39 @@ impl HfArch for LlamaLike {
                     count(ctx, &["hidden_size"])? / heads
                 }
             };
-            b.set("llama.rope.dimension_count", rope_dim);
+            b.set(&k("rope.dimension_count"), rope_dim);
+            if self.arch != "llama" {
+                // GraniteModel's multipliers, as `_scale` keys, when set and not zero.
+                for (json, key) in [
+                    ("attention_multiplier", "attention.scale"),
+                    ("embedding_multiplier", "embedding_scale"),
+                    ("residual_multiplier", "residual_scale"),
+                    ("logits_scaling", "logit_scale"),
+                ] {
+                    if let Some(v) = ctx
+                        .hparams
+                        .get(json)
+                        .and_then(Value::as_f64)
+                        .filter(|v| *v != 0.0)
+                    {
+                        b.set(&k(key), v as f32);
+                    }
+                }
+            }
+            if self.arch == "granitemoe" {
+                let shared = ctx
+                    .hparams
+                    .get("shared_intermediate_size")
+                    .and_then(Value::as_u64);
+                if let Some(n) = shared.filter(|&n| n != 0) {
+                    let n = u32::try_from(n).map_err(|_| {
+                        Error::Unsupported(
+                            "config.json: shared_intermediate_size is too large".into(),
+                        )
+                    })?;
+                    b.set(&k("expert_shared_feed_forward_length"), n);
+                }
+            }
         } else if let Some(pooling) = pooling_type(ctx)? {
             b.set(&format!("{}.pooling_type", self.arch), pooling);
         }
@@ -81,7 +124,7 @@ impl HfArch for LlamaLike {
     }
 
     fn vocab(&self, ctx: &Ctx<'_>, b: &mut GgufBuilder<'_>) -> Result<()> {
-        if self.arch != "llama" {
+        if !self.llama_based() {
             if !write_sentencepiece(ctx, b)? {
                 write_gpt2(ctx, b)?;
             }
@@ -132,7 +175,7 @@ impl HfArch for LlamaLike {
     }
 
     fn filter(&self, name: &str) -> Option<String> {
-        Some(if self.arch == "llama" {
+        Some(if self.llama_based() {
             name.replace("text_model.", "")
         } else {
             name.to_string()
@@ -140,7 +183,7 @@ impl HfArch for LlamaLike {
     }
 
     fn generated(&self, ctx: &Ctx<'_>, _b: &mut GgufBuilder<'_>) -> Result<Vec<Generated>> {
-        if self.arch != "llama" {
+        if !self.llama_based() {
             return Ok(Vec::new());
         }
         let rope = ctx.hparams.rope();
@@ -196,7 +239,7 @@ impl HfArch for LlamaLike {
     }
 
     fn converts_experts(&self) -> bool {
-        self.arch == "llama"
+        matches!(self.arch, "llama" | "granitemoe")
     }
 
     /// Mixtral's `model.layers.{bid}.block_sparse_moe.experts.{e}.{w1,w2,w3}.weight`, stacked
@@ -249,8 +292,13 @@ impl HfArch for LlamaLike {
         if matches!(ctx.hf_arch, "LlamaModel" | "Qwen2Model") && !name.starts_with("layers.") {
             name = format!("model.{name}");
         }
+        if let (Some(b), "granitemoe") = (bid, self.arch) {
+            if let Some(split) = granite_fused_split(ctx, &name, b)? {
+                return Ok(split);
+            }
+        }
         let mut transform = Transform::None;
-        if self.arch == "llama" {
+        if self.llama_based() {
             let heads = count(ctx, &["n_heads", "num_attention_heads"])? as usize;
             let kv_heads = count(ctx, &["n_kv_heads", "num_key_value_heads"])? as usize;
             if name.ends_with("q_proj.weight") || name.ends_with("q_proj.bias") {
@@ -264,6 +312,43 @@ impl HfArch for LlamaLike {
             transform,
         }])
     }
+}
+
+/// Granite-MoE's fused gate-and-up tensors of block `b`, split as `GraniteMoeModel` splits them
+/// (`data.split(ffn_dim, dim=-2)`: the gate first): the experts' `input_linear` into
+/// `ffn_gate_exps` and `ffn_up_exps`, the shared MLP's into `ffn_{gate,up}_shexp` (or the dense
+/// `ffn_gate`/`ffn_up` without experts).
+fn granite_fused_split(ctx: &Ctx<'_>, name: &str, b: u32) -> Result<Option<Vec<Mapped>>> {
+    let has_experts = ctx
+        .hparams
+        .get("num_local_experts")
+        .and_then(Value::as_u64)
+        .is_some_and(|n| n != 0);
+    let (width_key, gate, up) = if name
+        == format!("model.layers.{b}.block_sparse_moe.input_linear.weight")
+    {
+        ("intermediate_size", T::FfnGateExps, T::FfnUpExps)
+    } else if name == format!("model.layers.{b}.shared_mlp.input_linear.weight") {
+        match has_experts {
+            true => ("shared_intermediate_size", T::FfnGateShexp, T::FfnUpShexp),
+            false => ("shared_intermediate_size", T::FfnGate, T::FfnUp),
+        }
+    } else if !has_experts && name == format!("model.layers.{b}.shared_mlp.output_linear.weight") {
+        let (name, transform) = (T::FfnDown.block_weight(b), Transform::None);
+        return Ok(Some(vec![Mapped { name, transform }]));
+    } else {
+        return Ok(None);
+    };
+    let n = count(ctx, &[width_key])? as usize;
+    let half = |t: T, first| Mapped {
+        name: t.block_weight(b),
+        transform: Transform::SliceRows {
+            period: 2 * n,
+            first,
+            n,
+        },
+    };
+    Ok(Some(vec![half(gate, 0), half(up, n)]))
 }
 
 /// Llama 3's per-frequency RoPE scaling factors (`rope_freqs.weight`), in f32 arithmetic as

@@ -51,6 +51,17 @@ pub enum Transform {
         /// Rows kept.
         rows: usize,
     },
+    /// Of every `period` consecutive rows (the second-innermost dimension), rows
+    /// `first..first + n`: one half of a fused gate-and-up tensor (Granite-MoE's
+    /// `input_linear`, split as `data.split(n, dim=-2)`).
+    SliceRows {
+        /// The fused dimension.
+        period: usize,
+        /// The first row kept of each period.
+        first: usize,
+        /// Rows kept of each period.
+        n: usize,
+    },
 }
 
 /// A tensor an architecture computes rather than reads (`generate_extra_tensors`).
@@ -148,6 +159,14 @@ pub(crate) const ARCHITECTURES: &[Entry] = &[
             "LlamaModel",
         ],
         arch: &llama::LLAMA,
+    },
+    Entry {
+        hf_names: &["GraniteForCausalLM"],
+        arch: &llama::GRANITE,
+    },
+    Entry {
+        hf_names: &["GraniteMoeForCausalLM", "GraniteMoeSharedForCausalLM"],
+        arch: &llama::GRANITE_MOE,
     },
     Entry {
         hf_names: &["Qwen2ForCausalLM", "Qwen2Model"],
@@ -255,6 +274,22 @@ pub(crate) fn decoder_table(arch: &str) -> Vec<(&'static str, T)> {
         t.push((
             "model.layers.{bid}.block_sparse_moe.experts.w3",
             T::FfnUpExps,
+        ));
+    }
+    if arch == "granitemoe" {
+        // Granite-MoE's router and its experts' down projections, stacked already (the gate
+        // and up halves are split from `input_linear` in `llama.rs`).
+        t.push((
+            "model.layers.{bid}.block_sparse_moe.router.layer",
+            T::FfnGateInp,
+        ));
+        t.push((
+            "model.layers.{bid}.block_sparse_moe.output_linear",
+            T::FfnDownExps,
+        ));
+        t.push((
+            "model.layers.{bid}.shared_mlp.output_linear",
+            T::FfnDownShexp,
         ));
     }
     if arch == "llama" {
