@@ -80,6 +80,42 @@ struct Spec {
     shards: usize,
 }
 
+/// A layer's separate Q, K and V projections, each followed by its bias with `bias`.
+fn push_qkv(
+    t: &mut Vec<(String, Vec<usize>)>,
+    p: &dyn Fn(&str) -> String,
+    kv_heads: usize,
+    bias: bool,
+) {
+    for (x, rows) in [("q", HEADS), ("k", kv_heads), ("v", kv_heads)] {
+        t.push((
+            p(&format!("self_attn.{x}_proj.weight")),
+            vec![rows * HEAD_DIM, HIDDEN],
+        ));
+        if bias {
+            t.push((
+                p(&format!("self_attn.{x}_proj.bias")),
+                vec![rows * HEAD_DIM],
+            ));
+        }
+    }
+}
+
+/// Mixtral's (and PhiMoE's) router and per-expert `w1`, `w2`, `w3` of a layer.
+fn push_block_sparse_moe(
+    t: &mut Vec<(String, Vec<usize>)>,
+    p: &dyn Fn(&str) -> String,
+    n_expert: usize,
+) {
+    t.push((p("block_sparse_moe.gate.weight"), vec![n_expert, HIDDEN]));
+    for e in 0..n_expert {
+        let x = |w: &str| p(&format!("block_sparse_moe.experts.{e}.{w}.weight"));
+        t.push((x("w1"), vec![FF, HIDDEN]));
+        t.push((x("w2"), vec![HIDDEN, FF]));
+        t.push((x("w3"), vec![FF, HIDDEN]));
+    }
+}
+
 fn layer_tensors(arch: &str, kv_heads: usize) -> Vec<(String, Vec<usize>)> {
     let mut t = Vec::new();
     for l in 0..LAYERS {
@@ -92,39 +128,13 @@ fn layer_tensors(arch: &str, kv_heads: usize) -> Vec<(String, Vec<usize>)> {
             ));
             t.push((p("mlp.gate_up_proj.weight"), vec![2 * FF, HIDDEN]));
         } else if arch == "phimoe" {
-            for (x, rows) in [("q", HEADS), ("k", kv_heads), ("v", kv_heads)] {
-                t.push((
-                    p(&format!("self_attn.{x}_proj.weight")),
-                    vec![rows * HEAD_DIM, HIDDEN],
-                ));
-                t.push((
-                    p(&format!("self_attn.{x}_proj.bias")),
-                    vec![rows * HEAD_DIM],
-                ));
-            }
+            push_qkv(&mut t, &p, kv_heads, true);
             t.push((p("self_attn.o_proj.bias"), vec![HIDDEN]));
             t.push((p("input_layernorm.bias"), vec![HIDDEN]));
             t.push((p("post_attention_layernorm.bias"), vec![HIDDEN]));
-            t.push((
-                p("block_sparse_moe.gate.weight"),
-                vec![PHIMOE_EXPERTS, HIDDEN],
-            ));
-            for e in 0..PHIMOE_EXPERTS {
-                let x = |w: &str| p(&format!("block_sparse_moe.experts.{e}.{w}.weight"));
-                t.push((x("w1"), vec![FF, HIDDEN]));
-                t.push((x("w2"), vec![HIDDEN, FF]));
-                t.push((x("w3"), vec![FF, HIDDEN]));
-            }
+            push_block_sparse_moe(&mut t, &p, PHIMOE_EXPERTS);
         } else if arch == "granitemoe" {
-            t.push((p("self_attn.q_proj.weight"), vec![HEADS * HEAD_DIM, HIDDEN]));
-            t.push((
-                p("self_attn.k_proj.weight"),
-                vec![kv_heads * HEAD_DIM, HIDDEN],
-            ));
-            t.push((
-                p("self_attn.v_proj.weight"),
-                vec![kv_heads * HEAD_DIM, HIDDEN],
-            ));
+            push_qkv(&mut t, &p, kv_heads, false);
             t.push((
                 p("block_sparse_moe.router.layer.weight"),
                 vec![GRANITE_EXPERTS, HIDDEN],
@@ -138,25 +148,8 @@ fn layer_tensors(arch: &str, kv_heads: usize) -> Vec<(String, Vec<usize>)> {
                 vec![GRANITE_EXPERTS, HIDDEN, FF],
             ));
         } else if arch == "mixtral" {
-            t.push((p("self_attn.q_proj.weight"), vec![HEADS * HEAD_DIM, HIDDEN]));
-            t.push((
-                p("self_attn.k_proj.weight"),
-                vec![kv_heads * HEAD_DIM, HIDDEN],
-            ));
-            t.push((
-                p("self_attn.v_proj.weight"),
-                vec![kv_heads * HEAD_DIM, HIDDEN],
-            ));
-            t.push((
-                p("block_sparse_moe.gate.weight"),
-                vec![MIXTRAL_EXPERTS, HIDDEN],
-            ));
-            for e in 0..MIXTRAL_EXPERTS {
-                let x = |w: &str| p(&format!("block_sparse_moe.experts.{e}.{w}.weight"));
-                t.push((x("w1"), vec![FF, HIDDEN]));
-                t.push((x("w2"), vec![HIDDEN, FF]));
-                t.push((x("w3"), vec![FF, HIDDEN]));
-            }
+            push_qkv(&mut t, &p, kv_heads, false);
+            push_block_sparse_moe(&mut t, &p, MIXTRAL_EXPERTS);
         } else {
             t.push((p("self_attn.q_proj.weight"), vec![HEADS * HEAD_DIM, HIDDEN]));
             t.push((
