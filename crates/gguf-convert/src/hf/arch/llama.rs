@@ -7,7 +7,10 @@ use gguf_format::tensor_names::TensorName as T;
 use gguf_format::GgufBuilder;
 use serde_json::Value;
 
-use super::{map_decoder, pooling_type, Ctx, ExpertSlice, Generated, HfArch, Mapped, Transform};
+use super::{
+    block_sparse_expert, map_decoder, pooling_type, Ctx, ExpertSlice, Generated, HfArch, Mapped,
+    Transform,
+};
 use crate::error::{Error, Result};
 use crate::hf::special_vocab::SpecialVocab;
 use crate::hf::vocab::{write_gpt2, write_sentencepiece};
@@ -250,41 +253,16 @@ impl HfArch for LlamaLike {
         name: &str,
         bid: Option<u32>,
     ) -> Result<Option<ExpertSlice>> {
+        if self.arch != "llama" {
+            return Ok(None);
+        }
         let name = match ctx.hf_arch {
             "LlamaModel" => format!("model.{name}"),
             _ => name.to_string(),
         };
-        let (Some(b), true) = (bid, self.arch == "llama") else {
-            return Ok(None);
-        };
-        let Some(rest) = name.strip_prefix(&format!("model.layers.{b}.block_sparse_moe.experts."))
-        else {
-            return Ok(None);
-        };
-        let parsed = rest.split_once('.').and_then(|(e, w)| {
-            let kind = ["w1.weight", "w2.weight", "w3.weight"]
-                .iter()
-                .position(|x| *x == w)?;
-            Some((e.parse::<usize>().ok()?, kind))
-        });
-        let Some((expert, kind)) = parsed else {
-            return Err(Error::Unsupported(format!(
-                "tensor '{name}': not a Mixtral expert's w1, w2 or w3 weight"
-            )));
-        };
-        let n_expert = count(ctx, &["num_local_experts"])? as usize;
-        if expert >= n_expert {
-            return Err(Error::Unsupported(format!(
-                "tensor '{name}': expert {expert} of a model with num_local_experts {n_expert}"
-            )));
-        }
-        Ok(Some(ExpertSlice {
-            stacked: format!("layers.{b}.feed_forward.experts.w{}.weight", kind + 1),
-            kind,
-            kinds: 3,
-            expert,
-            n_expert,
-        }))
+        block_sparse_expert(ctx, &name, bid, &["num_local_experts"], |b, w| {
+            format!("layers.{b}.feed_forward.experts.w{w}.weight")
+        })
     }
 
     fn map(&self, ctx: &Ctx<'_>, name: &str, bid: Option<u32>) -> Result<Vec<Mapped>> {

@@ -95,6 +95,51 @@ pub(crate) struct ExpertSlice {
     pub n_expert: usize,
 }
 
+/// The slice a per-expert `{model}.layers.{b}.block_sparse_moe.experts.{e}.{w1,w2,w3}.weight`
+/// is of (Mixtral's and PhiMoE's layout; `None` for any other tensor): stacked as
+/// `stacked(b, w)` for `w` in 1, 2, 3, in that order, with `n_expert` experts
+/// (`config.json`'s `n_expert_keys`).
+pub(crate) fn block_sparse_expert(
+    ctx: &Ctx<'_>,
+    name: &str,
+    bid: Option<u32>,
+    n_expert_keys: &[&str],
+    stacked: impl Fn(u32, usize) -> String,
+) -> Result<Option<ExpertSlice>> {
+    let Some(b) = bid else {
+        return Ok(None);
+    };
+    let prefix = format!("model.layers.{b}.block_sparse_moe.experts.");
+    let Some(rest) = name.strip_prefix(&prefix) else {
+        return Ok(None);
+    };
+    let parsed = rest.split_once('.').and_then(|(e, w)| {
+        let kind = ["w1.weight", "w2.weight", "w3.weight"]
+            .iter()
+            .position(|x| *x == w)?;
+        Some((e.parse::<usize>().ok()?, kind))
+    });
+    let Some((expert, kind)) = parsed else {
+        return Err(crate::Error::Unsupported(format!(
+            "tensor '{name}': not an expert's w1, w2 or w3 weight"
+        )));
+    };
+    let n_expert = ctx.hparams.require_u32(n_expert_keys)? as usize;
+    if expert >= n_expert {
+        return Err(crate::Error::Unsupported(format!(
+            "tensor '{name}': expert {expert} of a model with {} {n_expert}",
+            n_expert_keys[0]
+        )));
+    }
+    Ok(Some(ExpertSlice {
+        stacked: stacked(b, kind + 1),
+        kind,
+        kinds: 3,
+        expert,
+        n_expert,
+    }))
+}
+
 /// One architecture.
 pub(crate) trait HfArch: Sync {
     /// `general.architecture`.

@@ -8,7 +8,9 @@ use gguf_format::tensor_names::TensorName as T;
 use gguf_format::GgufBuilder;
 use serde_json::Value;
 
-use super::{map_decoder, Ctx, ExpertSlice, Generated, HfArch, Mapped, Transform};
+use super::{
+    block_sparse_expert, map_decoder, Ctx, ExpertSlice, Generated, HfArch, Mapped, Transform,
+};
 use crate::error::{Error, Result};
 use crate::hf::vocab::{write_gpt2, write_sentencepiece_with, SpmRules};
 
@@ -68,39 +70,13 @@ impl HfArch for Phi3 {
         name: &str,
         bid: Option<u32>,
     ) -> Result<Option<ExpertSlice>> {
-        let (Some(b), true) = (bid, self.arch == "phimoe") else {
+        if self.arch != "phimoe" {
             return Ok(None);
-        };
-        let prefix = format!("model.layers.{b}.block_sparse_moe.experts.");
-        let Some(rest) = name.strip_prefix(&prefix) else {
-            return Ok(None);
-        };
-        let parsed = rest.split_once('.').and_then(|(e, w)| {
-            let kind = ["w1.weight", "w2.weight", "w3.weight"]
-                .iter()
-                .position(|x| *x == w)?;
-            Some((e.parse::<usize>().ok()?, kind))
-        });
-        let Some((expert, kind)) = parsed else {
-            return Err(Error::Unsupported(format!(
-                "tensor '{name}': not a PhiMoE expert's w1, w2 or w3 weight"
-            )));
-        };
-        let n_expert = ctx
-            .hparams
-            .require_u32(&["num_local_experts", "num_experts"])? as usize;
-        if expert >= n_expert {
-            return Err(Error::Unsupported(format!(
-                "tensor '{name}': expert {expert} of a model with num_local_experts {n_expert}"
-            )));
         }
-        Ok(Some(ExpertSlice {
-            stacked: format!("{prefix}w{}.weight", kind + 1),
-            kind,
-            kinds: 3,
-            expert,
-            n_expert,
-        }))
+        let keys = ["num_local_experts", "num_experts"];
+        block_sparse_expert(ctx, name, bid, &keys, |b, w| {
+            format!("model.layers.{b}.block_sparse_moe.experts.w{w}.weight")
+        })
     }
 
     fn uses_shared_parameters(&self) -> bool {
