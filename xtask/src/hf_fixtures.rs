@@ -18,11 +18,11 @@ use safetensors::tensor::TensorView;
 use safetensors::Dtype;
 use serde_json::{json, Value};
 
-const HIDDEN: usize = 64;
-const HEADS: usize = 4;
-const HEAD_DIM: usize = 16;
+pub(crate) const HIDDEN: usize = 64;
+pub(crate) const HEADS: usize = 4;
+pub(crate) const HEAD_DIM: usize = 16;
 const FF: usize = 128;
-const LAYERS: usize = 2;
+pub(crate) const LAYERS: usize = 2;
 /// Mixtral's experts per layer (two of them used per token).
 const MIXTRAL_EXPERTS: usize = 3;
 /// PhiMoE's experts per layer (two of them used per token).
@@ -71,17 +71,17 @@ fn sentencepiece_model() -> ModelProto {
 }
 
 /// One checkpoint to write.
-struct Spec {
-    dir: &'static str,
-    config: Value,
-    dtype: Dtype,
+pub(crate) struct Spec {
+    pub dir: &'static str,
+    pub config: Value,
+    pub dtype: Dtype,
     /// Tensors: (name, PyTorch shape).
-    tensors: Vec<(String, Vec<usize>)>,
-    shards: usize,
+    pub tensors: Vec<(String, Vec<usize>)>,
+    pub shards: usize,
 }
 
 /// A layer's separate Q, K and V projections, each followed by its bias with `bias`.
-fn push_qkv(
+pub(crate) fn push_qkv(
     t: &mut Vec<(String, Vec<usize>)>,
     p: &dyn Fn(&str) -> String,
     kv_heads: usize,
@@ -380,9 +380,11 @@ fn specs(vocab: usize) -> Vec<Spec> {
     ]
 }
 
-/// A tensor's seeded values in `dtype` (norm weights near one, others small).
-fn tensor_bytes(rng: &mut Rng, name: &str, len: usize, dtype: Dtype) -> Vec<u8> {
-    let values: Vec<f32> = (0..len)
+/// A tensor's seeded values for the committed checkpoints. `Rng::unit` is already in
+/// [-1, 1), so these lie in [-0.375, 0.125) (norm weights in [0.25, 1.25)), off centre; kept so
+/// that the checkpoints' bytes, and the reference digests pinned from them, stay.
+fn skewed_values(rng: &mut Rng, name: &str, len: usize) -> Vec<f32> {
+    (0..len)
         .map(|_| {
             let u = rng.unit() * 2.0 - 1.0;
             if name.contains("norm") {
@@ -391,7 +393,11 @@ fn tensor_bytes(rng: &mut Rng, name: &str, len: usize, dtype: Dtype) -> Vec<u8> 
                 0.125 * u
             }
         })
-        .collect();
+        .collect()
+}
+
+/// `values` in `dtype`'s bytes.
+fn encode(values: &[f32], dtype: Dtype) -> Vec<u8> {
     match dtype {
         Dtype::F16 => values
             .iter()
@@ -405,10 +411,66 @@ fn tensor_bytes(rng: &mut Rng, name: &str, len: usize, dtype: Dtype) -> Vec<u8> 
     }
 }
 
-fn json_bytes(v: &Value) -> Result<Vec<u8>> {
+/// How a checkpoint's tensor values are drawn: (generator, tensor name, count).
+pub(crate) type Draw = dyn Fn(&mut Rng, &str, usize) -> Vec<f32>;
+
+pub(crate) fn json_bytes(v: &Value) -> Result<Vec<u8>> {
     let mut text = serde_json::to_string_pretty(v)?;
     text.push('\n');
     Ok(text.into_bytes())
+}
+
+/// A checkpoint's weights (safetensors, sharded with an index when asked) and `config.json`,
+/// by file name, drawn by `draw` from `rng`.
+pub(crate) fn checkpoint_files(
+    spec: &Spec,
+    rng: &mut Rng,
+    draw: &Draw,
+) -> Result<BTreeMap<String, Vec<u8>>> {
+    let mut files = BTreeMap::new();
+    let datas: Vec<(String, Vec<usize>, Vec<u8>)> = spec
+        .tensors
+        .iter()
+        .map(|(name, shape)| {
+            let bytes = encode(&draw(rng, name, shape.iter().product()), spec.dtype);
+            (name.clone(), shape.clone(), bytes)
+        })
+        .collect();
+    let per_shard = datas.len().div_ceil(spec.shards);
+    let mut weight_map = serde_json::Map::new();
+    for (s, chunk) in datas.chunks(per_shard).enumerate() {
+        let file = if spec.shards == 1 {
+            "model.safetensors".to_string()
+        } else {
+            format!("model-{:05}-of-{:05}.safetensors", s + 1, spec.shards)
+        };
+        let views = chunk
+            .iter()
+            .map(|(name, shape, bytes)| {
+                Ok((
+                    name.clone(),
+                    TensorView::new(spec.dtype, shape.clone(), bytes)?,
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        for (name, _, _) in chunk {
+            weight_map.insert(name.clone(), Value::from(file.clone()));
+        }
+        let metadata = Some(std::collections::HashMap::from([(
+            "format".to_string(),
+            "pt".to_string(),
+        )]));
+        files.insert(file, safetensors::serialize(views, metadata)?);
+    }
+    if spec.shards > 1 {
+        let total: usize = datas.iter().map(|(_, _, b)| b.len()).sum();
+        files.insert(
+            "model.safetensors.index.json".to_string(),
+            json_bytes(&json!({"metadata": {"total_size": total}, "weight_map": weight_map}))?,
+        );
+    }
+    files.insert("config.json".to_string(), json_bytes(&spec.config)?);
+    Ok(files)
 }
 
 /// The checkpoints, by path relative to `fixtures/`.
@@ -420,51 +482,9 @@ pub(crate) fn files() -> Result<BTreeMap<String, Vec<u8>>> {
     for (i, spec) in specs(vocab).into_iter().enumerate() {
         let dir = format!("hf/{}", spec.dir);
         let mut rng = Rng::new(0x6866_0000 + i as u64);
-        let datas: Vec<(String, Vec<usize>, Vec<u8>)> = spec
-            .tensors
-            .iter()
-            .map(|(name, shape)| {
-                let bytes = tensor_bytes(&mut rng, name, shape.iter().product(), spec.dtype);
-                (name.clone(), shape.clone(), bytes)
-            })
-            .collect();
-        let per_shard = datas.len().div_ceil(spec.shards);
-        let mut weight_map = serde_json::Map::new();
-        for (s, chunk) in datas.chunks(per_shard).enumerate() {
-            let file = if spec.shards == 1 {
-                "model.safetensors".to_string()
-            } else {
-                format!("model-{:05}-of-{:05}.safetensors", s + 1, spec.shards)
-            };
-            let views = chunk
-                .iter()
-                .map(|(name, shape, bytes)| {
-                    Ok((
-                        name.clone(),
-                        TensorView::new(spec.dtype, shape.clone(), bytes)?,
-                    ))
-                })
-                .collect::<Result<Vec<_>>>()?;
-            for (name, _, _) in chunk {
-                weight_map.insert(name.clone(), Value::from(file.clone()));
-            }
-            let metadata = Some(std::collections::HashMap::from([(
-                "format".to_string(),
-                "pt".to_string(),
-            )]));
-            files.insert(
-                format!("{dir}/{file}"),
-                safetensors::serialize(views, metadata)?,
-            );
+        for (file, bytes) in checkpoint_files(&spec, &mut rng, &skewed_values)? {
+            files.insert(format!("{dir}/{file}"), bytes);
         }
-        if spec.shards > 1 {
-            let total: usize = datas.iter().map(|(_, _, b)| b.len()).sum();
-            files.insert(
-                format!("{dir}/model.safetensors.index.json"),
-                json_bytes(&json!({"metadata": {"total_size": total}, "weight_map": weight_map}))?,
-            );
-        }
-        files.insert(format!("{dir}/config.json"), json_bytes(&spec.config)?);
         files.insert(format!("{dir}/tokenizer.model"), tokenizer_model.clone());
         let mut added = serde_json::Map::new();
         for (id, content, special) in [

@@ -11,6 +11,7 @@ mod load_test;
 mod model_fixtures;
 mod synth_model;
 mod tokenizer_fixtures;
+mod vocab_checkpoints;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -42,7 +43,8 @@ enum Task {
         check: bool,
     },
     /// Fetch the real models (and legacy GGML files, a BERT checkpoint) into the cache
-    /// ($GGUF_CACHE or ~/.cache/gguf)
+    /// ($GGUF_CACHE or ~/.cache/gguf), and derive from SmolLM2 the tiny mixture-of-experts
+    /// checkpoints with its vocabulary
     Models,
     /// Everything CI checks: fixtures, fmt, clippy, tests, benches in test mode, and the NEON
     /// kernels under qemu when the aarch64 cross tools are installed
@@ -79,7 +81,8 @@ fn models() -> Result<()> {
         })?;
         println!("{}: {}", m.name, p.display());
     }
-    cache_files::fetch()
+    cache_files::fetch()?;
+    vocab_checkpoints::derive()
 }
 
 fn run(step: &str, cmd: &mut Command) -> Result<()> {

@@ -174,7 +174,9 @@ fn common_filter(name: &str) -> Option<String> {
 fn forced_f32(name: &str, bid: Option<u32>) -> bool {
     match bid {
         None => name == T::PosEmbd.weight() || name == T::TokenTypes.weight(),
-        Some(b) => name == T::FfnGateInp.block_weight(b),
+        Some(b) => {
+            name == T::FfnGateInp.block_weight(b) || name == T::FfnGateInpShexp.block_weight(b)
+        }
     }
 }
 

@@ -8,8 +8,8 @@ use gguf_format::GgufBuilder;
 use serde_json::Value;
 
 use super::{
-    block_sparse_expert, map_decoder, pooling_type, Ctx, ExpertSlice, Generated, HfArch, Mapped,
-    Transform,
+    expert_matrix, map_decoder, pooling_type, Ctx, ExpertLayout, ExpertSlice, Generated, HfArch,
+    Mapped, Transform, BLOCK_SPARSE_EXPERTS,
 };
 use crate::error::{Error, Result};
 use crate::hf::special_vocab::SpecialVocab;
@@ -260,8 +260,13 @@ impl HfArch for LlamaLike {
             "LlamaModel" => format!("model.{name}"),
             _ => name.to_string(),
         };
-        block_sparse_expert(ctx, &name, bid, &["num_local_experts"], |b, w| {
-            format!("layers.{b}.feed_forward.experts.w{w}.weight")
+        // LlamaModel counts the experts by `num_local_experts` only.
+        let layout = ExpertLayout {
+            count_keys: &["num_local_experts"],
+            ..BLOCK_SPARSE_EXPERTS
+        };
+        expert_matrix(ctx, &name, bid, &layout, |b, w| {
+            format!("layers.{b}.feed_forward.experts.{w}.weight")
         })
     }
 

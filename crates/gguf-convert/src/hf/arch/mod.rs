@@ -10,6 +10,7 @@ mod bert;
 mod gemma;
 mod llama;
 mod phi3;
+mod qwen_moe;
 
 use gguf_format::tensor_names::TensorName as T;
 use gguf_format::GgufBuilder;
@@ -95,46 +96,72 @@ pub(crate) struct ExpertSlice {
     pub n_expert: usize,
 }
 
-/// The slice a per-expert `{model}.layers.{b}.block_sparse_moe.experts.{e}.{w1,w2,w3}.weight`
-/// is of (Mixtral's and PhiMoE's layout; `None` for any other tensor): stacked as
-/// `stacked(b, w)` for `w` in 1, 2, 3, in that order, with `n_expert` experts
-/// (`config.json`'s `n_expert_keys`).
-pub(crate) fn block_sparse_expert(
+/// Where a checkpoint keeps its experts' separate matrices:
+/// `model.layers.{b}.{experts}.{e}.{matrix}.weight`.
+pub(crate) struct ExpertLayout {
+    /// The experts' module in a layer (`block_sparse_moe.experts`).
+    pub experts: &'static str,
+    /// Each expert's matrices, in the order the reference stacks them.
+    pub matrices: &'static [&'static str],
+    /// The `config.json` keys of the expert count, in the reference's order.
+    pub count_keys: &'static [&'static str],
+}
+
+/// Mixtral's and PhiMoE's `block_sparse_moe.experts.{e}.{w1,w2,w3}`.
+pub(crate) const BLOCK_SPARSE_EXPERTS: ExpertLayout = ExpertLayout {
+    experts: "block_sparse_moe.experts",
+    matrices: &["w1", "w2", "w3"],
+    count_keys: &["num_local_experts", "num_experts"],
+};
+
+/// Qwen2-MoE's, Qwen3-MoE's and OLMoE's `mlp.experts.{e}.{down,gate,up}_proj`, stacked in that
+/// order.
+pub(crate) const MLP_EXPERTS: ExpertLayout = ExpertLayout {
+    experts: "mlp.experts",
+    matrices: &["down_proj", "gate_proj", "up_proj"],
+    count_keys: &["num_local_experts", "num_experts"],
+};
+
+/// The slice an expert's matrix in `layout` is of (`None` for any other tensor): stacked as
+/// `stacked(b, matrix)`, the layer's stacks written in `layout`'s order.
+pub(crate) fn expert_matrix(
     ctx: &Ctx<'_>,
     name: &str,
     bid: Option<u32>,
-    n_expert_keys: &[&str],
-    stacked: impl Fn(u32, usize) -> String,
+    layout: &ExpertLayout,
+    stacked: impl Fn(u32, &str) -> String,
 ) -> Result<Option<ExpertSlice>> {
     let Some(b) = bid else {
         return Ok(None);
     };
-    let prefix = format!("model.layers.{b}.block_sparse_moe.experts.");
+    let prefix = format!("model.layers.{b}.{}.", layout.experts);
     let Some(rest) = name.strip_prefix(&prefix) else {
         return Ok(None);
     };
     let parsed = rest.split_once('.').and_then(|(e, w)| {
-        let kind = ["w1.weight", "w2.weight", "w3.weight"]
+        let kind = layout
+            .matrices
             .iter()
-            .position(|x| *x == w)?;
+            .position(|m| w.strip_suffix(".weight") == Some(*m))?;
         Some((e.parse::<usize>().ok()?, kind))
     });
     let Some((expert, kind)) = parsed else {
         return Err(crate::Error::Unsupported(format!(
-            "tensor '{name}': not an expert's w1, w2 or w3 weight"
+            "tensor '{name}': not an expert's {} weight",
+            layout.matrices.join(", ")
         )));
     };
-    let n_expert = ctx.hparams.require_u32(n_expert_keys)? as usize;
+    let n_expert = ctx.hparams.require_u32(layout.count_keys)? as usize;
     if expert >= n_expert {
         return Err(crate::Error::Unsupported(format!(
             "tensor '{name}': expert {expert} of a model with {} {n_expert}",
-            n_expert_keys[0]
+            layout.count_keys[0]
         )));
     }
     Ok(Some(ExpertSlice {
-        stacked: stacked(b, kind + 1),
+        stacked: stacked(b, layout.matrices[kind]),
         kind,
-        kinds: 3,
+        kinds: layout.matrices.len(),
         expert,
         n_expert,
     }))
@@ -220,6 +247,18 @@ pub(crate) const ARCHITECTURES: &[Entry] = &[
     Entry {
         hf_names: &["Qwen3ForCausalLM"],
         arch: &llama::QWEN3,
+    },
+    Entry {
+        hf_names: &["Qwen2MoeForCausalLM"],
+        arch: &qwen_moe::QWEN2MOE,
+    },
+    Entry {
+        hf_names: &["Qwen3MoeForCausalLM"],
+        arch: &qwen_moe::QWEN3MOE,
+    },
+    Entry {
+        hf_names: &["OlmoeForCausalLM"],
+        arch: &qwen_moe::OLMOE,
     },
     Entry {
         hf_names: &["GemmaForCausalLM"],
@@ -344,11 +383,36 @@ pub(crate) fn decoder_table(arch: &str) -> Vec<(&'static str, T)> {
         t.push(("layers.{bid}.feed_forward.experts.w2", T::FfnDownExps));
         t.push(("layers.{bid}.feed_forward.experts.w3", T::FfnUpExps));
     }
+    if matches!(arch, "qwen2moe" | "qwen3moe" | "olmoe") {
+        // The router and the stacked experts (`Qwen2MoeModel`'s merged names).
+        t.push(("model.layers.{bid}.mlp.gate", T::FfnGateInp));
+        t.push(("model.layers.{bid}.mlp.experts.gate_proj", T::FfnGateExps));
+        t.push(("model.layers.{bid}.mlp.experts.up_proj", T::FfnUpExps));
+        t.push(("model.layers.{bid}.mlp.experts.down_proj", T::FfnDownExps));
+    }
+    if arch == "qwen2moe" {
+        t.push((
+            "model.layers.{bid}.mlp.shared_expert_gate",
+            T::FfnGateInpShexp,
+        ));
+        t.push((
+            "model.layers.{bid}.mlp.shared_expert.gate_proj",
+            T::FfnGateShexp,
+        ));
+        t.push((
+            "model.layers.{bid}.mlp.shared_expert.up_proj",
+            T::FfnUpShexp,
+        ));
+        t.push((
+            "model.layers.{bid}.mlp.shared_expert.down_proj",
+            T::FfnDownShexp,
+        ));
+    }
     // Phi-3 has no separate gate.
     if arch != "phi3" {
         t.push(("model.layers.{bid}.mlp.gate_proj", T::FfnGate));
     }
-    if matches!(arch, "qwen3" | "gemma3") {
+    if matches!(arch, "qwen3" | "gemma3" | "qwen3moe" | "olmoe") {
         t.push(("model.layers.{bid}.self_attn.q_norm", T::AttnQNorm));
         t.push(("model.layers.{bid}.self_attn.k_norm", T::AttnKNorm));
     }

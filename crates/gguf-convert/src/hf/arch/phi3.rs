@@ -9,7 +9,8 @@ use gguf_format::GgufBuilder;
 use serde_json::Value;
 
 use super::{
-    block_sparse_expert, map_decoder, Ctx, ExpertSlice, Generated, HfArch, Mapped, Transform,
+    expert_matrix, map_decoder, Ctx, ExpertSlice, Generated, HfArch, Mapped, Transform,
+    BLOCK_SPARSE_EXPERTS,
 };
 use crate::error::{Error, Result};
 use crate::hf::vocab::{write_gpt2, write_sentencepiece_with, SpmRules};
@@ -73,9 +74,8 @@ impl HfArch for Phi3 {
         if self.arch != "phimoe" {
             return Ok(None);
         }
-        let keys = ["num_local_experts", "num_experts"];
-        block_sparse_expert(ctx, name, bid, &keys, |b, w| {
-            format!("model.layers.{b}.block_sparse_moe.experts.w{w}.weight")
+        expert_matrix(ctx, name, bid, &BLOCK_SPARSE_EXPERTS, |b, w| {
+            format!("model.layers.{b}.block_sparse_moe.experts.{w}.weight")
         })
     }
 

@@ -1,0 +1,165 @@
+//! The tiny mixtures of experts with SmolLM2's real vocabulary (`cargo xtask models` derives
+//! them into the cache's `hf/smolvocab-*`; see `xtask/src/vocab_checkpoints.rs`): Qwen2-MoE,
+//! Qwen3-MoE and OLMoE, whose reference classes take a GPT-2 vocabulary only and refuse one
+//! whose pre-tokenizer they do not recognise. Converted, they are the bytes llama.cpp's
+//! `convert_hf_to_gguf.py` writes, and this project's engine computes from them what
+//! transformers computes from the checkpoints.
+
+use std::path::PathBuf;
+
+use gguf_convert::hf::{Checkpoint, HfConversion, HfOptions, OutType};
+use gguf_model::{Model, SessionOptions};
+use gguf_test_support::hf_checkpoint;
+use sha2::{Digest, Sha256};
+
+fn convert(name: &str, outtype: OutType) -> Option<Vec<u8>> {
+    let dir = hf_checkpoint(name)?;
+    let ckpt = Checkpoint::open(&dir).unwrap();
+    let options = HfOptions {
+        outtype,
+        ..HfOptions::default()
+    };
+    let plan = HfConversion::plan(&ckpt, &options).unwrap();
+    Some(plan.write(Vec::new(), &mut |_, _| {}).unwrap())
+}
+
+/// SHA-256 of what `convert_hf_to_gguf.py` (llama.cpp 0c1e57098, transformers 4.57.6, gguf-py
+/// from the same source) writes: `python3 convert_hf_to_gguf.py ~/.cache/gguf/hf/NAME
+/// --outfile X.gguf --outtype TYPE`.
+const LLAMA_CPP_DIGESTS: &[(&str, OutType, &str)] = &[
+    (
+        "smolvocab-qwen2moe",
+        OutType::F32,
+        "9ad86e5ec3a10675d692ef1401985f2eddaf3680f623f14f6e497b1ea4d05c70",
+    ),
+    (
+        "smolvocab-qwen2moe",
+        OutType::F16,
+        "7200a725d00ca1838b7b9130d045a1cea694f8dbce1c1bdc79baa76e7a6ab9ca",
+    ),
+    (
+        "smolvocab-qwen2moe",
+        OutType::Bf16,
+        "fc32a89f7fa939f54b03e17d94ab291e1b9d38800fdc308c5390b2969300e4a6",
+    ),
+    (
+        "smolvocab-qwen2moe",
+        OutType::Q8_0,
+        "22875ff904e4b99ce23d6a879bf9c32a75714219602194108c25215a76cc6c1b",
+    ),
+    (
+        "smolvocab-qwen3moe",
+        OutType::F32,
+        "4ac8b11f02c4c0b72801a9e79c23cbd3a534c2e660ea7d8522663d6b4ba02257",
+    ),
+    (
+        "smolvocab-qwen3moe",
+        OutType::F16,
+        "327a701376f8e5b8e04c7882cf332e27d414f5009f2501b667910d74910b7b55",
+    ),
+    (
+        "smolvocab-qwen3moe",
+        OutType::Bf16,
+        "8c0914d7548e98af79d09569247e2d0cb2e144adc65e12e5297d64175d90a31c",
+    ),
+    (
+        "smolvocab-qwen3moe",
+        OutType::Q8_0,
+        "090e1cc88d3eaf419c7af5ae787ac4b4da523daf34012a2c80278eb33f0f4f4c",
+    ),
+    (
+        "smolvocab-olmoe",
+        OutType::F32,
+        "7b86c46a0a3338280686fda9522ff5dbf136e53ea5c95995afafcdeff2fb93b4",
+    ),
+    (
+        "smolvocab-olmoe",
+        OutType::F16,
+        "ce8e4125660084a9b016482c4ade11156fc724e7a8d2f12c0065889470a6ae6e",
+    ),
+    (
+        "smolvocab-olmoe",
+        OutType::Bf16,
+        "547d1a79658402396471c879ace6d60e80871eef4aa57168e06f7a0ca19de76d",
+    ),
+    (
+        "smolvocab-olmoe",
+        OutType::Q8_0,
+        "57127ae77276db7afb7fc4341f60c00ee0d2b4a7d0283d6793db05cd11366eac",
+    ),
+];
+
+#[test]
+fn real_vocabulary_mixtures_convert_to_the_bytes_llama_cpp_writes() {
+    for (name, outtype, digest) in LLAMA_CPP_DIGESTS {
+        let Some(bytes) = convert(name, *outtype) else {
+            return;
+        };
+        let got: String = Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(&got, digest, "{name} {outtype:?}");
+    }
+}
+
+/// The F32 conversions, run by the engine, against transformers' logits
+/// (`tests/data/smolvocab_hf_logits.json`, from `tests/data/smolvocab_logits.py`): every
+/// `stride`-th logit of each position, and each position's best token over the vocabulary.
+#[test]
+fn converted_mixtures_compute_what_transformers_computes() {
+    let data: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/smolvocab_hf_logits.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let tokens: Vec<u32> = data["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_u64().unwrap() as u32)
+        .collect();
+    let stride = data["stride"].as_u64().unwrap() as usize;
+    let tmp = tempfile::tempdir().unwrap();
+    for (name, reference) in data["models"].as_object().unwrap() {
+        let Some(bytes) = convert(name, OutType::F32) else {
+            return;
+        };
+        let path = tmp.path().join(format!("{name}.gguf"));
+        std::fs::write(&path, bytes).unwrap();
+        let model = Model::load(&path).unwrap();
+        let mut session = model
+            .session(SessionOptions {
+                threads: 1,
+                n_ctx: 64,
+                ..SessionOptions::default()
+            })
+            .unwrap();
+        let ours = session.eval_all_logits(&tokens).unwrap();
+        // SmolLM2's vocabulary.
+        let vocab = 49152;
+        assert_eq!(ours.len(), tokens.len() * vocab, "{name}");
+        let mut worst = 0.0f32;
+        for (pos, row) in ours.chunks(vocab).enumerate() {
+            let strided = reference["strided"][pos].as_array().unwrap();
+            assert_eq!(strided.len(), vocab.div_ceil(stride), "{name}");
+            for (i, v) in strided.iter().enumerate() {
+                worst = worst.max((row[i * stride] - v.as_f64().unwrap() as f32).abs());
+            }
+            let best = reference["argmax"][pos].as_u64().unwrap() as usize;
+            let top = reference["max"][pos].as_f64().unwrap() as f32;
+            worst = worst.max((row[best] - top).abs());
+            let ours_best = (0..vocab)
+                .max_by(|&a, &b| row[a].total_cmp(&row[b]))
+                .unwrap();
+            assert_eq!(ours_best, best, "{name}: best token at position {pos}");
+        }
+        eprintln!("{name}: largest logit difference from transformers {worst}");
+        assert!(
+            worst < 5e-3,
+            "{name}: logits differ from transformers' by up to {worst}"
+        );
+    }
+}
