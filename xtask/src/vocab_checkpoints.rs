@@ -2,11 +2,12 @@
 //! the model cache (`hf/smolvocab-<family>/`) by `cargo xtask models`.
 //!
 //! The families whose `convert_hf_to_gguf.py` classes read the vocabulary only through
-//! `_set_vocab_gpt2` (Qwen2-MoE, Qwen3-MoE, OLMoE) refuse any tokenizer whose pre-tokenizer
+//! `_set_vocab_gpt2` (Qwen2-MoE, Qwen3-MoE, OLMoE; DeepSeek-V2 first) refuse any tokenizer whose pre-tokenizer
 //! hash the script does not know, so a tiny made-up vocabulary cannot be converted by the
 //! reference. These checkpoints carry SmolLM2's tokenizer instead, as `gguf export` writes it
 //! from the cached real model (the script recognises it as `smollm`), with seeded random
-//! weights of odd shapes (more experts than active ones, a shared expert). At 49152 rows the
+//! weights of odd shapes (more experts than active ones, shared experts, a leading dense layer,
+//! latent attention). At 49152 rows the
 //! embeddings are too large to commit, and they are derived from a real model anyway, so they
 //! live beside it; the converter's tests pin llama.cpp's digests of their conversions.
 
@@ -46,12 +47,42 @@ fn push_experts(t: &mut Vec<(String, Vec<usize>)>, p: &dyn Fn(&str) -> String) {
     }
 }
 
+/// DeepSeek-V2's latent attention: the query through a rank-[`Q_LORA`] compression, one
+/// latent of [`KV_LORA`] plus a [`ROPE_DIM`]-wide rotary key per token, per-head key parts of
+/// [`NOPE_DIM`] and values of [`HEAD_DIM`].
+const Q_LORA: usize = 48;
+const KV_LORA: usize = 32;
+const ROPE_DIM: usize = 8;
+const NOPE_DIM: usize = 16;
+
+fn push_latent_attention(t: &mut Vec<(String, Vec<usize>)>, p: &dyn Fn(&str) -> String) {
+    t.push((p("self_attn.q_a_proj.weight"), vec![Q_LORA, HIDDEN]));
+    t.push((p("self_attn.q_a_layernorm.weight"), vec![Q_LORA]));
+    t.push((
+        p("self_attn.q_b_proj.weight"),
+        vec![HEADS * (NOPE_DIM + ROPE_DIM), Q_LORA],
+    ));
+    t.push((
+        p("self_attn.kv_a_proj_with_mqa.weight"),
+        vec![KV_LORA + ROPE_DIM, HIDDEN],
+    ));
+    t.push((p("self_attn.kv_a_layernorm.weight"), vec![KV_LORA]));
+    t.push((
+        p("self_attn.kv_b_proj.weight"),
+        vec![HEADS * (NOPE_DIM + HEAD_DIM), KV_LORA],
+    ));
+}
+
 fn tensors(family: &str, kv_heads: usize, lm_head: bool) -> Vec<(String, Vec<usize>)> {
     let mut t = vec![("model.embed_tokens.weight".to_string(), vec![VOCAB, HIDDEN])];
     for l in 0..LAYERS {
         let p = |s: &str| format!("model.layers.{l}.{s}");
         t.push((p("input_layernorm.weight"), vec![HIDDEN]));
-        push_qkv(&mut t, &p, kv_heads, family == "qwen2moe");
+        if family == "deepseek2" {
+            push_latent_attention(&mut t, &p);
+        } else {
+            push_qkv(&mut t, &p, kv_heads, family == "qwen2moe");
+        }
         t.push((p("self_attn.o_proj.weight"), vec![HIDDEN, HEADS * HEAD_DIM]));
         match family {
             "qwen3moe" => {
@@ -67,7 +98,23 @@ fn tensors(family: &str, kv_heads: usize, lm_head: bool) -> Vec<(String, Vec<usi
             _ => {}
         }
         t.push((p("post_attention_layernorm.weight"), vec![HIDDEN]));
+        if family == "deepseek2" && l == 0 {
+            // The leading dense layer.
+            t.push((p("mlp.gate_proj.weight"), vec![128, HIDDEN]));
+            t.push((p("mlp.up_proj.weight"), vec![128, HIDDEN]));
+            t.push((p("mlp.down_proj.weight"), vec![HIDDEN, 128]));
+            continue;
+        }
         push_experts(&mut t, &p);
+        if family == "deepseek2" {
+            for (w, shape) in [
+                ("gate_proj", [EXPERT_FF, HIDDEN]),
+                ("up_proj", [EXPERT_FF, HIDDEN]),
+                ("down_proj", [HIDDEN, EXPERT_FF]),
+            ] {
+                t.push((p(&format!("mlp.shared_experts.{w}.weight")), shape.to_vec()));
+            }
+        }
         if family == "qwen2moe" {
             for (w, shape) in [
                 ("gate_proj", [SHARED_FF, HIDDEN]),
@@ -92,7 +139,6 @@ fn config(class: &str, model_type: &str, kv_heads: usize, extra: Value) -> Value
         "model_type": model_type,
         "hidden_size": HIDDEN,
         "intermediate_size": 128,
-        "num_experts": EXPERTS,
         "num_experts_per_tok": USED,
         "num_hidden_layers": LAYERS,
         "num_attention_heads": HEADS,
@@ -125,7 +171,7 @@ fn specs() -> Vec<(Spec, u64)> {
                     "Qwen2MoeForCausalLM",
                     "qwen2_moe",
                     2,
-                    json!({"moe_intermediate_size": EXPERT_FF,
+                    json!({"num_experts": EXPERTS, "moe_intermediate_size": EXPERT_FF,
                         "shared_expert_intermediate_size": SHARED_FF, "norm_topk_prob": false,
                         "decoder_sparse_step": 1, "mlp_only_layers": [], "qkv_bias": true,
                         "tie_word_embeddings": false, "torch_dtype": "bfloat16"}),
@@ -145,7 +191,8 @@ fn specs() -> Vec<(Spec, u64)> {
                     2,
                     // llama.cpp renormalises Qwen3-MoE's chosen weights always, as the real
                     // models ask.
-                    json!({"moe_intermediate_size": EXPERT_FF, "head_dim": HEAD_DIM,
+                    json!({"num_experts": EXPERTS, "moe_intermediate_size": EXPERT_FF,
+                        "head_dim": HEAD_DIM,
                         "norm_topk_prob": true, "attention_bias": false,
                         "decoder_sparse_step": 1, "mlp_only_layers": [],
                         "tie_word_embeddings": false, "torch_dtype": "float32"}),
@@ -164,7 +211,7 @@ fn specs() -> Vec<(Spec, u64)> {
                     "olmoe",
                     HEADS,
                     // OLMoE's experts are `intermediate_size` wide.
-                    json!({"intermediate_size": EXPERT_FF,
+                    json!({"num_experts": EXPERTS, "intermediate_size": EXPERT_FF,
                         "norm_topk_prob": false, "clip_qkv": null, "attention_bias": false,
                         "rms_norm_eps": 1e-5, "pad_token_id": 0,
                         "tie_word_embeddings": false, "torch_dtype": "float16"}),
@@ -174,6 +221,33 @@ fn specs() -> Vec<(Spec, u64)> {
                 shards: 1,
             },
             0x766f_6361_0003,
+        ),
+        (
+            Spec {
+                dir: "smolvocab-deepseek2",
+                config: config(
+                    "DeepseekV2ForCausalLM",
+                    "deepseek_v2",
+                    HEADS,
+                    json!({"n_routed_experts": EXPERTS,
+                        "n_shared_experts": 1, "moe_intermediate_size": EXPERT_FF,
+                        "first_k_dense_replace": 1, "moe_layer_freq": 1,
+                        "q_lora_rank": Q_LORA, "kv_lora_rank": KV_LORA,
+                        "qk_nope_head_dim": NOPE_DIM, "qk_rope_head_dim": ROPE_DIM,
+                        "v_head_dim": HEAD_DIM, "topk_method": "greedy", "n_group": null,
+                        "topk_group": null, "norm_topk_prob": false,
+                        "routed_scaling_factor": 1.5, "scoring_func": "softmax",
+                        "attention_bias": false,
+                        "rope_scaling": {"type": "yarn", "factor": 4.0,
+                            "original_max_position_embeddings": 64, "beta_fast": 32,
+                            "beta_slow": 1, "mscale": 0.707, "mscale_all_dim": 0.707},
+                        "tie_word_embeddings": false, "torch_dtype": "bfloat16"}),
+                ),
+                dtype: Dtype::BF16,
+                tensors: tensors("deepseek2", HEADS, true),
+                shards: 1,
+            },
+            0x766f_6361_0004,
         ),
     ]
 }

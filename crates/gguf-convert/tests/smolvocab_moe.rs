@@ -1,7 +1,7 @@
 //! The tiny mixtures of experts with SmolLM2's real vocabulary (`cargo xtask models` derives
 //! them into the cache's `hf/smolvocab-*`; see `xtask/src/vocab_checkpoints.rs`): Qwen2-MoE,
-//! Qwen3-MoE and OLMoE, whose reference classes take a GPT-2 vocabulary only and refuse one
-//! whose pre-tokenizer they do not recognise. Converted, they are the bytes llama.cpp's
+//! Qwen3-MoE, OLMoE and DeepSeek-V2, whose reference classes take a GPT-2 vocabulary (only, or
+//! first) and refuse one whose pre-tokenizer they do not recognise. Converted, they are the bytes llama.cpp's
 //! `convert_hf_to_gguf.py` writes, and this project's engine computes from them what
 //! transformers computes from the checkpoints.
 
@@ -86,6 +86,26 @@ const LLAMA_CPP_DIGESTS: &[(&str, OutType, &str)] = &[
         "smolvocab-olmoe",
         OutType::Q8_0,
         "57127ae77276db7afb7fc4341f60c00ee0d2b4a7d0283d6793db05cd11366eac",
+    ),
+    (
+        "smolvocab-deepseek2",
+        OutType::F32,
+        "da226776a751be43e19ab586f28904488127fe4734105e7611f8f0562a8e04d9",
+    ),
+    (
+        "smolvocab-deepseek2",
+        OutType::F16,
+        "75eec4f6ce5f2b022340d413fd645f72362a71ab919b0b8fae936d5347ff52a2",
+    ),
+    (
+        "smolvocab-deepseek2",
+        OutType::Bf16,
+        "bc251bfaf118acc7714110da4e2a0d63b1a8902a57e49a06b7969b347e7ef8f7",
+    ),
+    (
+        "smolvocab-deepseek2",
+        OutType::Q8_0,
+        "ae892c27e3d2c21e17d38f92afc18646736f0b242b4e779dec7d440f2330cbab",
     ),
 ];
 

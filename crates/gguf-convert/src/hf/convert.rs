@@ -338,6 +338,32 @@ impl<'c> HfConversion<'c> {
                             }
                         }
                     }
+                    if let Transform::HeadRows {
+                        period,
+                        first,
+                        n,
+                        transpose,
+                    } = m.transform
+                    {
+                        shape = match t.shape {
+                            [rows, columns]
+                                if period > 0 && rows % period == 0 && first + n <= period =>
+                            {
+                                let heads = rows / period;
+                                match transpose {
+                                    true => vec![heads, *columns, n],
+                                    false => vec![heads, n, *columns],
+                                }
+                            }
+                            _ => {
+                                return Err(Error::Unsupported(format!(
+                                    "tensor '{name}' of shape {:?} is not a matrix of heads of \
+                                     {period} rows",
+                                    t.shape
+                                )))
+                            }
+                        };
+                    }
                     tensors.push(PlannedTensor {
                         ty: choose(&m.name, bid, &shape),
                         name: m.name,
@@ -495,8 +521,9 @@ impl<'c> HfConversion<'c> {
                                     .map_err(|e| std::io::Error::other(e.to_string()))
                             })
                         })?;
-                    } else if let Transform::PermuteRows { .. } | Transform::SliceRows { .. } =
-                        t.transform
+                    } else if let Transform::PermuteRows { .. }
+                    | Transform::SliceRows { .. }
+                    | Transform::HeadRows { .. } = t.transform
                     {
                         // Rows move across the whole tensor (Q and K are small).
                         w.write_tensor(&convert_tensor(&source, t)?)?;
@@ -639,6 +666,26 @@ fn convert_tensor(source: &HfTensor<'_>, t: &PlannedTensor) -> Result<Vec<u8>> {
                 .flat_map(|group| &group[first * row_len..(first + n) * row_len])
                 .copied()
                 .collect();
+        }
+        Transform::HeadRows {
+            period,
+            first,
+            n,
+            transpose,
+        } => {
+            let columns = source.shape.last().copied().unwrap_or(1).max(1);
+            let mut out = Vec::with_capacity(values.len() / period.max(1) * n);
+            for head in values.chunks_exact(period * columns) {
+                let kept = &head[first * columns..(first + n) * columns];
+                if transpose {
+                    for c in 0..columns {
+                        out.extend((0..n).map(|r| kept[r * columns + c]));
+                    }
+                } else {
+                    out.extend_from_slice(kept);
+                }
+            }
+            values = out;
         }
         Transform::PermuteRows { heads } => {
             values = permute_rows(&values, source.shape, heads).ok_or_else(|| {

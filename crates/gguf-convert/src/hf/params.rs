@@ -25,6 +25,7 @@ fn bad(key: &str, what: &str) -> Error {
 enum Default {
     Int(i64),
     Float(f64),
+    Bool(bool),
     Null,
 }
 
@@ -150,6 +151,34 @@ const DEFAULTS: &[(&str, &[(&str, Default)])] = &[
         ],
     ),
     (
+        "deepseek_v2",
+        &[
+            ("vocab_size", Default::Int(32000)),
+            ("max_position_embeddings", Default::Int(2048)),
+            ("hidden_size", Default::Int(4096)),
+            ("intermediate_size", Default::Int(11008)),
+            ("num_hidden_layers", Default::Int(32)),
+            ("num_attention_heads", Default::Int(32)),
+            ("rms_norm_eps", Default::Float(1e-06)),
+            ("rope_theta", Default::Float(10000.0)),
+            ("rope_scaling", Default::Null),
+            ("first_k_dense_replace", Default::Int(0)),
+            ("kv_lora_rank", Default::Int(512)),
+            ("q_lora_rank", Default::Int(1536)),
+            ("n_group", Default::Null),
+            ("n_routed_experts", Default::Int(64)),
+            ("n_shared_experts", Default::Int(2)),
+            ("qk_nope_head_dim", Default::Int(128)),
+            ("qk_rope_head_dim", Default::Int(64)),
+            ("routed_scaling_factor", Default::Float(1.0)),
+            ("topk_group", Default::Null),
+            ("v_head_dim", Default::Int(128)),
+            ("num_experts_per_tok", Default::Null),
+            ("norm_topk_prob", Default::Bool(false)),
+            ("moe_intermediate_size", Default::Int(1407)),
+        ],
+    ),
+    (
         "bert",
         &[
             ("max_position_embeddings", Default::Int(512)),
@@ -191,14 +220,17 @@ fn complete_with_defaults(map: &mut Map<String, Value>) {
             let v = match default {
                 Default::Int(i) => Value::from(*i),
                 Default::Float(f) => Value::from(*f),
+                Default::Bool(b) => Value::from(*b),
                 Default::Null => Value::Null,
             };
             map.insert(key.to_string(), v);
         }
     }
     let int = |m: &Map<String, Value>, k: &str| m.get(k).and_then(Value::as_u64);
-    if matches!(model_type.as_str(), "llama" | "mistral" | "phi3")
-        && missing(map, "num_key_value_heads")
+    if matches!(
+        model_type.as_str(),
+        "llama" | "mistral" | "phi3" | "deepseek_v2"
+    ) && missing(map, "num_key_value_heads")
     {
         if let Some(h) = int(map, "num_attention_heads") {
             map.insert("num_key_value_heads".into(), Value::from(h));
@@ -212,6 +244,8 @@ fn complete_with_defaults(map: &mut Map<String, Value>) {
                 _ => None,
             },
             "qwen3" => Some(128),
+            // DeepseekV2Config's head_dim is its rotary part.
+            "deepseek_v2" => int(map, "qk_rope_head_dim"),
             "gemma" | "gemma2" | "gemma3_text" => Some(256),
             _ => None,
         };

@@ -7,6 +7,7 @@
 //! transformations llama.cpp applies, such as the Q/K row permutation of llama).
 
 mod bert;
+mod deepseek;
 mod gemma;
 mod llama;
 mod phi3;
@@ -62,6 +63,20 @@ pub enum Transform {
         first: usize,
         /// Rows kept of each period.
         n: usize,
+    },
+    /// A `[heads · period, columns]` matrix viewed as `[heads, period, columns]`: of each head,
+    /// rows `first..first + n`, as `[heads, n, columns]`, or with `transpose` each head's
+    /// block transposed, as `[heads, columns, n]` (latent attention's `kv_b_proj` split into
+    /// its key and value parts, the key part transposed for the absorbed product).
+    HeadRows {
+        /// Rows per head.
+        period: usize,
+        /// The first row kept of each head.
+        first: usize,
+        /// Rows kept of each head.
+        n: usize,
+        /// Whether each head's kept block is transposed.
+        transpose: bool,
     },
 }
 
@@ -261,6 +276,10 @@ pub(crate) const ARCHITECTURES: &[Entry] = &[
         arch: &qwen_moe::OLMOE,
     },
     Entry {
+        hf_names: &["DeepseekV2ForCausalLM"],
+        arch: &deepseek::DEEPSEEK2,
+    },
+    Entry {
         hf_names: &["GemmaForCausalLM"],
         arch: &gemma::GEMMA,
     },
@@ -389,6 +408,47 @@ pub(crate) fn decoder_table(arch: &str) -> Vec<(&'static str, T)> {
         t.push(("model.layers.{bid}.mlp.experts.gate_proj", T::FfnGateExps));
         t.push(("model.layers.{bid}.mlp.experts.up_proj", T::FfnUpExps));
         t.push(("model.layers.{bid}.mlp.experts.down_proj", T::FfnDownExps));
+    }
+    if arch == "deepseek2" {
+        // Latent attention (the key and value parts of `kv_b_proj` are split in
+        // `deepseek.rs`), the router with its score bias, the shared experts.
+        for (hf, gguf) in [
+            ("model.layers.{bid}.self_attn.q_a_proj", T::AttnQA),
+            ("model.layers.{bid}.self_attn.q_a_layernorm", T::AttnQANorm),
+            ("model.layers.{bid}.self_attn.q_b_proj", T::AttnQB),
+            (
+                "model.layers.{bid}.self_attn.kv_a_proj_with_mqa",
+                T::AttnKvAMqa,
+            ),
+            (
+                "model.layers.{bid}.self_attn.kv_a_layernorm",
+                T::AttnKvANorm,
+            ),
+            ("model.layers.{bid}.self_attn.k_b_proj", T::AttnKB),
+            ("model.layers.{bid}.self_attn.v_b_proj", T::AttnVB),
+            ("model.layers.{bid}.mlp.gate", T::FfnGateInp),
+            (
+                "model.layers.{bid}.mlp.gate.e_score_correction",
+                T::FfnExpProbsB,
+            ),
+            ("model.layers.{bid}.mlp.experts.gate_proj", T::FfnGateExps),
+            ("model.layers.{bid}.mlp.experts.up_proj", T::FfnUpExps),
+            ("model.layers.{bid}.mlp.experts.down_proj", T::FfnDownExps),
+            (
+                "model.layers.{bid}.mlp.shared_experts.gate_proj",
+                T::FfnGateShexp,
+            ),
+            (
+                "model.layers.{bid}.mlp.shared_experts.up_proj",
+                T::FfnUpShexp,
+            ),
+            (
+                "model.layers.{bid}.mlp.shared_experts.down_proj",
+                T::FfnDownShexp,
+            ),
+        ] {
+            t.push((hf, gguf));
+        }
     }
     if arch == "qwen2moe" {
         t.push((
