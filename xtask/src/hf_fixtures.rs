@@ -77,6 +77,8 @@ pub(crate) struct Spec {
     pub dtype: Dtype,
     /// Tensors: (name, PyTorch shape).
     pub tensors: Vec<(String, Vec<usize>)>,
+    /// U8 tensors (packed quantized blocks and scales), after the others: (name, shape).
+    pub bytes: Vec<(String, Vec<usize>)>,
     pub shards: usize,
 }
 
@@ -232,6 +234,7 @@ fn specs(vocab: usize) -> Vec<Spec> {
             ),
             dtype: Dtype::F32,
             tensors: tensors("llama", 2, true),
+            bytes: Vec::new(),
             shards: 1,
         },
         Spec {
@@ -242,6 +245,7 @@ fn specs(vocab: usize) -> Vec<Spec> {
             ),
             dtype: Dtype::BF16,
             tensors: tensors("mistral", 1, true),
+            bytes: Vec::new(),
             shards: 1,
         },
         Spec {
@@ -252,6 +256,7 @@ fn specs(vocab: usize) -> Vec<Spec> {
             ),
             dtype: Dtype::F16,
             tensors: tensors("qwen2", 2, false),
+            bytes: Vec::new(),
             shards: 1,
         },
         Spec {
@@ -262,6 +267,7 @@ fn specs(vocab: usize) -> Vec<Spec> {
             ),
             dtype: Dtype::F32,
             tensors: tensors("qwen3", 2, true),
+            bytes: Vec::new(),
             shards: 1,
         },
         Spec {
@@ -272,6 +278,7 @@ fn specs(vocab: usize) -> Vec<Spec> {
             ),
             dtype: Dtype::F32,
             tensors: tensors("gemma", 1, false),
+            bytes: Vec::new(),
             shards: 1,
         },
         Spec {
@@ -284,6 +291,7 @@ fn specs(vocab: usize) -> Vec<Spec> {
             ),
             dtype: Dtype::F16,
             tensors: tensors("gemma2", 2, false),
+            bytes: Vec::new(),
             shards: 1,
         },
         Spec {
@@ -298,6 +306,7 @@ fn specs(vocab: usize) -> Vec<Spec> {
             ),
             dtype: Dtype::BF16,
             tensors: tensors("gemma3", 1, false),
+            bytes: Vec::new(),
             shards: 1,
         },
         Spec {
@@ -309,6 +318,7 @@ fn specs(vocab: usize) -> Vec<Spec> {
             ),
             dtype: Dtype::F32,
             tensors: tensors("phi3", 2, true),
+            bytes: Vec::new(),
             shards: 2,
         },
         // Last: the checkpoints share one generator, so a new one goes after the others.
@@ -323,6 +333,7 @@ fn specs(vocab: usize) -> Vec<Spec> {
             ),
             dtype: Dtype::F32,
             tensors: tensors("mixtral", 2, true),
+            bytes: Vec::new(),
             shards: 2,
         },
         Spec {
@@ -343,6 +354,7 @@ fn specs(vocab: usize) -> Vec<Spec> {
                 t.push(("lm_head.bias".to_string(), vec![vocab]));
                 t
             },
+            bytes: Vec::new(),
             shards: 1,
         },
         Spec {
@@ -358,6 +370,7 @@ fn specs(vocab: usize) -> Vec<Spec> {
             ),
             dtype: Dtype::BF16,
             tensors: tensors("granite", 2, true),
+            bytes: Vec::new(),
             shards: 1,
         },
         Spec {
@@ -375,6 +388,7 @@ fn specs(vocab: usize) -> Vec<Spec> {
             ),
             dtype: Dtype::F32,
             tensors: tensors("granitemoe", 2, false),
+            bytes: Vec::new(),
             shards: 1,
         },
     ]
@@ -414,6 +428,14 @@ fn encode(values: &[f32], dtype: Dtype) -> Vec<u8> {
 /// How a checkpoint's tensor values are drawn: (generator, tensor name, count).
 pub(crate) type Draw = dyn Fn(&mut Rng, &str, usize) -> Vec<f32>;
 
+/// How a checkpoint's U8 tensors' bytes are drawn: (generator, tensor name, count).
+pub(crate) type DrawBytes = dyn Fn(&mut Rng, &str, usize) -> Vec<u8>;
+
+/// For checkpoints without U8 tensors.
+fn no_bytes(_: &mut Rng, name: &str, _: usize) -> Vec<u8> {
+    unreachable!("{name}: the committed checkpoints have no U8 tensors")
+}
+
 pub(crate) fn json_bytes(v: &Value) -> Result<Vec<u8>> {
     let mut text = serde_json::to_string_pretty(v)?;
     text.push('\n');
@@ -421,21 +443,26 @@ pub(crate) fn json_bytes(v: &Value) -> Result<Vec<u8>> {
 }
 
 /// A checkpoint's weights (safetensors, sharded with an index when asked) and `config.json`,
-/// by file name, drawn by `draw` from `rng`.
+/// by file name, drawn by `draw` (and `draw_bytes` for the U8 ones) from `rng`.
 pub(crate) fn checkpoint_files(
     spec: &Spec,
     rng: &mut Rng,
     draw: &Draw,
+    draw_bytes: &DrawBytes,
 ) -> Result<BTreeMap<String, Vec<u8>>> {
     let mut files = BTreeMap::new();
-    let datas: Vec<(String, Vec<usize>, Vec<u8>)> = spec
+    let mut datas: Vec<(String, Vec<usize>, Dtype, Vec<u8>)> = spec
         .tensors
         .iter()
         .map(|(name, shape)| {
             let bytes = encode(&draw(rng, name, shape.iter().product()), spec.dtype);
-            (name.clone(), shape.clone(), bytes)
+            (name.clone(), shape.clone(), spec.dtype, bytes)
         })
         .collect();
+    for (name, shape) in &spec.bytes {
+        let bytes = draw_bytes(rng, name, shape.iter().product());
+        datas.push((name.clone(), shape.clone(), Dtype::U8, bytes));
+    }
     let per_shard = datas.len().div_ceil(spec.shards);
     let mut weight_map = serde_json::Map::new();
     for (s, chunk) in datas.chunks(per_shard).enumerate() {
@@ -446,14 +473,11 @@ pub(crate) fn checkpoint_files(
         };
         let views = chunk
             .iter()
-            .map(|(name, shape, bytes)| {
-                Ok((
-                    name.clone(),
-                    TensorView::new(spec.dtype, shape.clone(), bytes)?,
-                ))
+            .map(|(name, shape, dtype, bytes)| {
+                Ok((name.clone(), TensorView::new(*dtype, shape.clone(), bytes)?))
             })
             .collect::<Result<Vec<_>>>()?;
-        for (name, _, _) in chunk {
+        for (name, _, _, _) in chunk {
             weight_map.insert(name.clone(), Value::from(file.clone()));
         }
         let metadata = Some(std::collections::HashMap::from([(
@@ -463,7 +487,7 @@ pub(crate) fn checkpoint_files(
         files.insert(file, safetensors::serialize(views, metadata)?);
     }
     if spec.shards > 1 {
-        let total: usize = datas.iter().map(|(_, _, b)| b.len()).sum();
+        let total: usize = datas.iter().map(|(_, _, _, b)| b.len()).sum();
         files.insert(
             "model.safetensors.index.json".to_string(),
             json_bytes(&json!({"metadata": {"total_size": total}, "weight_map": weight_map}))?,
@@ -482,7 +506,7 @@ pub(crate) fn files() -> Result<BTreeMap<String, Vec<u8>>> {
     for (i, spec) in specs(vocab).into_iter().enumerate() {
         let dir = format!("hf/{}", spec.dir);
         let mut rng = Rng::new(0x6866_0000 + i as u64);
-        for (file, bytes) in checkpoint_files(&spec, &mut rng, &skewed_values)? {
+        for (file, bytes) in checkpoint_files(&spec, &mut rng, &skewed_values, &no_bytes)? {
             files.insert(format!("{dir}/{file}"), bytes);
         }
         files.insert(format!("{dir}/tokenizer.model"), tokenizer_model.clone());

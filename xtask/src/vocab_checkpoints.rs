@@ -73,6 +73,62 @@ fn push_latent_attention(t: &mut Vec<(String, Vec<usize>)>, p: &dyn Fn(&str) -> 
     ));
 }
 
+/// gpt-oss' expert width (MXFP4 rows are whole blocks of 32).
+const GPT_OSS_FF: usize = 64;
+
+/// gpt-oss' layers but for the experts' packed MXFP4 matrices ([`gpt_oss_blocks`]): attention
+/// with biases and sinks, the router with its bias, the experts' biases.
+fn gpt_oss_tensors() -> Vec<(String, Vec<usize>)> {
+    let mut t = vec![("model.embed_tokens.weight".to_string(), vec![VOCAB, HIDDEN])];
+    for l in 0..LAYERS {
+        let p = |s: &str| format!("model.layers.{l}.{s}");
+        t.push((p("input_layernorm.weight"), vec![HIDDEN]));
+        push_qkv(&mut t, &p, 2, true);
+        t.push((p("self_attn.o_proj.weight"), vec![HIDDEN, HEADS * HEAD_DIM]));
+        t.push((p("self_attn.o_proj.bias"), vec![HIDDEN]));
+        t.push((p("self_attn.sinks"), vec![HEADS]));
+        t.push((p("post_attention_layernorm.weight"), vec![HIDDEN]));
+        t.push((p("mlp.router.weight"), vec![EXPERTS, HIDDEN]));
+        t.push((p("mlp.router.bias"), vec![EXPERTS]));
+        t.push((
+            p("mlp.experts.gate_up_proj_bias"),
+            vec![EXPERTS, 2 * GPT_OSS_FF],
+        ));
+        t.push((p("mlp.experts.down_proj_bias"), vec![EXPERTS, HIDDEN]));
+    }
+    t.push(("model.norm.weight".to_string(), vec![HIDDEN]));
+    t.push(("lm_head.weight".to_string(), vec![VOCAB, HIDDEN]));
+    t
+}
+
+/// gpt-oss' experts as its checkpoints ship them: MXFP4 blocks of 32 values (16 bytes, two
+/// values a byte, the even one low) with one E8M0 scale each, the fused gate/up rows
+/// interleaved (gate even, up odd).
+fn gpt_oss_blocks() -> Vec<(String, Vec<usize>)> {
+    let mut t = Vec::new();
+    for l in 0..LAYERS {
+        let p = |s: &str| format!("model.layers.{l}.mlp.experts.{s}");
+        let (gate_up, down) = (
+            [EXPERTS, 2 * GPT_OSS_FF, HIDDEN / 32],
+            [EXPERTS, HIDDEN, GPT_OSS_FF / 32],
+        );
+        t.push((p("gate_up_proj_blocks"), [&gate_up[..], &[16]].concat()));
+        t.push((p("gate_up_proj_scales"), gate_up.to_vec()));
+        t.push((p("down_proj_blocks"), [&down[..], &[16]].concat()));
+        t.push((p("down_proj_scales"), down.to_vec()));
+    }
+    t
+}
+
+/// MXFP4 bytes: any nibbles, and scales of 2^-6 to 2^-4 (so values stay under 0.4).
+fn mxfp4_bytes(rng: &mut Rng, name: &str, len: usize) -> Vec<u8> {
+    if name.ends_with("_scales") {
+        (0..len).map(|_| 121 + (rng.next() % 3) as u8).collect()
+    } else {
+        rng.bytes(len)
+    }
+}
+
 fn tensors(family: &str, kv_heads: usize, lm_head: bool) -> Vec<(String, Vec<usize>)> {
     let mut t = vec![("model.embed_tokens.weight".to_string(), vec![VOCAB, HIDDEN])];
     for l in 0..LAYERS {
@@ -178,6 +234,7 @@ fn specs() -> Vec<(Spec, u64)> {
                 ),
                 dtype: Dtype::BF16,
                 tensors: tensors("qwen2moe", 2, true),
+                bytes: Vec::new(),
                 shards: 1,
             },
             0x766f_6361_0001,
@@ -199,6 +256,7 @@ fn specs() -> Vec<(Spec, u64)> {
                 ),
                 dtype: Dtype::F32,
                 tensors: tensors("qwen3moe", 2, true),
+                bytes: Vec::new(),
                 shards: 2,
             },
             0x766f_6361_0002,
@@ -218,6 +276,7 @@ fn specs() -> Vec<(Spec, u64)> {
                 ),
                 dtype: Dtype::F16,
                 tensors: tensors("olmoe", HEADS, true),
+                bytes: Vec::new(),
                 shards: 1,
             },
             0x766f_6361_0003,
@@ -245,9 +304,39 @@ fn specs() -> Vec<(Spec, u64)> {
                 ),
                 dtype: Dtype::BF16,
                 tensors: tensors("deepseek2", HEADS, true),
+                bytes: Vec::new(),
                 shards: 1,
             },
             0x766f_6361_0004,
+        ),
+        (
+            Spec {
+                dir: "smolvocab-gpt-oss",
+                config: config(
+                    "GptOssForCausalLM",
+                    "gpt_oss",
+                    2,
+                    json!({"num_local_experts": EXPERTS, "intermediate_size": GPT_OSS_FF,
+                        "head_dim": HEAD_DIM, "attention_bias": true, "rms_norm_eps": 1e-5,
+                        "rope_theta": 150000.0, "sliding_window": 4,
+                        "layer_types": ["sliding_attention", "full_attention"],
+                        // `truncate` as ggml's YaRN rounds the correction range (the released
+                        // models say false, where transformers and llama.cpp part ways).
+                        "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "beta_fast": 32.0,
+                            "beta_slow": 1.0, "truncate": true,
+                            "original_max_position_embeddings": 64},
+                        "swiglu_limit": 7.0, "pad_token_id": 0,
+                        "quantization_config": {"quant_method": "mxfp4",
+                            "modules_to_not_convert": ["model.layers.*.self_attn",
+                                "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]},
+                        "tie_word_embeddings": false, "torch_dtype": "bfloat16"}),
+                ),
+                dtype: Dtype::BF16,
+                tensors: gpt_oss_tensors(),
+                bytes: gpt_oss_blocks(),
+                shards: 1,
+            },
+            0x766f_6361_0005,
         ),
     ]
 }
@@ -281,7 +370,7 @@ pub(crate) fn files(tokenizer_model: &Path) -> Result<BTreeMap<String, Vec<u8>>>
     let mut files = BTreeMap::new();
     for (spec, seed) in specs() {
         let mut rng = Rng::new(seed);
-        for (name, bytes) in checkpoint_files(&spec, &mut rng, &centred_values)? {
+        for (name, bytes) in checkpoint_files(&spec, &mut rng, &centred_values, &mxfp4_bytes)? {
             files.insert(format!("{}/{name}", spec.dir), bytes);
         }
         for (name, bytes) in &tokenizer {

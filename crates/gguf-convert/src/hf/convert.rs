@@ -7,12 +7,12 @@ use gguf_format::tensor_names::TensorName as T;
 use std::io::Write;
 
 use gguf_format::{GgmlType, GgufBuilder, TensorSpec};
-use half::f16;
 use serde_json::Value;
 
 use super::arch::{self, Ctx, ExpertSlice, HfArch, Transform};
 use super::checkpoint::{Checkpoint, Dtype, HfTensor};
 use super::params::{text_model_parameters, Hparams, BLOCK_COUNT_KEYS, EXPERT_COUNT_KEYS};
+use super::tensor_data::{convert_tensor, encode, repack_mxfp4, stream_tensor};
 use crate::check::{check_plan, Origins};
 use crate::error::{Error, Result};
 
@@ -92,6 +92,9 @@ pub struct PlannedTensor {
     /// For a tensor stacked from the experts' matrices, the checkpoint tensors of its slices
     /// in order (`source` is the first); empty otherwise.
     pub slices: Vec<String>,
+    /// For a tensor of the checkpoint's own MXFP4 blocks (`source`), the checkpoint tensor of
+    /// their scales.
+    pub scales: Option<String>,
 }
 
 /// A checkpoint's conversion, planned: the metadata to write and each tensor's name, type
@@ -168,6 +171,9 @@ fn common_filter(name: &str) -> Option<String> {
     }
     Some(name)
 }
+
+/// `general.file_type` of a file whose experts are MXFP4 (llama.cpp's `LLAMA_FTYPE_MOSTLY_MXFP4_MOE`).
+const MOSTLY_MXFP4_MOE: u32 = 38;
 
 /// Tensors kept in F32 whatever the output type (besides vectors and norms), among those
 /// this converter writes.
@@ -247,7 +253,16 @@ impl<'c> HfConversion<'c> {
             .iter()
             .find(|(_, t)| t.shape.len() >= 2)
             .map(|(_, t)| t.dtype);
-        let (file_type, matrix_type) = options.outtype.resolve(first_matrix);
+        let (mut file_type, matrix_type) = options.outtype.resolve(first_matrix);
+        let quant_method = config
+            .get("quantization_config")
+            .and_then(|q| q.get("quant_method"))
+            .and_then(Value::as_str);
+        // A checkpoint of MXFP4 blocks keeps them: the script's MOSTLY_MXFP4_MOE file type for
+        // the float output types.
+        if quant_method == Some("mxfp4") && matches!(file_type, 0 | 1 | 32) {
+            file_type = MOSTLY_MXFP4_MOE;
+        }
         let ctx = Ctx {
             ckpt,
             hf_arch,
@@ -291,7 +306,15 @@ impl<'c> HfConversion<'c> {
                     shape: vec![g.values.len() as u64],
                     transform: Transform::None,
                     slices: Vec::new(),
+                    scales: None,
                 });
+            }
+            // The checkpoint's own quantized blocks, first, as the reference's
+            // `generate_extra_tensors` writes them.
+            for (name, _) in &sources {
+                for p in a.packed(&ctx, name, block_id(name))? {
+                    tensors.push(plan_packed(&sources, &position, p)?);
+                }
             }
             // Each layer's expert slices, until the layer has them all.
             let mut pending: std::collections::BTreeMap<u32, Vec<(ExpertSlice, &HfTensor<'_>)>> =
@@ -338,6 +361,11 @@ impl<'c> HfConversion<'c> {
                             }
                         }
                     }
+                    if let Transform::EveryOther { first } = m.transform {
+                        if let Some(last) = shape.last_mut() {
+                            *last = last.saturating_sub(first).div_ceil(2);
+                        }
+                    }
                     if let Transform::HeadRows {
                         period,
                         first,
@@ -372,6 +400,7 @@ impl<'c> HfConversion<'c> {
                         shape: shape.iter().rev().map(|&d| d as u64).collect(),
                         transform: m.transform,
                         slices: Vec::new(),
+                        scales: None,
                     });
                 }
             }
@@ -503,7 +532,14 @@ impl<'c> HfConversion<'c> {
                     let source = self.ckpt.tensor(name).ok_or_else(|| {
                         Error::Unsupported(format!("tensor '{name}' vanished from the checkpoint"))
                     })?;
-                    if !t.slices.is_empty() {
+                    if let Some(scales) = &t.scales {
+                        let scales = self.ckpt.tensor(scales).ok_or_else(|| {
+                            Error::Unsupported(format!(
+                                "tensor '{scales}' vanished from the checkpoint"
+                            ))
+                        })?;
+                        w.write_tensor(&repack_mxfp4(&source, &scales, t)?)?;
+                    } else if !t.slices.is_empty() {
                         let mut slices = Vec::with_capacity(t.slices.len());
                         for s in &t.slices {
                             let slice = self.ckpt.tensor(s).ok_or_else(|| {
@@ -523,7 +559,8 @@ impl<'c> HfConversion<'c> {
                         })?;
                     } else if let Transform::PermuteRows { .. }
                     | Transform::SliceRows { .. }
-                    | Transform::HeadRows { .. } = t.transform
+                    | Transform::HeadRows { .. }
+                    | Transform::EveryOther { .. } = t.transform
                     {
                         // Rows move across the whole tensor (Q and K are small).
                         w.write_tensor(&convert_tensor(&source, t)?)?;
@@ -542,6 +579,59 @@ impl<'c> HfConversion<'c> {
         }
         Ok(w.finish()?)
     }
+}
+
+/// The plan of a tensor of the checkpoint's own MXFP4 blocks: `[experts, rows, blocks, 16]`
+/// bytes with `[experts, rows, blocks]` scales, every `period`-th row from `first` kept.
+fn plan_packed(
+    sources: &[(String, HfTensor<'_>)],
+    position: &std::collections::HashMap<String, usize>,
+    p: arch::Packed,
+) -> Result<PlannedTensor> {
+    let find = |name: &str| {
+        position.get(name).map(|&i| &sources[i].1).ok_or_else(|| {
+            Error::Unsupported(format!(
+                "tensor '{name}' is missing: '{}' needs it for its MXFP4 blocks",
+                p.name
+            ))
+        })
+    };
+    let (blocks, scales) = (find(&p.blocks)?, find(&p.scales)?);
+    let bad = |what: &str| {
+        Error::Unsupported(format!(
+            "tensors '{}' {:?} ({:?}) and '{}' {:?} ({:?}) are not MXFP4 blocks and scales: {what}",
+            blocks.name, blocks.shape, blocks.dtype, scales.name, scales.shape, scales.dtype
+        ))
+    };
+    if blocks.dtype != Dtype::U8 || scales.dtype != Dtype::U8 {
+        return Err(bad("both must be U8"));
+    }
+    let [experts, rows, n_blocks, 16] = *blocks.shape else {
+        return Err(bad("the blocks must be [experts, rows, blocks, 16]"));
+    };
+    if scales.shape != [experts, rows, n_blocks] {
+        return Err(bad("the scales must be [experts, rows, blocks]"));
+    }
+    if p.period == 0 || rows % p.period != 0 || p.first >= p.period {
+        return Err(bad(&format!("{rows} rows do not split in {}", p.period)));
+    }
+    Ok(PlannedTensor {
+        name: p.name,
+        source: Some(blocks.name.to_string()),
+        source_dtype: Dtype::U8,
+        ty: GgmlType::MXFP4,
+        shape: vec![
+            (n_blocks * 32) as u64,
+            (rows / p.period) as u64,
+            experts as u64,
+        ],
+        transform: Transform::Mxfp4 {
+            period: p.period,
+            first: p.first,
+        },
+        slices: Vec::new(),
+        scales: Some(scales.name.to_string()),
+    })
 }
 
 /// A stacked expert tensor, planned but for its type.
@@ -602,6 +692,7 @@ fn stack_experts(
                 shape: torch_shape.iter().rev().map(|&d| d as u64).collect(),
                 transform: Transform::None,
                 slices: group.iter().map(|(_, t)| t.name.to_string()).collect(),
+                scales: None,
             },
             torch_shape,
         });
@@ -609,186 +700,9 @@ fn stack_experts(
     Ok(out)
 }
 
-/// Elements converted at a time when a tensor is streamed.
-const STREAM_ELEMENTS: usize = 1 << 20;
-
-/// Converts and writes a tensor whose transformation works element by element (none, plus
-/// one, first rows) a slab of whole rows at a time, so no copy of the whole tensor is made.
-fn stream_tensor(source: &HfTensor<'_>, t: &PlannedTensor, out: &mut dyn Write) -> Result<()> {
-    let len = match t.transform {
-        Transform::FirstRows { rows } => {
-            let outer: usize = source.shape.iter().skip(1).product();
-            source.len().min(rows.saturating_mul(outer))
-        }
-        _ => source.len(),
-    };
-    let row_len = (t.shape.first().copied().unwrap_or(1) as usize).max(1);
-    let step = row_len * (STREAM_ELEMENTS / row_len).max(1);
-    let mut start = 0;
-    while start < len {
-        let end = (start + step).min(len);
-        let mut values = source.values_f32(start..end)?;
-        if t.transform == Transform::AddOne {
-            add_one(&mut values, source.dtype);
-        }
-        out.write_all(&encode(&values, t.ty, row_len)?)
-            .map_err(|e| Error::Unsupported(format!("writing '{}': {e}", t.name)))?;
-        start = end;
-    }
-    Ok(())
-}
-
-/// Gemma's norm offset: plus one, in the tensor's own type as torch adds (an f16 sum is
-/// rounded to f16).
-fn add_one(values: &mut [f32], dtype: Dtype) {
-    for v in values {
-        *v += 1.0;
-        if dtype == Dtype::F16 {
-            *v = f16::from_f32(*v).to_f32();
-        }
-    }
-}
-
-/// One tensor's output bytes, converted whole.
-fn convert_tensor(source: &HfTensor<'_>, t: &PlannedTensor) -> Result<Vec<u8>> {
-    let mut values = source.to_f32()?;
-    match t.transform {
-        Transform::None => {}
-        Transform::AddOne => add_one(&mut values, source.dtype),
-        Transform::FirstRows { rows } => {
-            let row_len: usize = source.shape.iter().skip(1).product();
-            values.truncate(rows.saturating_mul(row_len));
-        }
-        Transform::SliceRows { period, first, n } => {
-            let row_len = source.shape.last().copied().unwrap_or(1).max(1);
-            values = values
-                .chunks_exact(period * row_len)
-                .flat_map(|group| &group[first * row_len..(first + n) * row_len])
-                .copied()
-                .collect();
-        }
-        Transform::HeadRows {
-            period,
-            first,
-            n,
-            transpose,
-        } => {
-            let columns = source.shape.last().copied().unwrap_or(1).max(1);
-            let mut out = Vec::with_capacity(values.len() / period.max(1) * n);
-            for head in values.chunks_exact(period * columns) {
-                let kept = &head[first * columns..(first + n) * columns];
-                if transpose {
-                    for c in 0..columns {
-                        out.extend((0..n).map(|r| kept[r * columns + c]));
-                    }
-                } else {
-                    out.extend_from_slice(kept);
-                }
-            }
-            values = out;
-        }
-        Transform::PermuteRows { heads } => {
-            values = permute_rows(&values, source.shape, heads).ok_or_else(|| {
-                Error::Unsupported(format!(
-                    "tensor '{}' of shape {:?} cannot be split into {heads} heads of row pairs",
-                    source.name, source.shape
-                ))
-            })?;
-        }
-    }
-    encode(
-        &values,
-        t.ty,
-        t.shape.first().copied().unwrap_or(1) as usize,
-    )
-}
-
-/// llama's Q/K permutation: within each head, rows `[first half; second half]` become
-/// interleaved pairs (`reshape(heads, 2, dim/heads/2, ...).swapaxes(1, 2)`).
-pub(crate) fn permute_rows(values: &[f32], shape: &[usize], heads: usize) -> Option<Vec<f32>> {
-    let rows = *shape.first()?;
-    let row_len = if shape.len() > 1 {
-        shape[1..].iter().product()
-    } else {
-        1
-    };
-    if heads == 0 || rows % (heads * 2) != 0 || values.len() != rows * row_len {
-        return None;
-    }
-    let half = rows / heads / 2;
-    let mut out = vec![0.0; values.len()];
-    for h in 0..heads {
-        for i in 0..half {
-            for j in 0..2 {
-                let dst = h * 2 * half + i * 2 + j;
-                let src = h * 2 * half + j * half + i;
-                out[dst * row_len..(dst + 1) * row_len]
-                    .copy_from_slice(&values[src * row_len..(src + 1) * row_len]);
-            }
-        }
-    }
-    Some(out)
-}
-
-/// `values` in `ty`, as numpy and gguf-py's quantizers produce them.
-fn encode(values: &[f32], ty: GgmlType, row_len: usize) -> Result<Vec<u8>> {
-    Ok(match ty {
-        GgmlType::F32 => values.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        GgmlType::F16 => values
-            .iter()
-            .flat_map(|&v| f16::from_f32(v).to_le_bytes())
-            .collect(),
-        GgmlType::BF16 => values
-            .iter()
-            .flat_map(|&v| f32_to_bf16(v).to_le_bytes())
-            .collect(),
-        GgmlType::Q8_0 => {
-            let rows = values.len() / row_len.max(1);
-            let mut out = vec![0u8; rows * (row_len / 32) * 34];
-            gguf_quant::quantize_rows(GgmlType::Q8_0, values, &mut out)
-                .map_err(|e| Error::Unsupported(format!("Q8_0: {e}")))?;
-            out
-        }
-        other => {
-            return Err(Error::Unsupported(format!(
-                "cannot write {} tensors",
-                other.name()
-            )))
-        }
-    })
-}
-
-/// ggml's (and gguf-py's) f32 → bf16: round to nearest even, NaNs made quiet.
-pub(crate) fn f32_to_bf16(v: f32) -> u16 {
-    let mut n = v.to_bits();
-    if n & 0x7fff_ffff > 0x7f80_0000 {
-        n = (n & 0xffff_0000) | (64 << 16);
-    }
-    ((u64::from(n) + 0x7fff + u64::from((n >> 16) & 1)) >> 16) as u16
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn rows_are_permuted_per_head_into_pairs() {
-        // Two heads of four rows (one value each): [a0 a1 b0 b1] per head → [a0 b0 a1 b1].
-        let v: Vec<f32> = (0..8).map(|i| i as f32).collect();
-        let p = permute_rows(&v, &[8, 1], 2).unwrap();
-        assert_eq!(p, [0.0, 2.0, 1.0, 3.0, 4.0, 6.0, 5.0, 7.0]);
-        assert!(permute_rows(&v, &[8, 1], 3).is_none());
-    }
-
-    #[test]
-    fn bf16_rounds_to_nearest_even_and_quiets_nans() {
-        assert_eq!(f32_to_bf16(1.0), 0x3f80);
-        // 1 + 2^-8 is halfway: ties to even (down); 1 + 3*2^-8 ties up.
-        assert_eq!(f32_to_bf16(f32::from_bits(0x3f80_8000)), 0x3f80);
-        assert_eq!(f32_to_bf16(f32::from_bits(0x3f81_8000)), 0x3f82);
-        assert_eq!(f32_to_bf16(f32::from_bits(0x7f80_0001)), 0x7fc0);
-        assert_eq!(f32_to_bf16(f32::INFINITY), 0x7f80);
-    }
 
     #[test]
     fn block_ids_are_the_first_number() {

@@ -23,6 +23,7 @@ pub(crate) mod json;
 mod params;
 mod pre_hashes;
 mod special_vocab;
+mod tensor_data;
 mod vocab;
 
 pub use arch::{supported, Transform};

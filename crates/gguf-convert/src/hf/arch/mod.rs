@@ -9,6 +9,7 @@
 mod bert;
 mod deepseek;
 mod gemma;
+mod gpt_oss;
 mod llama;
 mod phi3;
 mod qwen_moe;
@@ -78,6 +79,36 @@ pub enum Transform {
         /// Whether each head's kept block is transposed.
         transpose: bool,
     },
+    /// Of the innermost dimension, every other element from `first` (one half of gpt-oss'
+    /// interleaved gate-and-up biases, `data[..., first::2]`).
+    EveryOther {
+        /// 0 or 1.
+        first: usize,
+    },
+    /// The checkpoint's MXFP4 blocks (`[experts, rows, blocks, 16]` bytes, two values a byte,
+    /// the even one low) with their E8M0 scales (`[experts, rows, blocks]`), repacked into
+    /// ggml's `block_mxfp4` (the scale, then value `j` low and `j + 16` high); of the rows,
+    /// every `period`-th from `first`.
+    Mxfp4 {
+        /// 1, or 2 for one half of interleaved gate-and-up rows.
+        period: usize,
+        /// The first row kept.
+        first: usize,
+    },
+}
+
+/// A GGUF tensor made of a checkpoint's own quantized blocks (gpt-oss' MXFP4 experts), which the
+/// reference writes before the other tensors.
+#[derive(Debug, Clone)]
+pub(crate) struct Packed {
+    /// Its GGUF name.
+    pub name: String,
+    /// The checkpoint tensors of its blocks and its scales.
+    pub blocks: String,
+    pub scales: String,
+    /// Of the rows, every `period`-th from `first`.
+    pub period: usize,
+    pub first: usize,
 }
 
 /// A tensor an architecture computes rather than reads (`generate_extra_tensors`).
@@ -218,6 +249,12 @@ pub(crate) trait HfArch: Sync {
         false
     }
 
+    /// The tensors of the checkpoint's own quantized blocks that a (filtered) checkpoint tensor
+    /// completes, written before all others in the checkpoint's order.
+    fn packed(&self, _ctx: &Ctx<'_>, _name: &str, _bid: Option<u32>) -> Result<Vec<Packed>> {
+        Ok(Vec::new())
+    }
+
     /// The stacked tensor a (filtered) checkpoint tensor is one expert's slice of, if it is.
     fn expert_slice(
         &self,
@@ -278,6 +315,10 @@ pub(crate) const ARCHITECTURES: &[Entry] = &[
     Entry {
         hf_names: &["DeepseekV2ForCausalLM"],
         arch: &deepseek::DEEPSEEK2,
+    },
+    Entry {
+        hf_names: &["GptOssForCausalLM"],
+        arch: &gpt_oss::GPT_OSS,
     },
     Entry {
         hf_names: &["GemmaForCausalLM"],
