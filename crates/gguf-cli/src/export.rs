@@ -12,8 +12,8 @@ use crate::output::{bytes_bar, outln};
 
 #[derive(Args)]
 pub struct ExportArgs {
-    /// The GGUF model to export (llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, phi3,
-    /// bert).
+    /// The GGUF model to export (llama, mistral, qwen2, qwen3, qwen2moe, qwen3moe, olmoe,
+    /// gemma, gemma2, gemma3, phi3, bert).
     input: PathBuf,
     /// The directory to write: model.safetensors, config.json, generation_config.json,
     /// tokenizer.json, tokenizer_config.json (and tokenizer.model for SentencePiece

@@ -469,6 +469,7 @@ fn phi3_keeps_its_fused_tensors_and_longrope() {
 fn every_fixture_writes_a_readable_checkpoint() {
     for name in [
         "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3", "mixtral",
+        "qwen2moe", "qwen3moe", "olmoe",
     ] {
         let bytes = fixture_bytes(&format!("model-{name}.gguf"));
         let file = GgufFile::parse(&bytes).unwrap();
@@ -820,6 +821,7 @@ fn fixtures_survive_export_and_reconversion() {
     use gguf_convert::hf::{Checkpoint, HfConversion, HfOptions, OutType};
     for name in [
         "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3", "mixtral",
+        "qwen2moe", "qwen3moe", "olmoe",
     ] {
         let bytes = fixture_bytes(&format!("model-{name}.gguf"));
         let file = GgufFile::parse(&bytes).unwrap();

@@ -267,7 +267,7 @@ pub(crate) fn config_json(
     put("num_key_value_heads", json!(hp.n_head_kv));
     let natural_head_dim = hp.n_embd / hp.n_head;
     match arch {
-        Arch::Gemma | Arch::Gemma2 | Arch::Gemma3 | Arch::Qwen3 => {
+        Arch::Gemma | Arch::Gemma2 | Arch::Gemma3 | Arch::Qwen3 | Arch::Qwen3Moe => {
             put("head_dim", json!(hp.head_dim))
         }
         Arch::Phi3 => {
@@ -368,6 +368,51 @@ pub(crate) fn config_json(
             put("use_sliding_window", json!(false));
             put("sliding_window", Value::Null);
             put("max_window_layers", json!(hp.n_layer));
+        }
+        Arch::Qwen2Moe | Arch::Qwen3Moe | Arch::Olmoe => {
+            put("hidden_act", json!("silu"));
+            put("num_experts", json!(m.required("expert_count")?));
+            put(
+                "num_experts_per_tok",
+                json!(m.required("expert_used_count")?),
+            );
+            // Each expert's width: OLMoE's experts are `intermediate_size` wide.
+            let expert_ff = m.uint("expert_feed_forward_length")?;
+            if arch == Arch::Olmoe {
+                put("intermediate_size", json!(expert_ff.unwrap_or(hp.n_ff)));
+                put("clip_qkv", Value::Null);
+                put("attention_bias", json!(false));
+            } else {
+                let expert_ff = match expert_ff {
+                    Some(n) => n,
+                    // llama.cpp's default for qwen2moe/qwen3moe.
+                    None => hp.n_ff / m.required("expert_used_count")?.max(1),
+                };
+                put("moe_intermediate_size", json!(expert_ff));
+                put("decoder_sparse_step", json!(1));
+                put("mlp_only_layers", json!([]));
+                put("use_sliding_window", json!(false));
+                put("sliding_window", Value::Null);
+                put("max_window_layers", json!(hp.n_layer));
+            }
+            if arch == Arch::Qwen2Moe {
+                let shared = m.uint("expert_shared_feed_forward_length")?;
+                put(
+                    "shared_expert_intermediate_size",
+                    json!(shared.unwrap_or(0)),
+                );
+                put(
+                    "qkv_bias",
+                    json!(file.tensor("blk.0.attn_q.bias").is_some()),
+                );
+            }
+            if arch == Arch::Qwen3Moe {
+                put("attention_bias", json!(false));
+            }
+            // llama.cpp renormalises the chosen weights of Qwen3-MoE only.
+            put("norm_topk_prob", json!(arch == Arch::Qwen3Moe));
+            put("output_router_logits", json!(false));
+            put("router_aux_loss_coef", json!(0.001));
         }
         Arch::Gemma => {
             put("hidden_act", json!("gelu_pytorch_tanh"));

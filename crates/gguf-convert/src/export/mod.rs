@@ -155,6 +155,10 @@ pub(crate) enum Arch {
     Mistral,
     Qwen2,
     Qwen3,
+    /// The mixtures of experts with Qwen2-MoE's layout (`mlp.experts.{e}.*_proj`).
+    Qwen2Moe,
+    Qwen3Moe,
+    Olmoe,
     Gemma,
     Gemma2,
     Gemma3,
@@ -169,6 +173,9 @@ impl Arch {
             "mistral" => Arch::Mistral,
             "qwen2" => Arch::Qwen2,
             "qwen3" => Arch::Qwen3,
+            "qwen2moe" => Arch::Qwen2Moe,
+            "qwen3moe" => Arch::Qwen3Moe,
+            "olmoe" => Arch::Olmoe,
             "gemma" => Arch::Gemma,
             "gemma2" => Arch::Gemma2,
             "gemma3" => Arch::Gemma3,
@@ -176,6 +183,11 @@ impl Arch {
             "bert" => Arch::Bert,
             _ => return None,
         })
+    }
+
+    /// Whether its experts are `mlp.experts.{e}.{gate,up,down}_proj` (Qwen2-MoE's layout).
+    pub(crate) fn has_mlp_experts(self) -> bool {
+        matches!(self, Arch::Qwen2Moe | Arch::Qwen3Moe | Arch::Olmoe)
     }
 
     pub(crate) fn is_gemma(self) -> bool {
@@ -190,6 +202,9 @@ impl Arch {
             Arch::Mistral => "MistralForCausalLM",
             Arch::Qwen2 => "Qwen2ForCausalLM",
             Arch::Qwen3 => "Qwen3ForCausalLM",
+            Arch::Qwen2Moe => "Qwen2MoeForCausalLM",
+            Arch::Qwen3Moe => "Qwen3MoeForCausalLM",
+            Arch::Olmoe => "OlmoeForCausalLM",
             Arch::Gemma => "GemmaForCausalLM",
             Arch::Gemma2 => "Gemma2ForCausalLM",
             Arch::Gemma3 => "Gemma3ForCausalLM",
@@ -206,6 +221,9 @@ impl Arch {
             Arch::Mistral => "mistral",
             Arch::Qwen2 => "qwen2",
             Arch::Qwen3 => "qwen3",
+            Arch::Qwen2Moe => "qwen2_moe",
+            Arch::Qwen3Moe => "qwen3_moe",
+            Arch::Olmoe => "olmoe",
             Arch::Gemma => "gemma",
             Arch::Gemma2 => "gemma2",
             Arch::Gemma3 => "gemma3_text",
@@ -223,7 +241,8 @@ const MAX_SAFETENSORS_HEADER: usize = 100_000_000;
 
 /// The GGUF architectures [`Export::plan`] exports.
 pub const SUPPORTED: &[&str] = &[
-    "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3", "bert",
+    "llama", "mistral", "qwen2", "qwen3", "qwen2moe", "qwen3moe", "olmoe", "gemma", "gemma2",
+    "gemma3", "phi3", "bert",
 ];
 
 /// One file an export writes, with its content (all but `model.safetensors`).

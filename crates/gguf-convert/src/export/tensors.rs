@@ -69,6 +69,10 @@ fn hf_name(arch: Arch, name: &str) -> Result<Option<String>> {
         return Err(unknown());
     }
     let gemma23 = matches!(arch, Arch::Gemma2 | Arch::Gemma3);
+    let qk_norms = matches!(
+        arch,
+        Arch::Qwen3 | Arch::Gemma3 | Arch::Qwen3Moe | Arch::Olmoe
+    );
     let hf = match T::parse(stem).ok_or_else(unknown)? {
         T::AttnNorm => "input_layernorm",
         T::AttnQ if arch != Arch::Phi3 => "self_attn.q_proj",
@@ -76,8 +80,8 @@ fn hf_name(arch: Arch, name: &str) -> Result<Option<String>> {
         T::AttnV if arch != Arch::Phi3 => "self_attn.v_proj",
         T::AttnQkv if arch == Arch::Phi3 => "self_attn.qkv_proj",
         T::AttnOut => "self_attn.o_proj",
-        T::AttnQNorm if matches!(arch, Arch::Qwen3 | Arch::Gemma3) => "self_attn.q_norm",
-        T::AttnKNorm if matches!(arch, Arch::Qwen3 | Arch::Gemma3) => "self_attn.k_norm",
+        T::AttnQNorm if qk_norms => "self_attn.q_norm",
+        T::AttnKNorm if qk_norms => "self_attn.k_norm",
         T::FfnNorm if gemma23 => "pre_feedforward_layernorm",
         T::FfnNorm => "post_attention_layernorm",
         T::AttnPostNorm if gemma23 => "post_attention_layernorm",
@@ -87,24 +91,35 @@ fn hf_name(arch: Arch, name: &str) -> Result<Option<String>> {
         T::FfnUp if arch != Arch::Mixtral => "mlp.up_proj",
         T::FfnDown if arch != Arch::Mixtral => "mlp.down_proj",
         T::FfnGateInp if arch == Arch::Mixtral => "block_sparse_moe.gate",
+        T::FfnGateInp if arch.has_mlp_experts() => "mlp.gate",
+        T::FfnGateInpShexp if arch == Arch::Qwen2Moe => "mlp.shared_expert_gate",
+        T::FfnGateShexp if arch == Arch::Qwen2Moe => "mlp.shared_expert.gate_proj",
+        T::FfnUpShexp if arch == Arch::Qwen2Moe => "mlp.shared_expert.up_proj",
+        T::FfnDownShexp if arch == Arch::Qwen2Moe => "mlp.shared_expert.down_proj",
         _ => return Err(unknown()),
     };
     Ok(Some(format!("model.layers.{layer}.{hf}.{suffix}")))
 }
 
-/// For Mixtral's stacked `blk.N.ffn_{gate,down,up}_exps.weight`, the name of expert `{e}`'s
-/// matrix with `{e}` to fill in (`block_sparse_moe.experts.{e}.w1/w2/w3`, as the converter
-/// reads them).
-fn mixtral_expert_name(name: &str) -> Option<(String, &'static str)> {
+/// For a stacked `blk.N.ffn_{gate,down,up}_exps.weight`, the prefix of expert `e`'s matrix
+/// name (to which `{e}.{matrix}.weight` is added) and the matrix, as the converter reads them:
+/// Mixtral's `block_sparse_moe.experts.{e}.w1/w2/w3`, Qwen2-MoE's
+/// `mlp.experts.{e}.gate_proj/down_proj/up_proj`; `None` for any other tensor or architecture.
+fn expert_name(arch: Arch, name: &str) -> Option<(String, &'static str)> {
     let (layer, rest) = tensor_names::split_block(name)?;
     let (stem, suffix) = rest.rsplit_once('.')?;
-    let w = match (T::parse(stem)?, suffix) {
-        (T::FfnGateExps, WEIGHT) => "w1",
-        (T::FfnDownExps, WEIGHT) => "w2",
-        (T::FfnUpExps, WEIGHT) => "w3",
+    let kind = match (T::parse(stem)?, suffix) {
+        (T::FfnGateExps, WEIGHT) => 0,
+        (T::FfnDownExps, WEIGHT) => 1,
+        (T::FfnUpExps, WEIGHT) => 2,
         _ => return None,
     };
-    Some((format!("model.layers.{layer}.block_sparse_moe.experts."), w))
+    let (experts, matrices) = match arch {
+        Arch::Mixtral => ("block_sparse_moe.experts", ["w1", "w2", "w3"]),
+        a if a.has_mlp_experts() => ("mlp.experts", ["gate_proj", "down_proj", "up_proj"]),
+        _ => return None,
+    };
+    Some((format!("model.layers.{layer}.{experts}."), matrices[kind]))
 }
 
 /// A `bert` tensor's `BertModel` name (gguf-py's mapping for BERT, reversed).
@@ -148,10 +163,7 @@ pub(crate) fn plan(
     let mut tensors = Vec::new();
     let mut sources = Vec::new();
     for (index, info) in file.tensors().iter().enumerate() {
-        if let Some((prefix, w)) = (arch == Arch::Mixtral)
-            .then(|| mixtral_expert_name(info.name))
-            .flatten()
-        {
+        if let Some((prefix, w)) = expert_name(arch, info.name) {
             // One Hugging Face matrix per expert, the stacked tensor's rows in turn.
             let [cols, rows, n_expert] = info.shape() else {
                 return Err(Error::Unsupported(format!(
