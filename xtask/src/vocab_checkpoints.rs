@@ -2,7 +2,7 @@
 //! the model cache (`hf/smolvocab-<family>/`) by `cargo xtask models`.
 //!
 //! The families whose `convert_hf_to_gguf.py` classes read the vocabulary only through
-//! `_set_vocab_gpt2` (Qwen2-MoE, Qwen3-MoE, OLMoE; DeepSeek-V2 first) refuse any tokenizer whose pre-tokenizer
+//! `_set_vocab_gpt2` (Qwen2-MoE, Qwen3-MoE, OLMoE, gpt-oss; DeepSeek-V2/V3 first) refuse any tokenizer whose pre-tokenizer
 //! hash the script does not know, so a tiny made-up vocabulary cannot be converted by the
 //! reference. These checkpoints carry SmolLM2's tokenizer instead, as `gguf export` writes it
 //! from the cached real model (the script recognises it as `smollm`), with seeded random
@@ -36,10 +36,13 @@ const SHARED_FF: usize = 160;
 /// The real model whose tokenizer the checkpoints carry.
 const TOKENIZER_MODEL: &str = "smollm2-135m";
 
+/// DeepSeek-V3's experts: three groups of two, of which two groups compete.
+const V3_EXPERTS: usize = 6;
+
 /// A layer's router and per-expert `gate_proj`, `up_proj`, `down_proj` (`mlp.experts.{e}`).
-fn push_experts(t: &mut Vec<(String, Vec<usize>)>, p: &dyn Fn(&str) -> String) {
-    t.push((p("mlp.gate.weight"), vec![EXPERTS, HIDDEN]));
-    for e in 0..EXPERTS {
+fn push_experts(t: &mut Vec<(String, Vec<usize>)>, p: &dyn Fn(&str) -> String, n_expert: usize) {
+    t.push((p("mlp.gate.weight"), vec![n_expert, HIDDEN]));
+    for e in 0..n_expert {
         let x = |w: &str| p(&format!("mlp.experts.{e}.{w}.weight"));
         t.push((x("gate_proj"), vec![EXPERT_FF, HIDDEN]));
         t.push((x("up_proj"), vec![EXPERT_FF, HIDDEN]));
@@ -131,10 +134,16 @@ fn mxfp4_bytes(rng: &mut Rng, name: &str, len: usize) -> Vec<u8> {
 
 fn tensors(family: &str, kv_heads: usize, lm_head: bool) -> Vec<(String, Vec<usize>)> {
     let mut t = vec![("model.embed_tokens.weight".to_string(), vec![VOCAB, HIDDEN])];
+    let deepseek = family.starts_with("deepseek");
+    let n_expert = if family == "deepseek3" {
+        V3_EXPERTS
+    } else {
+        EXPERTS
+    };
     for l in 0..LAYERS {
         let p = |s: &str| format!("model.layers.{l}.{s}");
         t.push((p("input_layernorm.weight"), vec![HIDDEN]));
-        if family == "deepseek2" {
+        if deepseek {
             push_latent_attention(&mut t, &p);
         } else {
             push_qkv(&mut t, &p, kv_heads, family == "qwen2moe");
@@ -154,15 +163,18 @@ fn tensors(family: &str, kv_heads: usize, lm_head: bool) -> Vec<(String, Vec<usi
             _ => {}
         }
         t.push((p("post_attention_layernorm.weight"), vec![HIDDEN]));
-        if family == "deepseek2" && l == 0 {
+        if deepseek && l == 0 {
             // The leading dense layer.
             t.push((p("mlp.gate_proj.weight"), vec![128, HIDDEN]));
             t.push((p("mlp.up_proj.weight"), vec![128, HIDDEN]));
             t.push((p("mlp.down_proj.weight"), vec![HIDDEN, 128]));
             continue;
         }
-        push_experts(&mut t, &p);
-        if family == "deepseek2" {
+        push_experts(&mut t, &p, n_expert);
+        if family == "deepseek3" {
+            t.push((p("mlp.gate.e_score_correction_bias"), vec![V3_EXPERTS]));
+        }
+        if deepseek {
             for (w, shape) in [
                 ("gate_proj", [EXPERT_FF, HIDDEN]),
                 ("up_proj", [EXPERT_FF, HIDDEN]),
@@ -181,6 +193,15 @@ fn tensors(family: &str, kv_heads: usize, lm_head: bool) -> Vec<(String, Vec<usi
             }
             t.push((p("mlp.shared_expert_gate.weight"), vec![1, HIDDEN]));
         }
+    }
+    if family == "deepseek3" {
+        // A multi-token-prediction layer past num_hidden_layers, which conversions leave out.
+        let p = |s: &str| format!("model.layers.{LAYERS}.{s}");
+        t.push((p("enorm.weight"), vec![HIDDEN]));
+        t.push((p("hnorm.weight"), vec![HIDDEN]));
+        t.push((p("eh_proj.weight"), vec![HIDDEN, 2 * HIDDEN]));
+        t.push((p("input_layernorm.weight"), vec![HIDDEN]));
+        push_experts(&mut t, &p, V3_EXPERTS);
     }
     t.push(("model.norm.weight".to_string(), vec![HIDDEN]));
     if lm_head {
@@ -337,6 +358,34 @@ fn specs() -> Vec<(Spec, u64)> {
                 shards: 1,
             },
             0x766f_6361_0005,
+        ),
+        (
+            Spec {
+                dir: "smolvocab-deepseek3",
+                config: config(
+                    "DeepseekV3ForCausalLM",
+                    "deepseek_v3",
+                    HEADS,
+                    json!({"n_routed_experts": V3_EXPERTS, "n_shared_experts": 1,
+                        "moe_intermediate_size": EXPERT_FF, "first_k_dense_replace": 1,
+                        "moe_layer_freq": 1, "q_lora_rank": Q_LORA, "kv_lora_rank": KV_LORA,
+                        "qk_nope_head_dim": NOPE_DIM, "qk_rope_head_dim": ROPE_DIM,
+                        "v_head_dim": HEAD_DIM, "topk_method": "noaux_tc", "n_group": 3,
+                        "topk_group": 2, "norm_topk_prob": true,
+                        "routed_scaling_factor": 2.5, "scoring_func": "sigmoid",
+                        "num_nextn_predict_layers": 1, "rope_interleave": true,
+                        "attention_bias": false,
+                        "rope_scaling": {"type": "yarn", "factor": 4.0,
+                            "original_max_position_embeddings": 64, "beta_fast": 32,
+                            "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0},
+                        "tie_word_embeddings": false, "torch_dtype": "bfloat16"}),
+                ),
+                dtype: Dtype::BF16,
+                tensors: tensors("deepseek3", HEADS, true),
+                bytes: Vec::new(),
+                shards: 2,
+            },
+            0x766f_6361_0006,
         ),
     ]
 }

@@ -1,6 +1,6 @@
 //! The tiny mixtures of experts with SmolLM2's real vocabulary (`cargo xtask models` derives
 //! them into the cache's `hf/smolvocab-*`; see `xtask/src/vocab_checkpoints.rs`): Qwen2-MoE,
-//! Qwen3-MoE, OLMoE, DeepSeek-V2 and gpt-oss (MXFP4 experts), whose reference classes take a GPT-2 vocabulary (only, or
+//! Qwen3-MoE, OLMoE, DeepSeek-V2 and V3, and gpt-oss (MXFP4 experts), whose reference classes take a GPT-2 vocabulary (only, or
 //! first) and refuse one whose pre-tokenizer they do not recognise. Converted, they are the bytes llama.cpp's
 //! `convert_hf_to_gguf.py` writes, and this project's engine computes from them what
 //! transformers computes from the checkpoints.
@@ -126,6 +126,26 @@ const LLAMA_CPP_DIGESTS: &[(&str, OutType, &str)] = &[
         "smolvocab-gpt-oss",
         OutType::Q8_0,
         "bf21f9bc7c021316d17e59ab0290fb48eeba15e0d249259e8d9397db1cf69376",
+    ),
+    (
+        "smolvocab-deepseek3",
+        OutType::F32,
+        "b6c552770583da4303bbbbc123c7a144b487076ffe845761211eb34f6de8cbe3",
+    ),
+    (
+        "smolvocab-deepseek3",
+        OutType::F16,
+        "605da0b292f7a1459850e2c0f4df541109a361b5f2925c59197c1c561041d5b9",
+    ),
+    (
+        "smolvocab-deepseek3",
+        OutType::Bf16,
+        "cb75c73f64d7bf614c2b31715a69ce9932386471de4ea7442702f74d03bd0c29",
+    ),
+    (
+        "smolvocab-deepseek3",
+        OutType::Q8_0,
+        "f92a3b25cf3cbac73f7883e930450d05f23a8e3cb734ef1f0cac5a1444e9f4ca",
     ),
 ];
 

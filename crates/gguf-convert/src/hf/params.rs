@@ -179,6 +179,34 @@ const DEFAULTS: &[(&str, &[(&str, Default)])] = &[
         ],
     ),
     (
+        "deepseek_v3",
+        &[
+            ("vocab_size", Default::Int(129280)),
+            ("max_position_embeddings", Default::Int(4096)),
+            ("hidden_size", Default::Int(7168)),
+            ("intermediate_size", Default::Int(18432)),
+            ("moe_intermediate_size", Default::Int(2048)),
+            ("num_hidden_layers", Default::Int(61)),
+            ("num_attention_heads", Default::Int(128)),
+            ("n_shared_experts", Default::Int(1)),
+            ("n_routed_experts", Default::Int(256)),
+            ("routed_scaling_factor", Default::Float(2.5)),
+            ("kv_lora_rank", Default::Int(512)),
+            ("q_lora_rank", Default::Int(1536)),
+            ("qk_rope_head_dim", Default::Int(64)),
+            ("v_head_dim", Default::Int(128)),
+            ("qk_nope_head_dim", Default::Int(128)),
+            ("n_group", Default::Int(8)),
+            ("topk_group", Default::Int(4)),
+            ("num_experts_per_tok", Default::Int(8)),
+            ("first_k_dense_replace", Default::Int(3)),
+            ("norm_topk_prob", Default::Bool(true)),
+            ("rms_norm_eps", Default::Float(1e-06)),
+            ("rope_theta", Default::Float(10000.0)),
+            ("rope_scaling", Default::Null),
+        ],
+    ),
+    (
         "bert",
         &[
             ("max_position_embeddings", Default::Int(512)),
@@ -229,7 +257,7 @@ fn complete_with_defaults(map: &mut Map<String, Value>) {
     let int = |m: &Map<String, Value>, k: &str| m.get(k).and_then(Value::as_u64);
     if matches!(
         model_type.as_str(),
-        "llama" | "mistral" | "phi3" | "deepseek_v2"
+        "llama" | "mistral" | "phi3" | "deepseek_v2" | "deepseek_v3"
     ) && missing(map, "num_key_value_heads")
     {
         if let Some(h) = int(map, "num_attention_heads") {
@@ -244,8 +272,8 @@ fn complete_with_defaults(map: &mut Map<String, Value>) {
                 _ => None,
             },
             "qwen3" => Some(128),
-            // DeepseekV2Config's head_dim is its rotary part.
-            "deepseek_v2" => int(map, "qk_rope_head_dim"),
+            // DeepSeek's configs' head_dim is their rotary part.
+            "deepseek_v2" | "deepseek_v3" => int(map, "qk_rope_head_dim"),
             "gemma" | "gemma2" | "gemma3_text" => Some(256),
             _ => None,
         };

@@ -29,6 +29,7 @@ NAMES = [
     "smolvocab-olmoe",
     "smolvocab-deepseek2",
     "smolvocab-gpt-oss",
+    "smolvocab-deepseek3",
 ]
 
 def q8_0(x):

@@ -1,4 +1,5 @@
-//! DeepSeek-V2 (`deepseek2`): multi-head latent attention written as llama.cpp absorbs it, each
+//! DeepSeek-V2 and V3 (`deepseek2`; V3's sigmoid scores, score bias and expert groups come
+//! through the shared keys): multi-head latent attention written as llama.cpp absorbs it, each
 //! layer's `kv_b_proj` split into the per-head key part (transposed, `attn_k_b`) and value part
 //! (`attn_v_b`); one KV head (the latent is shared); the leading dense layers, shared experts and
 //! routing keys of the reference's `DeepseekV2Model`; the experts stacked as Qwen2-MoE's; a
@@ -24,6 +25,12 @@ fn count_or(ctx: &Ctx<'_>, key: &str, default: Option<u32>) -> Result<u32> {
         }
         Some(_) => ctx.hparams.require_u32(&[key]),
     }
+}
+
+/// Whether layer `bid` is past `num_hidden_layers`: DeepSeek-V3's multi-token-prediction
+/// layers, which the reference leaves out (`skip_mtp`).
+fn is_next_token_layer(ctx: &Ctx<'_>, bid: Option<u32>) -> bool {
+    bid.is_some_and(|b| b >= ctx.block_count)
 }
 
 impl HfArch for Deepseek2 {
@@ -105,6 +112,9 @@ impl HfArch for Deepseek2 {
         name: &str,
         bid: Option<u32>,
     ) -> Result<Option<ExpertSlice>> {
+        if is_next_token_layer(ctx, bid) {
+            return Ok(None);
+        }
         let layout = super::ExpertLayout {
             count_keys: &["n_routed_experts"],
             ..MLP_EXPERTS
@@ -115,6 +125,9 @@ impl HfArch for Deepseek2 {
     }
 
     fn map(&self, ctx: &Ctx<'_>, name: &str, bid: Option<u32>) -> Result<Vec<Mapped>> {
+        if is_next_token_layer(ctx, bid) {
+            return Ok(Vec::new());
+        }
         let tied = ctx.hparams.get("tie_word_embeddings") == Some(&Value::Bool(true));
         if tied && matches!(name, "lm_head.weight" | "model.lm_head.weight") {
             return Ok(Vec::new());

@@ -313,7 +313,7 @@ pub(crate) const ARCHITECTURES: &[Entry] = &[
         arch: &qwen_moe::OLMOE,
     },
     Entry {
-        hf_names: &["DeepseekV2ForCausalLM"],
+        hf_names: &["DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM"],
         arch: &deepseek::DEEPSEEK2,
     },
     Entry {
