@@ -236,6 +236,25 @@ fn config(class: &str, model_type: &str, kv_heads: usize, extra: Value) -> Value
     config
 }
 
+/// A DeepSeek `config.json`: latent attention of the dimensions above, a dense first layer,
+/// one shared expert, YaRN with `mscale` = `mscale_all_dim` = `mscale`, and the routing keys in
+/// `routing`.
+fn deepseek_config(class: &str, model_type: &str, routing: Value, mscale: f64) -> Value {
+    let mut extra = json!({"n_shared_experts": 1, "moe_intermediate_size": EXPERT_FF,
+        "first_k_dense_replace": 1, "moe_layer_freq": 1,
+        "q_lora_rank": Q_LORA, "kv_lora_rank": KV_LORA,
+        "qk_nope_head_dim": NOPE_DIM, "qk_rope_head_dim": ROPE_DIM,
+        "v_head_dim": HEAD_DIM, "attention_bias": false,
+        "rope_scaling": {"type": "yarn", "factor": 4.0,
+            "original_max_position_embeddings": 64, "beta_fast": 32,
+            "beta_slow": 1, "mscale": mscale, "mscale_all_dim": mscale},
+        "tie_word_embeddings": false, "torch_dtype": "bfloat16"});
+    for (k, v) in routing.as_object().expect("object") {
+        extra[k] = v.clone();
+    }
+    config(class, model_type, HEADS, extra)
+}
+
 /// The checkpoints: (directory, spec, seed). Their output matrices are their own, as
 /// llama.cpp's loader requires for `qwen2moe` and `olmoe`. Each has its own seed, so one added or changed
 /// leaves the others' bytes alone.
@@ -305,23 +324,13 @@ fn specs() -> Vec<(Spec, u64)> {
         (
             Spec {
                 dir: "smolvocab-deepseek2",
-                config: config(
+                config: deepseek_config(
                     "DeepseekV2ForCausalLM",
                     "deepseek_v2",
-                    HEADS,
-                    json!({"n_routed_experts": EXPERTS,
-                        "n_shared_experts": 1, "moe_intermediate_size": EXPERT_FF,
-                        "first_k_dense_replace": 1, "moe_layer_freq": 1,
-                        "q_lora_rank": Q_LORA, "kv_lora_rank": KV_LORA,
-                        "qk_nope_head_dim": NOPE_DIM, "qk_rope_head_dim": ROPE_DIM,
-                        "v_head_dim": HEAD_DIM, "topk_method": "greedy", "n_group": null,
+                    json!({"n_routed_experts": EXPERTS, "topk_method": "greedy", "n_group": null,
                         "topk_group": null, "norm_topk_prob": false,
-                        "routed_scaling_factor": 1.5, "scoring_func": "softmax",
-                        "attention_bias": false,
-                        "rope_scaling": {"type": "yarn", "factor": 4.0,
-                            "original_max_position_embeddings": 64, "beta_fast": 32,
-                            "beta_slow": 1, "mscale": 0.707, "mscale_all_dim": 0.707},
-                        "tie_word_embeddings": false, "torch_dtype": "bfloat16"}),
+                        "routed_scaling_factor": 1.5, "scoring_func": "softmax"}),
+                    0.707,
                 ),
                 dtype: Dtype::BF16,
                 tensors: tensors("deepseek2", HEADS, true),
@@ -362,23 +371,14 @@ fn specs() -> Vec<(Spec, u64)> {
         (
             Spec {
                 dir: "smolvocab-deepseek3",
-                config: config(
+                config: deepseek_config(
                     "DeepseekV3ForCausalLM",
                     "deepseek_v3",
-                    HEADS,
-                    json!({"n_routed_experts": V3_EXPERTS, "n_shared_experts": 1,
-                        "moe_intermediate_size": EXPERT_FF, "first_k_dense_replace": 1,
-                        "moe_layer_freq": 1, "q_lora_rank": Q_LORA, "kv_lora_rank": KV_LORA,
-                        "qk_nope_head_dim": NOPE_DIM, "qk_rope_head_dim": ROPE_DIM,
-                        "v_head_dim": HEAD_DIM, "topk_method": "noaux_tc", "n_group": 3,
-                        "topk_group": 2, "norm_topk_prob": true,
+                    json!({"n_routed_experts": V3_EXPERTS, "topk_method": "noaux_tc",
+                        "n_group": 3, "topk_group": 2, "norm_topk_prob": true,
                         "routed_scaling_factor": 2.5, "scoring_func": "sigmoid",
-                        "num_nextn_predict_layers": 1, "rope_interleave": true,
-                        "attention_bias": false,
-                        "rope_scaling": {"type": "yarn", "factor": 4.0,
-                            "original_max_position_embeddings": 64, "beta_fast": 32,
-                            "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0},
-                        "tie_word_embeddings": false, "torch_dtype": "bfloat16"}),
+                        "num_nextn_predict_layers": 1, "rope_interleave": true}),
+                    1.0,
                 ),
                 dtype: Dtype::BF16,
                 tensors: tensors("deepseek3", HEADS, true),

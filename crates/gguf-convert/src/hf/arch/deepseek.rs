@@ -98,10 +98,6 @@ impl HfArch for Deepseek2 {
         write_gpt2(ctx, b)
     }
 
-    fn filter(&self, name: &str) -> Option<String> {
-        Some(name.to_string())
-    }
-
     fn converts_experts(&self) -> bool {
         true
     }
@@ -119,9 +115,7 @@ impl HfArch for Deepseek2 {
             count_keys: &["n_routed_experts"],
             ..MLP_EXPERTS
         };
-        expert_matrix(ctx, name, bid, &layout, |b, w| {
-            format!("model.layers.{b}.mlp.experts.{w}.weight")
-        })
+        expert_matrix(ctx, name, bid, &layout)
     }
 
     fn map(&self, ctx: &Ctx<'_>, name: &str, bid: Option<u32>) -> Result<Vec<Mapped>> {

@@ -263,11 +263,10 @@ impl HfArch for LlamaLike {
         // LlamaModel counts the experts by `num_local_experts` only.
         let layout = ExpertLayout {
             count_keys: &["num_local_experts"],
+            stacked: |b, w| format!("layers.{b}.feed_forward.experts.{w}.weight"),
             ..BLOCK_SPARSE_EXPERTS
         };
-        expert_matrix(ctx, &name, bid, &layout, |b, w| {
-            format!("layers.{b}.feed_forward.experts.{w}.weight")
-        })
+        expert_matrix(ctx, &name, bid, &layout)
     }
 
     fn map(&self, ctx: &Ctx<'_>, name: &str, bid: Option<u32>) -> Result<Vec<Mapped>> {

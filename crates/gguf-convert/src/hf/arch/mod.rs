@@ -151,13 +151,17 @@ pub(crate) struct ExpertLayout {
     pub matrices: &'static [&'static str],
     /// The `config.json` keys of the expert count, in the reference's order.
     pub count_keys: &'static [&'static str],
+    /// The checkpoint-style name of layer `b`'s stacked `matrix`, which [`HfArch::map`] maps.
+    pub stacked: fn(u32, &str) -> String,
 }
 
-/// Mixtral's and PhiMoE's `block_sparse_moe.experts.{e}.{w1,w2,w3}`.
+/// Mixtral's and PhiMoE's `block_sparse_moe.experts.{e}.{w1,w2,w3}` (PhiMoE's stacked names;
+/// Mixtral's `LlamaModel` names its own).
 pub(crate) const BLOCK_SPARSE_EXPERTS: ExpertLayout = ExpertLayout {
     experts: "block_sparse_moe.experts",
     matrices: &["w1", "w2", "w3"],
     count_keys: &["num_local_experts", "num_experts"],
+    stacked: |b, w| format!("model.layers.{b}.block_sparse_moe.experts.{w}.weight"),
 };
 
 /// Qwen2-MoE's, Qwen3-MoE's and OLMoE's `mlp.experts.{e}.{down,gate,up}_proj`, stacked in that
@@ -166,16 +170,16 @@ pub(crate) const MLP_EXPERTS: ExpertLayout = ExpertLayout {
     experts: "mlp.experts",
     matrices: &["down_proj", "gate_proj", "up_proj"],
     count_keys: &["num_local_experts", "num_experts"],
+    stacked: |b, w| format!("model.layers.{b}.mlp.experts.{w}.weight"),
 };
 
 /// The slice an expert's matrix in `layout` is of (`None` for any other tensor): stacked as
-/// `stacked(b, matrix)`, the layer's stacks written in `layout`'s order.
+/// `layout.stacked(b, matrix)`, the layer's stacks written in `layout`'s order.
 pub(crate) fn expert_matrix(
     ctx: &Ctx<'_>,
     name: &str,
     bid: Option<u32>,
     layout: &ExpertLayout,
-    stacked: impl Fn(u32, &str) -> String,
 ) -> Result<Option<ExpertSlice>> {
     let Some(b) = bid else {
         return Ok(None);
@@ -205,7 +209,7 @@ pub(crate) fn expert_matrix(
         )));
     }
     Ok(Some(ExpertSlice {
-        stacked: stacked(b, layout.matrices[kind]),
+        stacked: (layout.stacked)(b, layout.matrices[kind]),
         kind,
         kinds: layout.matrices.len(),
         expert,
@@ -230,8 +234,11 @@ pub(crate) trait HfArch: Sync {
     /// The `tokenizer.*` keys.
     fn vocab(&self, ctx: &Ctx<'_>, b: &mut GgufBuilder<'_>) -> Result<()>;
 
-    /// The checkpoint name a tensor goes by, or `None` to leave it out (`filter_tensors`).
-    fn filter(&self, name: &str) -> Option<String>;
+    /// The checkpoint name a tensor goes by, or `None` to leave it out (`filter_tensors`); by
+    /// default its own.
+    fn filter(&self, name: &str) -> Option<String> {
+        Some(name.to_string())
+    }
 
     /// Tensors computed from the hyperparameters, written before the checkpoint's; keys they
     /// bring are set on `b` here, before any other but `general.architecture`, as the

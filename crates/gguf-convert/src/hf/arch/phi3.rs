@@ -74,9 +74,7 @@ impl HfArch for Phi3 {
         if self.arch != "phimoe" {
             return Ok(None);
         }
-        expert_matrix(ctx, name, bid, &BLOCK_SPARSE_EXPERTS, |b, w| {
-            format!("model.layers.{b}.block_sparse_moe.experts.{w}.weight")
-        })
+        expert_matrix(ctx, name, bid, &BLOCK_SPARSE_EXPERTS)
     }
 
     fn uses_shared_parameters(&self) -> bool {
@@ -145,10 +143,6 @@ impl HfArch for Phi3 {
             )));
         }
         Ok(())
-    }
-
-    fn filter(&self, name: &str) -> Option<String> {
-        Some(name.to_string())
     }
 
     fn generated(&self, ctx: &Ctx<'_>, b: &mut GgufBuilder<'_>) -> Result<Vec<Generated>> {

@@ -59,10 +59,6 @@ impl HfArch for QwenMoe {
         write_gpt2(ctx, b)
     }
 
-    fn filter(&self, name: &str) -> Option<String> {
-        Some(name.to_string())
-    }
-
     fn converts_experts(&self) -> bool {
         true
     }
@@ -73,9 +69,7 @@ impl HfArch for QwenMoe {
         name: &str,
         bid: Option<u32>,
     ) -> Result<Option<ExpertSlice>> {
-        expert_matrix(ctx, name, bid, &MLP_EXPERTS, |b, w| {
-            format!("model.layers.{b}.mlp.experts.{w}.weight")
-        })
+        expert_matrix(ctx, name, bid, &MLP_EXPERTS)
     }
 
     fn map(&self, _ctx: &Ctx<'_>, name: &str, bid: Option<u32>) -> Result<Vec<Mapped>> {
