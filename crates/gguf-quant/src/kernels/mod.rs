@@ -446,8 +446,9 @@ pub(crate) struct DecodeTuning {
 /// [`DecodeTuning`] for this CPU. On an AMD EPYC Zen 4 (2 vCPUs, 2026-12-04; `gguf bench -n 64
 /// -t 1` of a Q4_K_M file of OLMoE-1B-7B's dense shapes) grouped rows decode at 55 tokens/s
 /// with AVX2's kernels and 48 with AVX-512's, one row at a time at 81 and 61: two interleaved
-/// row streams defeat its prefetchers, and its 512-bit operations are split in halves. Elsewhere
-/// (Ice Lake, measured before) the grouped rows and AVX-512 paid.
+/// row streams defeat its prefetchers, and its 512-bit operations are split in halves. The
+/// CPUs the grouped rows and the AVX-512 kernels were measured on before kept them
+/// (docs/performance.md, "History of the kernels"); others are untuned until measured.
 pub(crate) fn decode_tuning() -> DecodeTuning {
     static TUNING: OnceLock<DecodeTuning> = OnceLock::new();
     *TUNING.get_or_init(|| {
