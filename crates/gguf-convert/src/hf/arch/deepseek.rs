@@ -9,23 +9,13 @@ use gguf_format::GgufBuilder;
 use serde_json::Value;
 
 use super::{expert_matrix, map_decoder, Ctx, ExpertSlice, HfArch, Mapped, Transform, MLP_EXPERTS};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::hf::vocab::write_gpt2;
 
 /// DeepSeek-V2.
 pub(crate) struct Deepseek2;
 
 pub(crate) const DEEPSEEK2: Deepseek2 = Deepseek2;
-
-/// `config.json`'s count `key`, or `default` when absent or null.
-fn count_or(ctx: &Ctx<'_>, key: &str, default: Option<u32>) -> Result<u32> {
-    match ctx.hparams.get(key) {
-        None | Some(Value::Null) => {
-            default.ok_or_else(|| Error::Unsupported(format!("config.json: {key} is missing")))
-        }
-        Some(_) => ctx.hparams.require_u32(&[key]),
-    }
-}
 
 /// Whether layer `bid` is past `num_hidden_layers`: DeepSeek-V3's multi-token-prediction
 /// layers, which the reference leaves out (`skip_mtp`).
@@ -44,23 +34,25 @@ impl HfArch for Deepseek2 {
         // The latent is one KV head: the reference sets num_key_value_heads to 1 before the
         // shared keys are written, so the key keeps its place.
         b.set(&k("attention.head_count_kv"), 1u32);
-        let has_experts = !matches!(h.get("n_routed_experts"), None | Some(Value::Null));
-        let dense_default = if has_experts { 0 } else { ctx.block_count };
+        let experts = h.find_u32(&["n_routed_experts"])?;
+        let dense_default = if experts.is_some() {
+            0
+        } else {
+            ctx.block_count
+        };
         b.set(
             &k("leading_dense_block_count"),
-            count_or(ctx, "first_k_dense_replace", Some(dense_default))?,
+            h.find_u32(&["first_k_dense_replace"])?
+                .unwrap_or(dense_default),
         );
-        b.set(&k("vocab_size"), count_or(ctx, "vocab_size", None)?);
-        if !matches!(h.get("q_lora_rank"), None | Some(Value::Null)) {
-            b.set(
-                &k("attention.q_lora_rank"),
-                count_or(ctx, "q_lora_rank", None)?,
-            );
+        b.set(&k("vocab_size"), h.require_u32(&["vocab_size"])?);
+        if let Some(rank) = h.find_u32(&["q_lora_rank"])? {
+            b.set(&k("attention.q_lora_rank"), rank);
         }
-        let kv_lora_rank = count_or(ctx, "kv_lora_rank", Some(512))?;
-        let rope = count_or(ctx, "qk_rope_head_dim", None)?;
-        let nope = count_or(ctx, "qk_nope_head_dim", None)?;
-        let value = count_or(ctx, "v_head_dim", None)?;
+        let kv_lora_rank = h.find_u32(&["kv_lora_rank"])?.unwrap_or(512);
+        let rope = h.require_u32(&["qk_rope_head_dim"])?;
+        let nope = h.require_u32(&["qk_nope_head_dim"])?;
+        let value = h.require_u32(&["v_head_dim"])?;
         b.set(&k("attention.kv_lora_rank"), kv_lora_rank);
         b.set(&k("attention.key_length"), kv_lora_rank + rope);
         b.set(&k("attention.value_length"), kv_lora_rank);
@@ -70,12 +62,12 @@ impl HfArch for Deepseek2 {
             &k("expert_feed_forward_length"),
             h.require_u32(&["moe_intermediate_size", "intermediate_size"])?,
         );
-        if has_experts {
-            b.set(&k("expert_count"), count_or(ctx, "n_routed_experts", None)?);
+        if let Some(n) = experts {
+            b.set(&k("expert_count"), n);
         }
         b.set(
             &k("expert_shared_count"),
-            count_or(ctx, "n_shared_experts", Some(0))?,
+            h.find_u32(&["n_shared_experts"])?.unwrap_or(0),
         );
         if let Some(scale) = h.get("routed_scaling_factor").and_then(Value::as_f64) {
             b.set(&k("expert_weights_scale"), scale as f32);
@@ -128,8 +120,8 @@ impl HfArch for Deepseek2 {
         }
         if let (Some(b), Some(_)) = (bid, name.strip_suffix("self_attn.kv_b_proj.weight")) {
             // Split per KV head of the checkpoint (before the latent's one head).
-            let nope = count_or(ctx, "qk_nope_head_dim", None)? as usize;
-            let value = count_or(ctx, "v_head_dim", None)? as usize;
+            let nope = ctx.hparams.require_u32(&["qk_nope_head_dim"])? as usize;
+            let value = ctx.hparams.require_u32(&["v_head_dim"])? as usize;
             let part = |stem: &str, first, n, transpose| -> Result<Mapped> {
                 Ok(Mapped {
                     name: map_decoder(

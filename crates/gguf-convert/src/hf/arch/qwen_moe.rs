@@ -5,10 +5,9 @@
 //! vocabulary is GPT-2's only (`_set_vocab_gpt2`).
 
 use gguf_format::GgufBuilder;
-use serde_json::Value;
 
 use super::{expert_matrix, map_decoder, Ctx, ExpertSlice, HfArch, Mapped, Transform, MLP_EXPERTS};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::hf::vocab::write_gpt2;
 
 /// One of the three.
@@ -39,17 +38,8 @@ impl HfArch for QwenMoe {
                 "expert_shared_feed_forward_length",
             ),
         ] {
-            match ctx.hparams.get(json) {
-                None | Some(Value::Null) => {}
-                Some(v) => {
-                    let n = v
-                        .as_u64()
-                        .and_then(|n| u32::try_from(n).ok())
-                        .ok_or_else(|| {
-                            Error::Unsupported(format!("config.json: {json} is not a count"))
-                        })?;
-                    b.set(&k(key), n);
-                }
+            if let Some(n) = ctx.hparams.find_u32(&[json])? {
+                b.set(&k(key), n);
             }
         }
         Ok(())
