@@ -12,7 +12,7 @@ use serde_json::Value;
 use super::arch::{self, Ctx, ExpertSlice, HfArch, Transform};
 use super::checkpoint::{Checkpoint, Dtype, HfTensor};
 use super::params::{text_model_parameters, Hparams, BLOCK_COUNT_KEYS, EXPERT_COUNT_KEYS};
-use super::tensor_data::{convert_tensor, encode, repack_mxfp4, stream_tensor};
+use super::tensor_data::{convert_tensor, encode, output_shape, repack_mxfp4, stream_tensor};
 use crate::check::{check_plan, Origins};
 use crate::error::{Error, Result};
 
@@ -342,56 +342,7 @@ impl<'c> HfConversion<'c> {
                     continue;
                 }
                 for m in a.map(&ctx, name, bid)? {
-                    let mut shape = t.shape.to_vec();
-                    if let Transform::FirstRows { rows } = m.transform {
-                        if let Some(first) = shape.first_mut() {
-                            *first = (*first).min(rows);
-                        }
-                    }
-                    if let Transform::SliceRows { period, first, n } = m.transform {
-                        let fused = shape.len().checked_sub(2).map(|d| &mut shape[d]);
-                        match fused {
-                            Some(dim) if *dim == period && first + n <= period => *dim = n,
-                            _ => {
-                                return Err(Error::Unsupported(format!(
-                                    "tensor '{name}' of shape {:?} has no dimension of {period} \
-                                     rows to split",
-                                    t.shape
-                                )))
-                            }
-                        }
-                    }
-                    if let Transform::EveryOther { first } = m.transform {
-                        if let Some(last) = shape.last_mut() {
-                            *last = last.saturating_sub(first).div_ceil(2);
-                        }
-                    }
-                    if let Transform::HeadRows {
-                        period,
-                        first,
-                        n,
-                        transpose,
-                    } = m.transform
-                    {
-                        shape = match t.shape {
-                            [rows, columns]
-                                if period > 0 && rows % period == 0 && first + n <= period =>
-                            {
-                                let heads = rows / period;
-                                match transpose {
-                                    true => vec![heads, *columns, n],
-                                    false => vec![heads, n, *columns],
-                                }
-                            }
-                            _ => {
-                                return Err(Error::Unsupported(format!(
-                                    "tensor '{name}' of shape {:?} is not a matrix of heads of \
-                                     {period} rows",
-                                    t.shape
-                                )))
-                            }
-                        };
-                    }
+                    let shape = output_shape(m.transform, name, t.shape)?;
                     tensors.push(PlannedTensor {
                         ty: choose(&m.name, bid, &shape),
                         name: m.name,

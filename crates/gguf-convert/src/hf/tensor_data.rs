@@ -12,6 +12,62 @@ use super::checkpoint::{Dtype, HfTensor};
 use super::convert::PlannedTensor;
 use crate::error::{Error, Result};
 
+/// The shape (PyTorch's order) of what `transform` makes of checkpoint tensor `name` of
+/// `shape`, or an error naming it when the transformation does not fit its shape.
+pub(crate) fn output_shape(
+    transform: Transform,
+    name: &str,
+    shape: &[usize],
+) -> Result<Vec<usize>> {
+    let misfit =
+        |what: String| Error::Unsupported(format!("tensor '{name}' of shape {shape:?} {what}"));
+    let mut out = shape.to_vec();
+    match transform {
+        Transform::FirstRows { rows } => {
+            if let Some(first) = out.first_mut() {
+                *first = (*first).min(rows);
+            }
+        }
+        Transform::SliceRows { period, first, n } => {
+            match out.len().checked_sub(2).map(|d| &mut out[d]) {
+                Some(dim) if *dim == period && first + n <= period => *dim = n,
+                _ => {
+                    return Err(misfit(format!(
+                        "has no dimension of {period} rows to split"
+                    )))
+                }
+            }
+        }
+        Transform::EveryOther { first } => {
+            if let Some(last) = out.last_mut() {
+                *last = last.saturating_sub(first).div_ceil(2);
+            }
+        }
+        Transform::HeadRows {
+            period,
+            first,
+            n,
+            transpose,
+        } => {
+            out = match *shape {
+                [rows, columns] if period > 0 && rows % period == 0 && first + n <= period => {
+                    let heads = rows / period;
+                    match transpose {
+                        true => vec![heads, columns, n],
+                        false => vec![heads, n, columns],
+                    }
+                }
+                _ => return Err(misfit(format!("is not a matrix of heads of {period} rows"))),
+            }
+        }
+        Transform::None | Transform::AddOne | Transform::PermuteRows { .. } => {}
+        Transform::Mxfp4 { .. } => {
+            return Err(misfit("is MXFP4 blocks, planned with their scales".into()))
+        }
+    }
+    Ok(out)
+}
+
 /// Elements converted at a time when a tensor is streamed.
 const STREAM_ELEMENTS: usize = 1 << 20;
 
