@@ -3,10 +3,9 @@
 //! as the reference's `GptOssModel` writes them before the other tensors; attention sinks, the
 //! router's and experts' biases, the sliding window; a GPT-2 vocabulary.
 
-use gguf_format::tensor_names::TensorName as T;
 use gguf_format::GgufBuilder;
 
-use super::{map_by_table, Ctx, HfArch, Mapped, Packed, Transform};
+use super::{map_decoder, Ctx, HfArch, Mapped, Packed, Transform};
 use crate::error::{Error, Result};
 use crate::hf::vocab::write_gpt2;
 
@@ -14,25 +13,6 @@ use crate::hf::vocab::write_gpt2;
 pub(crate) struct GptOss;
 
 pub(crate) const GPT_OSS: GptOss = GptOss;
-
-/// gpt-oss' own tensors (beside the decoder table's).
-const TABLE: &[(&str, T)] = &[
-    ("model.layers.{bid}.self_attn.sinks", T::AttnSinks),
-    ("model.layers.{bid}.mlp.router", T::FfnGateInp),
-    ("model.layers.{bid}.mlp.experts.gate_proj", T::FfnGateExps),
-    ("model.layers.{bid}.mlp.experts.up_proj", T::FfnUpExps),
-    ("model.layers.{bid}.mlp.experts.down_proj", T::FfnDownExps),
-    (
-        "model.layers.{bid}.post_attention_layernorm",
-        T::AttnPostNorm,
-    ),
-];
-
-fn map_name(name: &str, bid: Option<u32>) -> Result<String> {
-    map_by_table(name, bid, TABLE)
-        .or_else(|| super::map_decoder("gpt-oss", name, bid).ok())
-        .ok_or_else(|| Error::Unsupported(format!("cannot map tensor '{name}' of a gpt-oss model")))
-}
 
 impl HfArch for GptOss {
     fn gguf_arch(&self) -> &'static str {
@@ -74,7 +54,7 @@ impl HfArch for GptOss {
         let blocks = format!("{stem}_blocks");
         let one = |to: &str, period, first| -> Result<Packed> {
             Ok(Packed {
-                name: map_name(&format!("{to}.weight"), bid)?,
+                name: map_decoder("gpt-oss", &format!("{to}.weight"), bid)?,
                 blocks: blocks.clone(),
                 scales: name.to_string(),
                 period,
@@ -98,7 +78,7 @@ impl HfArch for GptOss {
         }
         let plain = |n: String| -> Result<Vec<Mapped>> {
             Ok(vec![Mapped {
-                name: map_name(&n, bid)?,
+                name: map_decoder("gpt-oss", &n, bid)?,
                 transform: Transform::None,
             }])
         };
@@ -106,7 +86,7 @@ impl HfArch for GptOss {
             // Gate and up interleaved: even and odd columns.
             let half = |to: &str, first| -> Result<Mapped> {
                 Ok(Mapped {
-                    name: map_name(&format!("{stem}{to}.bias"), bid)?,
+                    name: map_decoder("gpt-oss", &format!("{stem}{to}.bias"), bid)?,
                     transform: Transform::EveryOther { first },
                 })
             };

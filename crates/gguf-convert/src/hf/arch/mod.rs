@@ -450,12 +450,19 @@ pub(crate) fn decoder_table(arch: &str) -> Vec<(&'static str, T)> {
         t.push(("layers.{bid}.feed_forward.experts.w2", T::FfnDownExps));
         t.push(("layers.{bid}.feed_forward.experts.w3", T::FfnUpExps));
     }
-    if matches!(arch, "qwen2moe" | "qwen3moe" | "olmoe") {
-        // The router and the stacked experts (`Qwen2MoeModel`'s merged names).
-        t.push(("model.layers.{bid}.mlp.gate", T::FfnGateInp));
+    if matches!(arch, "qwen2moe" | "qwen3moe" | "olmoe" | "gpt-oss") {
+        // The stacked experts (`Qwen2MoeModel`'s merged names, gpt-oss' own).
         t.push(("model.layers.{bid}.mlp.experts.gate_proj", T::FfnGateExps));
         t.push(("model.layers.{bid}.mlp.experts.up_proj", T::FfnUpExps));
         t.push(("model.layers.{bid}.mlp.experts.down_proj", T::FfnDownExps));
+    }
+    if matches!(arch, "qwen2moe" | "qwen3moe" | "olmoe") {
+        t.push(("model.layers.{bid}.mlp.gate", T::FfnGateInp));
+    }
+    if arch == "gpt-oss" {
+        // The router, with its bias, and the attention sinks (`sinks.weight` after `filter`).
+        t.push(("model.layers.{bid}.mlp.router", T::FfnGateInp));
+        t.push(("model.layers.{bid}.self_attn.sinks", T::AttnSinks));
     }
     if arch == "deepseek2" {
         // Latent attention (the key and value parts of `kv_b_proj` are split in
@@ -534,6 +541,12 @@ pub(crate) fn decoder_table(arch: &str) -> Vec<(&'static str, T)> {
         t.push((
             "model.layers.{bid}.post_feedforward_layernorm",
             T::FfnPostNorm,
+        ));
+    } else if arch == "gpt-oss" {
+        // gpt-oss' norm before its experts is llama.cpp's post-attention norm.
+        t.push((
+            "model.layers.{bid}.post_attention_layernorm",
+            T::AttnPostNorm,
         ));
     } else {
         t.push(("model.layers.{bid}.post_attention_layernorm", T::FfnNorm));
